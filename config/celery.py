@@ -1,0 +1,13 @@
+"""The Celery app. Configuration lives in Django settings under the CELERY_ prefix."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
+
+app = Celery("autocoder")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,89 @@
+"""Reading the environment strictly: a bad value stops start-up with a clear message.
+
+django-environ does the parsing; the helpers here refuse what it would silently
+accept (``DEBUG=maybe`` read as False, ``DATABASE_URL=foo://`` read as an unknown
+engine) so that a typo never turns into a surprise at first use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+_dotenv = BASE_DIR / ".env"
+if _dotenv.is_file():
+    environ.Env.read_env(str(_dotenv))
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+SUPPORTED_DATABASE_ENGINES = {
+    "django.db.backends.sqlite3": "sqlite",
+    "django.db.backends.postgresql": "postgres",
+}
+
+
+def _fail(name: str, value: str, expected: str) -> ImproperlyConfigured:
+    return ImproperlyConfigured(
+        f"Environment variable {name}={value!r} is invalid: expected {expected}. "
+        f"See .env.example."
+    )
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = env.str(name, default=None)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise _fail(name, raw, "true or false")
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = env.str(name, default=None)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _fail(name, raw, "a whole number") from None
+    if value < minimum:
+        raise _fail(name, raw, f"a whole number >= {minimum}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = env.str(name, default=None)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_database(name: str, default: str) -> dict[str, Any]:
+    raw = env.str(name, default=default)
+    config = environ.Env.db_url_config(raw) if "://" in raw else {}
+    if config.get("ENGINE") not in SUPPORTED_DATABASE_ENGINES:
+        raise _fail(name, raw, "postgres://user@host:5432/name or sqlite:///path/to/file.sqlite3")
+    if not config.get("NAME"):
+        raise _fail(name, raw, "a URL that names the database")
+    return config
+
+
+def env_redis_url(name: str) -> str | None:
+    raw = env.str(name, default="").strip()
+    if not raw:
+        return None
+    parsed = urlparse(raw)
+    if parsed.scheme not in {"redis", "rediss"} or not parsed.hostname:
+        raise _fail(name, raw, "redis://host:6379/0 (or leave it unset for the embedded mode)")
+    return raw

@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from rest_framework import pagination
+
+
+class PageNumberPagination(pagination.PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200

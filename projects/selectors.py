@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from django.db.models import Count, QuerySet
+
+from accounts.models import User
+from core.exceptions import NotFound
+
+from .models import Project
+
+PROJECT_NOT_FOUND = "Project not found."
+
+
+def project_list_for_user(*, user: User) -> QuerySet[Project]:
+    return Project.objects.filter(owner=user).annotate(task_count=Count("tasks")).order_by("created_at", "id")
+
+
+def project_get_for_user(*, user: User, project_id: object) -> Project:
+    """The user's project, or NotFound — also when it exists but is someone else's."""
+    try:
+        pk = int(str(project_id))
+    except ValueError:
+        raise NotFound(PROJECT_NOT_FOUND) from None
+    project = Project.objects.filter(owner=user, pk=pk).first()
+    if project is None:
+        raise NotFound(PROJECT_NOT_FOUND)
+    return project
+
+
+def project_get_default(*, user: User) -> Project | None:
+    """The project a user lands on: their oldest one."""
+    return Project.objects.filter(owner=user).order_by("created_at", "id").first()

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from core.exceptions import ApplicationError
+
+from .models import DEFAULT_PROJECT_NAME, Project
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+LAST_PROJECT = "You cannot delete your last project: create another one first."
+NAME_TAKEN = "You already have a project with this name."
+NAME_REQUIRED = "A project needs a name."
+
+
+class LastProject(ApplicationError):
+    code = "last_project"
+
+
+def _clean_name(name: str) -> str:
+    cleaned = " ".join(name.split())
+    if not cleaned:
+        raise ValidationError({"name": [NAME_REQUIRED]})
+    return cleaned
+
+
+def _save(project: Project) -> Project:
+    project.full_clean(validate_constraints=False)
+    try:
+        with transaction.atomic():
+            project.save()
+    except IntegrityError:
+        raise ValidationError({"name": [NAME_TAKEN]}) from None
+    return project
+
+
+def project_create(*, owner: User, name: str, description: str = "") -> Project:
+    return _save(Project(owner=owner, name=_clean_name(name), description=description.strip()))
+
+
+def project_create_default(*, owner: User) -> Project:
+    return project_create(owner=owner, name=DEFAULT_PROJECT_NAME)
+
+
+def project_update(*, project: Project, name: str | None = None, description: str | None = None) -> Project:
+    if name is not None:
+        project.name = _clean_name(name)
+    if description is not None:
+        project.description = description.strip()
+    return _save(project)
+
+
+def project_delete(*, project: Project) -> None:
+    """Delete a project with its tasks (and runs); a user always keeps one project."""
+    with transaction.atomic():
+        # Lock the owner's projects so two concurrent deletes cannot remove the last two.
+        owned = list(Project.objects.select_for_update().filter(owner_id=project.owner_id).values_list("pk", flat=True))
+        if project.pk not in owned:
+            return
+        if len(owned) <= 1:
+            raise LastProject(LAST_PROJECT)
+        project.delete()
