@@ -12,14 +12,14 @@ from __future__ import annotations
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import BASE_DIR, env, env_bool, env_database, env_int, env_list, env_redis_url
+from .env import BASE_DIR, env_bool, env_database, env_int, env_list, env_redis_url, env_str
 
 # --- Core ---------------------------------------------------------------------------
 
 DEVELOPMENT_SECRET_KEY = "django-insecure-autocoder-development-key-do-not-deploy"
 
 DEBUG = env_bool("DEBUG", default=False)
-SECRET_KEY = env.str("SECRET_KEY", default=DEVELOPMENT_SECRET_KEY)
+SECRET_KEY = env_str("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
 if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
     raise ImproperlyConfigured(
         "SECRET_KEY is not set. With DEBUG off AutoCoder refuses the development key: "
@@ -253,7 +253,7 @@ CELERY_BEAT_SCHEDULE = {
 
 # --- Logging ------------------------------------------------------------------------
 
-LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

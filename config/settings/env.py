@@ -22,7 +22,7 @@ if _dotenv.is_file():
     environ.Env.read_env(str(_dotenv))
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+_FALSE = {"0", "false", "no", "off"}
 
 SUPPORTED_DATABASE_ENGINES = {
     "django.db.backends.sqlite3": "sqlite",
@@ -37,9 +37,15 @@ def _fail(name: str, value: str, expected: str) -> ImproperlyConfigured:
     )
 
 
+def env_str(name: str, default: str) -> str:
+    """A set-but-empty variable (``FOO=`` as in .env.example) counts as unset."""
+    raw = env.str(name, default="").strip()
+    return raw or default
+
+
 def env_bool(name: str, default: bool) -> bool:
-    raw = env.str(name, default=None)
-    if raw is None:
+    raw = env_str(name, "")
+    if not raw:
         return default
     value = raw.strip().lower()
     if value in _TRUE:
@@ -50,8 +56,8 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int = 0) -> int:
-    raw = env.str(name, default=None)
-    if raw is None:
+    raw = env_str(name, "")
+    if not raw:
         return default
     try:
         value = int(raw)
@@ -63,14 +69,14 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
-    raw = env.str(name, default=None)
-    if raw is None:
+    raw = env_str(name, "")
+    if not raw:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
 def env_database(name: str, default: str) -> dict[str, Any]:
-    raw = env.str(name, default=default)
+    raw = env_str(name, default)
     config = environ.Env.db_url_config(raw) if "://" in raw else {}
     if config.get("ENGINE") not in SUPPORTED_DATABASE_ENGINES:
         raise _fail(name, raw, "postgres://user@host:5432/name or sqlite:///path/to/file.sqlite3")
@@ -80,7 +86,7 @@ def env_database(name: str, default: str) -> dict[str, Any]:
 
 
 def env_redis_url(name: str) -> str | None:
-    raw = env.str(name, default="").strip()
+    raw = env_str(name, "")
     if not raw:
         return None
     parsed = urlparse(raw)
