@@ -5,11 +5,12 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint typecheck migrate superuser worker beat clean help
+.PHONY: run demo test pytest lint typecheck migrate superuser worker beat clean help
 
 help:
 	@echo "make run    - install, migrate and serve http://$(HOST):$(PORT) (SQLite, in-process worker)"
 	@echo "make test   - install and run lint, type checks and the whole test suite"
+	@echo "make pytest - the test suite only (PYTEST_ARGS=... passes options)"
 	@echo "make worker / make beat - production processes (need REDIS_URL)"
 
 $(BIN)/python:
@@ -42,8 +43,12 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
-test: lint typecheck
+# pytest exits non-zero on failures and also when it collects no tests (5): either
+# fails make.
+pytest: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
 
 superuser: $(VENV)/.installed-run
 	$(BIN)/python manage.py createsuperuser
@@ -56,3 +61,16 @@ beat: $(VENV)/.installed-run
 
 clean:
 	rm -rf $(VENV) staticfiles .pytest_cache .mypy_cache .ruff_cache
+
+# Watch whole runs without an API key: the test suite's fake Anthropic server stands in
+# for the API (the UI labels the model as a scripted demo). Its own database, demo.sqlite3.
+DEMO_LLM_PORT ?= 8090
+DEMO_ENV = DEBUG=true LLM_DEMO_MODE=true DATABASE_URL=sqlite:///$(CURDIR)/demo.sqlite3 \
+	ANTHROPIC_BASE_URL=http://127.0.0.1:$(DEMO_LLM_PORT) ANTHROPIC_API_KEY=demo-key-not-secret
+demo: $(VENV)/.installed-run
+	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput
+	$(DEMO_ENV) $(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	@echo "AutoCoder demo on http://$(HOST):$(PORT) — scripted demo model on port $(DEMO_LLM_PORT), no API key used"
+	@$(BIN)/python -m tests.fake_anthropic --port $(DEMO_LLM_PORT) & fake=$$!; \
+	trap 'kill $$fake 2>/dev/null' EXIT INT TERM; \
+	$(DEMO_ENV) $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application

@@ -54,7 +54,7 @@ class User(AbstractBaseUser, PermissionsMixin):
 
     USERNAME_FIELD = "email"
     EMAIL_FIELD = "email"
-    REQUIRED_FIELDS: list[str] = []
+    REQUIRED_FIELDS = []  # Django reads it as a class attribute
 
     class Meta:
         ordering = ["email"]

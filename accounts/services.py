@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 from datetime import datetime
@@ -93,7 +94,9 @@ def auth_rate_limit_hit(*, action: str, client_address: str, email: str) -> None
     limit = settings.AUTH_RATE_LIMIT_ATTEMPTS
     window = settings.AUTH_RATE_LIMIT_WINDOW_SECONDS
     now = time.time()
-    keys = [f"auth-rl:{action}:addr:{client_address}", f"auth-rl:{action}:email:{normalize_email(email)}"]
+    # Hashed: keys stay short and valid whatever a client sends as its email.
+    email_key = hashlib.sha256(normalize_email(email).encode()).hexdigest()[:32]
+    keys = [f"auth-rl:{action}:addr:{client_address[:64]}", f"auth-rl:{action}:email:{email_key}"]
     retry_after = 0
     for key in keys:
         cache.add(f"{key}:start", now, timeout=window)

@@ -1,7 +1,205 @@
+"""The embedded (one-process) mode: no Redis, everything inside the one daphne process.
+
+- ``EmbeddedChannelLayer`` lets Celery tasks running in worker threads publish to
+  websocket consumers running on daphne's event loop.
+- ``start_embedded_worker`` runs a Celery worker (``memory://`` broker, thread pool) and
+  celery beat in daemon threads, and stops them when the server shuts down.
+
+See ../shared/PITFALLS.md, "The embedded (one-process) mode, measured here".
+"""
+
 from __future__ import annotations
 
+import asyncio
+import atexit
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from celery import Celery
+from celery.beat import Service
+from celery.signals import worker_shutting_down
+from celery.worker import WorkController
 from channels.layers import InMemoryChannelLayer
+from django.db import connections
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class EmbeddedChannelLayer(InMemoryChannelLayer):
-    """Placeholder: the Celery helper makes this thread-safe."""
+    """An in-memory channel layer that can be sent to from any thread of the process.
+
+    The plain layer's queues belong to the loop their consumers wait on: a send from a
+    worker thread (``async_to_sync(layer.group_send)``, which runs on a throwaway loop)
+    fills the queue without waking that loop, so delivery waits until something else
+    wakes it (~450 ms measured). Here every send or group_send that arrives on another
+    loop is run on the server's loop with ``run_coroutine_threadsafe``, which wakes it at
+    once, and all queue and group bookkeeping happens on that one loop.
+    """
+
+    # Long enough for a busy loop; short enough that a send racing with shutdown (the
+    # loop stops before running it) fails instead of hanging a worker thread.
+    handover_timeout = 5.0
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: The loop consumers wait on: daphne's. Recorded on the first receive or
+        #: group_add; may also be set explicitly.
+        self.server_loop: asyncio.AbstractEventLoop | None = None
+
+    def _remember_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        # Keep the first loop while it runs (daphne has one for its lifetime); take the
+        # new one once the old has stopped (tests run one loop after another).
+        if self.server_loop is not loop and (self.server_loop is None or not self.server_loop.is_running()):
+            self.server_loop = loop
+
+    async def _on_server_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        server = self.server_loop
+        if server is None or server is asyncio.get_running_loop() or not server.is_running():
+            return await coro
+        future = asyncio.run_coroutine_threadsafe(coro, server)
+        return await asyncio.wait_for(asyncio.wrap_future(future), self.handover_timeout)
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        self._remember_loop()
+        return await super().receive(channel)
+
+    async def group_add(self, group: str, channel: str) -> None:
+        self._remember_loop()
+        await super().group_add(group, channel)
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        await self._on_server_loop(super().send(channel, message))
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        await self._on_server_loop(super().group_send(group, message))
+
+
+@dataclass
+class EmbeddedWorker:
+    app: Celery
+    worker: WorkController
+    worker_thread: threading.Thread
+    beat: threading.Thread | None
+    beat_service: Service | None
+    stopped: threading.Event
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop beat and the worker, waiting ``timeout`` seconds at most.
+
+        Celery's thread pool waits for running tasks (and Python joins pool threads at
+        exit), so a long task must watch ``config.celery.shutdown_requested`` (or its
+        own flag set on ``worker_shutting_down``) for the process to exit promptly.
+        Queued tasks are lost with the memory broker.
+        """
+        global _running
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        started = time.monotonic()
+        # What `celery worker` sends on SIGTERM/SIGINT; WorkController.stop() does not.
+        # Tasks' stop flags hang on it (config.celery.shutdown_requested among them).
+        worker_shutting_down.send(sender=self.worker.hostname, sig="SIGTERM", how="Warm", exitcode=0)
+        if self.beat_service is not None:
+            self.beat_service.stop()
+        # worker.stop() blocks until running tasks finish: bound it from the outside.
+        # (The worker thread itself notices within its 2 s poll; it is a daemon and
+        # holds nothing by then, so nobody waits for it.)
+        stopper = threading.Thread(target=self.worker.stop, name="celery-worker-stop", daemon=True)
+        stopper.start()
+        stopper.join(timeout)
+        if self.beat is not None:
+            # Beat sleeps at most 1 s between ticks, then saves last-run times.
+            self.beat.join(max(0.0, started + timeout - time.monotonic()))
+        with _lock:
+            if _running is self:
+                _running = None
+        if stopper.is_alive():
+            logger.warning("Embedded Celery worker: tasks still running; the process exits when they end")
+        logger.info("Embedded Celery worker and beat stopped in %.2f s", time.monotonic() - started)
+
+
+_lock = threading.Lock()
+_running: EmbeddedWorker | None = None
+
+
+def start_embedded_worker(*, concurrency: int = 4, beat: bool = True) -> EmbeddedWorker:
+    """Start the in-process Celery worker and beat, once per process.
+
+    Only the one ASGI server process may call this (config/asgi.py): the memory broker
+    lives in this process, so ``.delay()`` from anywhere else is never seen here.
+    """
+    global _running
+    with _lock:
+        if _running is not None:
+            return _running
+        from .celery import app
+
+        worker = app.WorkController(
+            pool="threads",
+            concurrency=concurrency,
+            hostname=f"embedded-{os.getpid()}@{socket.gethostname()}",
+            # Nothing to talk to: there is no other worker on the memory broker.
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+        )
+        worker_thread = threading.Thread(target=worker.start, name="celery-worker", daemon=True)
+        worker_thread.start()
+        beat_service: Service | None = None
+        beat_thread: threading.Thread | None = None
+        if beat:
+            # The DatabaseScheduler, as in production: the schedule in settings is
+            # written to django_celery_beat's tables, operators can edit it in the admin,
+            # and last-run times survive a restart. On SQLite it costs one small read a
+            # tick and a write per run; IMMEDIATE transactions (settings) keep those
+            # from clashing with request and task writes. Ticking at least once a second
+            # (as celery's own threaded beat does) lets it stop within a second.
+            beat_service = Service(app, max_interval=1, scheduler_cls=app.conf.beat_scheduler, remote_control=False)
+            beat_thread = threading.Thread(target=_run_beat, args=(beat_service,), name="celery-beat", daemon=True)
+            beat_thread.start()
+        _running = EmbeddedWorker(
+            app=app,
+            worker=worker,
+            worker_thread=worker_thread,
+            beat=beat_thread,
+            beat_service=beat_service,
+            stopped=threading.Event(),
+        )
+        _stop_on_server_shutdown(_running)
+        logger.info(
+            "Embedded Celery worker started (%d threads, broker %s)%s",
+            concurrency,
+            app.conf.broker_url,
+            f" with beat ({app.conf.beat_scheduler})" if beat else "",
+        )
+        return _running
+
+
+def _run_beat(service: Service) -> None:
+    try:
+        service.start()
+    finally:
+        # Thread-local connections outlive their thread otherwise (and PostgreSQL
+        # then refuses to drop a test database still "in use").
+        connections.close_all()
+
+
+def _stop_on_server_shutdown(embedded: EmbeddedWorker) -> None:
+    # daphne runs Twisted and turns SIGINT/SIGTERM into a reactor shutdown; a "before
+    # shutdown" trigger runs while the process is still whole. atexit would be too
+    # late: Python joins the pool's threads (waiting for running tasks) before atexit.
+    reactor = sys.modules.get("twisted.internet.reactor")
+    if reactor is not None:
+        reactor.addSystemEventTrigger("before", "shutdown", embedded.stop)
+    else:
+        atexit.register(embedded.stop)

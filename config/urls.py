@@ -1,15 +1,20 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-api_patterns = [
+from core.views import api_not_found
+
+api_patterns: list[URLPattern | URLResolver] = [
     path("auth/", include("accounts.api.urls")),
     path("", include("projects.api.urls")),
     path("", include("tasks.api.urls")),
+    path("", include("pipelines.api.urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    # Last: any other /api/ path answers in the API's error shape, not an HTML page.
+    re_path(r"^.*$", api_not_found),
 ]
 
 urlpatterns = [
@@ -19,4 +24,5 @@ urlpatterns = [
     path("accounts/", include("accounts.urls")),
     path("projects/", include("projects.urls")),
     path("", include("tasks.urls")),
+    path("", include("pipelines.urls")),
 ]

@@ -52,9 +52,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         logger.warning("Refused request: %s", exc)
         exc = exceptions.ParseError(str(exc) or "Bad request.")
 
-    response = exception_handler(exc, context)
-    if response is None:
+    handled = exception_handler(exc, context)
+    if handled is None:
         return None
+    response = handled
     if isinstance(exc, exceptions.ValidationError):
         response.data = _validation_body(exc.detail)
     elif isinstance(exc, exceptions.APIException):

@@ -14,7 +14,7 @@ class ApplicationError(Exception):
     """A failure the user can act on. Subclasses fix ``code`` and ``status_code``."""
 
     code = "error"
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
 
     def __init__(self, message: str, *, extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, IntegerField, Q, QuerySet, Sum, Value, When
 
 from accounts.models import User
 from core.exceptions import NotFound
 from projects.models import Project
 
-from .models import Task, TaskStatus
+from .models import Task, TaskStatus, TaskStatusChange
 
 TASK_NOT_FOUND = "Task not found."
 
@@ -51,9 +51,20 @@ def task_get_for_user(*, user: User, task_id: object) -> Task:
     return task
 
 
-def task_board(*, user: User, project: Project, category: str | None = None, q: str | None = None) -> dict[str, list[Task]]:
-    """The project's tasks grouped by column, every column present, in one query."""
+def task_board(
+    *, user: User, project: Project, category: str | None = None, q: str | None = None
+) -> dict[str, list[Task]]:
+    """The project's tasks grouped by column, every column present, in one query.
+
+    Each task carries ``total_cost``: what all its pipeline runs cost (None without runs).
+    """
     columns: dict[str, list[Task]] = {status: [] for status in TaskStatus.values}
-    for task in task_list(user=user, project=project, category=category, q=q):
+    tasks = task_list(user=user, project=project, category=category, q=q).annotate(total_cost=Sum("runs__cost_usd"))
+    for task in tasks:
         columns[task.status].append(task)
     return columns
+
+
+def task_history(*, task: Task, limit: int = 20) -> QuerySet[TaskStatusChange]:
+    """The task's column changes, newest first, with who made them."""
+    return TaskStatusChange.objects.filter(task=task).select_related("actor").order_by("-created_at", "-id")[:limit]

@@ -1,4 +1,14 @@
 from __future__ import annotations
 
+from django.urls import path
+
+from . import views
+
 app_name = "tasks"
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.board, name="board"),
+    path("tasks/new", views.task_create, name="create"),
+    path("tasks/<int:task_id>", views.task_detail, name="detail"),
+    path("tasks/<int:task_id>/move", views.task_move, name="move"),
+    path("tasks/<int:task_id>/delete", views.task_delete, name="delete"),
+]

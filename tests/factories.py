@@ -20,7 +20,7 @@ class UserFactory(factory.django.DjangoModelFactory):
     password = factory.PostGenerationMethodCall("set_password", DEFAULT_PASSWORD)
 
     @factory.post_generation
-    def saved(obj: User, create: bool, extracted: object, **kwargs: object) -> None:  # noqa: N805
+    def saved(obj: User, create: bool, extracted: object, **kwargs: object) -> None:
         if create:
             obj.save()
 

@@ -1,3 +1,13 @@
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("register", views.RegisterApi.as_view(), name="auth-register"),
+    path("login", views.LoginApi.as_view(), name="auth-login"),
+    path("logout", views.LogoutApi.as_view(), name="auth-logout"),
+    path("token", views.TokenCreateApi.as_view(), name="auth-token"),
+    path("me", views.MeApi.as_view(), name="auth-me"),
+]

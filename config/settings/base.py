@@ -199,7 +199,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.SafeJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "core.pagination.PageNumberPagination",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -220,12 +220,17 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "TaskStatusEnum": "tasks.models.TaskStatus",
+        "RunStatusEnum": "pipelines.models.RunStatus",
+    },
 }
 
 # --- Celery -------------------------------------------------------------------------
 
-CELERY_BROKER_URL = REDIS_URL or "memory://"
-CELERY_BROKER_TRANSPORT_OPTIONS = (
+# A host name in the memory URL only silences kombu's "no hostname" warning.
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, float] = (
     # Tasks stay short (one pipeline phase each), well under this redelivery horizon.
     {"visibility_timeout": 2 * 3600}
     if REDIS_URL
@@ -234,6 +239,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
 )
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
+# Deployments sharing one Redis keep their jobs apart with a queue name of their own.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -267,3 +274,30 @@ LOGGING = {
         "daphne": {"level": "WARNING"},
     },
 }
+
+# --- Agent pipeline -----------------------------------------------------------------
+
+# "anthropic" (the SDK; any Anthropic-compatible endpoint through ANTHROPIC_BASE_URL)
+# or "claude-cli" (the Claude command-line tool as a subprocess).
+LLM_PROVIDER = env_str("LLM_PROVIDER", "anthropic")
+if LLM_PROVIDER not in {"anthropic", "claude-cli"}:
+    raise ImproperlyConfigured(f"LLM_PROVIDER={LLM_PROVIDER!r} is invalid: expected anthropic or claude-cli.")
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY", "")
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL", "")
+LLM_MODEL = env_str("LLM_MODEL", "claude-sonnet-4-6")
+LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", default=8192, minimum=1)
+LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", default=300, minimum=1)
+# Tokens (input + output) one run may spend before it pauses; 0 = no limit.
+RUN_TOKEN_BUDGET = env_int("RUN_TOKEN_BUDGET", default=400_000)
+# Waits between retries of a failing LLM call before the run pauses (seconds).
+LLM_RETRY_DELAYS = [2.0, 4.0, 8.0]
+LLM_RETRY_AFTER_CAP_SECONDS = 60.0
+# The demo (`make demo`) talks to the scripted fake server; the UI says so.
+LLM_DEMO_MODE = env_bool("LLM_DEMO_MODE", default=False)
+CLAUDE_CLI_PATH = env_str("CLAUDE_CLI_PATH", "claude")
+CLAUDE_CLI_TIMEOUT_SECONDS = env_int("CLAUDE_CLI_TIMEOUT_SECONDS", default=600, minimum=1)
+# A working phase whose worker has not renewed its lease for this long is re-queued.
+PIPELINE_LEASE_SECONDS = env_int("PIPELINE_LEASE_SECONDS", default=90, minimum=5)
+# Live token chunks are coalesced: at most one agent-log event per agent this often.
+PIPELINE_LOG_FLUSH_SECONDS = 0.05
+CELERY_BEAT_SCHEDULE["pipeline-sweep"] = {"task": "pipelines.tasks.pipeline_sweep", "schedule": 30.0}

@@ -32,8 +32,7 @@ SUPPORTED_DATABASE_ENGINES = {
 
 def _fail(name: str, value: str, expected: str) -> ImproperlyConfigured:
     return ImproperlyConfigured(
-        f"Environment variable {name}={value!r} is invalid: expected {expected}. "
-        f"See .env.example."
+        f"Environment variable {name}={value!r} is invalid: expected {expected}. See .env.example."
     )
 
 

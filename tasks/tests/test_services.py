@@ -55,10 +55,9 @@ def test_move_inserts_at_position_and_renumbers_column(project) -> None:
     column = [task_create(project=project, title=f"t{i}") for i in range(4)]
     moved = column[3]
     task_move(task=moved, status=TaskStatus.BACKLOG, position=1)
-    order = list(Task.objects.filter(project=project, status="backlog").order_by("position").values_list("title", flat=True))
-    assert order == ["t0", "t3", "t1", "t2"]
-    positions = list(Task.objects.filter(project=project, status="backlog").order_by("position").values_list("position", flat=True))
-    assert positions == [0, 1, 2, 3]
+    column = Task.objects.filter(project=project, status="backlog").order_by("position")
+    assert list(column.values_list("title", flat=True)) == ["t0", "t3", "t1", "t2"]
+    assert list(column.values_list("position", flat=True)) == [0, 1, 2, 3]
 
 
 def test_move_to_other_column_defaults_to_last(project) -> None:

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.contrib.auth.forms import AdminUserCreationForm
+from django.contrib.auth.forms import UserChangeForm as BaseUserChangeForm
+from django.db.models import Count, QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest
+from django.utils.safestring import SafeString
+
+from core.admin import admin_change_link, admin_changelist_link
+from projects.models import Project
+from projects.services import project_create_default
+
+from .models import ApiToken, User
+
+
+class UserCreationForm(AdminUserCreationForm):
+    """The admin's add form, with the email as the login."""
+
+    class Meta:
+        model = User
+        fields = ("email", "display_name")
+
+
+class UserChangeForm(BaseUserChangeForm):
+    class Meta:
+        model = User
+        fields = "__all__"
+
+
+class ApiTokenInline(admin.TabularInline):
+    """A user's tokens: revoke one by deleting it. Raw tokens are never stored."""
+
+    model = ApiToken
+    fields = ("name", "prefix", "created_at", "last_used_at")
+    readonly_fields = fields
+    extra = 0
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(User)
+class UserAdmin(BaseUserAdmin):
+    form = UserChangeForm
+    add_form = UserCreationForm
+    list_display = ("email", "display_name", "is_staff", "is_active", "date_joined", "project_count")
+    list_filter = ("is_staff", "is_superuser", "is_active", "groups", "date_joined")
+    search_fields = ("email", "display_name")
+    ordering = ("email",)
+    readonly_fields = ("last_login", "date_joined")
+    fieldsets = (
+        (None, {"fields": ("email", "password")}),
+        ("Profile", {"fields": ("display_name",)}),
+        ("Permissions", {"fields": ("is_active", "is_staff", "is_superuser", "groups", "user_permissions")}),
+        ("Important dates", {"fields": ("last_login", "date_joined")}),
+    )
+    add_fieldsets = (
+        (
+            None,
+            {
+                "classes": ("wide",),
+                "fields": ("email", "display_name", "usable_password", "password1", "password2"),
+            },
+        ),
+    )
+
+    def get_inlines(
+        self, request: HttpRequest, obj: User | None
+    ) -> list[type[admin.options.InlineModelAdmin[Any, Any]]]:
+        return [ApiTokenInline] if obj is not None else []
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[User]:
+        return super().get_queryset(request).annotate(project_count=Count("projects"))
+
+    @admin.display(description="Projects", ordering="project_count")
+    def project_count(self, user: User) -> SafeString:
+        count = getattr(user, "project_count", 0)
+        return admin_changelist_link(Project, count, owner__id__exact=user.pk)
+
+    def save_model(self, request: HttpRequest, obj: User, form: ModelForm[User], change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if not change:
+            # Like registration and createsuperuser: every account starts with a board.
+            project_create_default(owner=obj)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are made through the API (the raw value is shown once, there); here they
+    can be renamed or revoked."""
+
+    list_display = ("prefix", "name", "user_link", "created_at", "last_used_at")
+    list_filter = ("created_at", "last_used_at")
+    list_select_related = ("user",)
+    search_fields = ("name", "prefix", "user__email")
+    fields = ("user", "name", "prefix", "digest", "created_at", "last_used_at")
+    readonly_fields = ("user", "prefix", "digest", "created_at", "last_used_at")
+    date_hierarchy = "created_at"
+
+    @admin.display(description="User", ordering="user__email")
+    def user_link(self, token: ApiToken) -> SafeString | str:
+        return admin_change_link(token.user)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

@@ -1,0 +1,205 @@
+"""The three agents: their tools (structured output), prompts and output checks.
+
+Each agent is given exactly one tool and ``tool_choice`` forcing it, so its answer is
+the tool's input. The input is validated against the tool's JSON schema (and a few
+rules a schema cannot say); an invalid answer is retried once with the errors.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from .diff import check_path
+from .providers.base import Tool
+
+PLANNER = "planner"
+CODER = "coder"
+REVIEWER = "reviewer"
+
+PLAN_TOOL = Tool(
+    name="submit_plan",
+    description="Submit the ordered subtasks that together complete the task.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "subtasks": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 20,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "minLength": 1, "maxLength": 50},
+                        "title": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "description": {"type": "string", "maxLength": 5000},
+                        "order": {"type": "integer", "minimum": 0},
+                    },
+                    "required": ["id", "title", "description", "order"],
+                },
+            }
+        },
+        "required": ["subtasks"],
+    },
+)
+
+CHANGES_TOOL = Tool(
+    name="submit_changes",
+    description="Submit the complete file changes that implement the plan.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "changes": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 100,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "file_path": {"type": "string", "minLength": 1, "maxLength": 500},
+                        "content": {"type": "string", "maxLength": 500_000},
+                        "action": {"enum": ["create", "modify", "delete"]},
+                    },
+                    "required": ["file_path", "action"],
+                },
+            }
+        },
+        "required": ["changes"],
+    },
+)
+
+REVIEW_TOOL = Tool(
+    name="submit_review",
+    description="Submit the review verdict and every finding.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "pass": {"type": "boolean"},
+            "findings": {
+                "type": "array",
+                "maxItems": 100,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "file": {"type": "string"},
+                        "line": {"type": ["integer", "null"]},
+                        "severity": {"enum": ["info", "minor", "major", "critical"]},
+                        "message": {"type": "string", "minLength": 1, "maxLength": 5000},
+                    },
+                    "required": ["file", "severity", "message"],
+                },
+            },
+        },
+        "required": ["pass", "findings"],
+    },
+)
+
+SYSTEM_PROMPTS = {
+    PLANNER: (
+        "You are the Planner of a software team. Split the task into a short ordered list "
+        "of concrete subtasks a developer can implement. Answer only by calling submit_plan."
+    ),
+    CODER: (
+        "You are the Coder of a software team. Implement the plan as complete file contents "
+        "(whole files, not fragments). Use relative paths inside the repository. When review "
+        "findings or reviewer feedback are given, fix every one of them. Answer only by "
+        "calling submit_changes."
+    ),
+    REVIEWER: (
+        "You are the Reviewer of a software team. Check the changes against the task and the "
+        "plan: correctness, missing pieces, bugs, tests. Set pass to true only if the change "
+        "can be merged as it is. Answer only by calling submit_review."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    tool: Tool
+
+    def system_prompt(self, memory_context: str) -> str:
+        base = SYSTEM_PROMPTS[self.name]
+        return f"{base}\n\n{memory_context}" if memory_context else base
+
+    def validate(self, tool_input: dict[str, Any] | None) -> list[str]:
+        """Human-readable problems with the agent's answer; empty when it is valid."""
+        if tool_input is None:
+            return [f"No valid JSON input was given to {self.tool.name}."]
+        validator = Draft202012Validator(self.tool.input_schema)
+        errors = [
+            f"{'/'.join(str(part) for part in error.absolute_path) or '(root)'}: {error.message}"
+            for error in sorted(validator.iter_errors(tool_input), key=lambda e: list(e.absolute_path))
+        ]
+        if errors:
+            return errors[:20]
+        if self.name == CODER:
+            for index, change in enumerate(tool_input["changes"]):
+                if change["action"] != "delete" and "content" not in change:
+                    errors.append(f"changes/{index}: content is required for {change['action']}")
+        return errors
+
+
+AGENTS = {
+    spec.name: spec
+    for spec in (AgentSpec(PLANNER, PLAN_TOOL), AgentSpec(CODER, CHANGES_TOOL), AgentSpec(REVIEWER, REVIEW_TOOL))
+}
+
+
+def _task_block(title: str, description: str) -> str:
+    return f"# Task\nTitle: {title}\n\n{description or '(no description)'}"
+
+
+def planner_prompt(*, title: str, description: str) -> str:
+    return _task_block(title, description) + "\n\nPlan this task."
+
+
+def coder_prompt(
+    *,
+    title: str,
+    description: str,
+    plan: list[dict[str, Any]],
+    current_changes: list[dict[str, Any]],
+    findings: list[dict[str, Any]],
+    feedback: str,
+) -> str:
+    parts = [_task_block(title, description), "# Plan\n" + json.dumps(plan, indent=2)]
+    if current_changes:
+        parts.append("# Your previous changes\n" + json.dumps(current_changes, indent=2))
+    if findings:
+        parts.append("# Review findings to fix\n" + json.dumps(findings, indent=2))
+    if feedback:
+        parts.append("# Changes requested by the person reviewing\n" + feedback)
+    parts.append("Submit the complete set of file changes.")
+    return "\n\n".join(parts)
+
+
+def reviewer_prompt(*, title: str, description: str, plan: list[dict[str, Any]], diff_text: str) -> str:
+    return "\n\n".join(
+        [
+            _task_block(title, description),
+            "# Plan\n" + json.dumps(plan, indent=2),
+            "# Changes (unified diff)\n" + diff_text,
+            "Review the changes.",
+        ]
+    )
+
+
+def path_findings(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Unsafe paths in the Coder's changes, as review findings (never written)."""
+    findings = []
+    for change in changes:
+        problem = check_path(change.get("file_path", ""))
+        if problem:
+            findings.append(
+                {
+                    "file": str(change.get("file_path", ""))[:500],
+                    "line": None,
+                    "severity": "critical",
+                    "message": problem,
+                }
+            )
+    return findings

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from core.api import StrictCharField
+
+from ..models import PipelineRun
+from ..selectors import run_allowed_actions
+
+
+class RunSerializer(serializers.ModelSerializer[PipelineRun]):
+    task = serializers.IntegerField(source="task_id", read_only=True)
+    total_tokens = serializers.IntegerField(read_only=True)
+    cost_usd = serializers.DecimalField(max_digits=12, decimal_places=6, read_only=True)
+    allowed_actions = serializers.SerializerMethodField()
+    demo = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PipelineRun
+        fields = [
+            "id",
+            "task",
+            "number",
+            "status",
+            "phase",
+            "iteration",
+            "plan",
+            "file_changes",
+            "review_findings",
+            "review_history",
+            "feedback",
+            "error",
+            "error_retryable",
+            "provider",
+            "model",
+            "demo",
+            "max_tokens",
+            "token_budget",
+            "input_tokens",
+            "output_tokens",
+            "total_tokens",
+            "cost_usd",
+            "allowed_actions",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_allowed_actions(self, run: PipelineRun) -> list[str]:
+        return run_allowed_actions(run=run)
+
+    def get_demo(self, run: PipelineRun) -> bool:
+        from django.conf import settings
+
+        return bool(settings.LLM_DEMO_MODE)
+
+
+class RequestChangesSerializer(serializers.Serializer[Any]):
+    feedback = StrictCharField(max_length=20_000, trim_whitespace=True)
+
+
+class DiffFileSerializer(serializers.Serializer[Any]):
+    path = serializers.CharField()
+    action = serializers.CharField()
+    language = serializers.CharField()
+    added = serializers.IntegerField()
+    removed = serializers.IntegerField()
+    diff = serializers.CharField(help_text="Unified diff of this file.")
+
+
+class DiffStatsSerializer(serializers.Serializer[Any]):
+    files_changed = serializers.IntegerField()
+    lines_added = serializers.IntegerField()
+    lines_removed = serializers.IntegerField()
+
+
+class RejectedPathSerializer(serializers.Serializer[Any]):
+    file_path = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class DiffSerializer(serializers.Serializer[Any]):
+    files = DiffFileSerializer(many=True)
+    tree = serializers.ListField(child=serializers.DictField(), help_text="Folders and files, nested.")
+    stats = DiffStatsSerializer()
+    rejected = RejectedPathSerializer(many=True, help_text="Changes refused for unsafe paths.")

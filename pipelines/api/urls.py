@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from . import events, views
+
+urlpatterns = [
+    path("tasks/<str:task_id>/start-pipeline", views.StartPipelineApi.as_view(), name="task-start-pipeline"),
+    path("tasks/<str:task_id>/runs", views.TaskRunListApi.as_view(), name="task-runs"),
+    path("tasks/<str:task_id>/events", events.TaskEventsApi.as_view(), name="task-events"),
+    path("runs/<str:run_id>", views.RunDetailApi.as_view(), name="run-detail"),
+    path("runs/<str:run_id>/diff", views.RunDiffApi.as_view(), name="run-diff"),
+    path("runs/<str:run_id>/cancel", views.RunCancelApi.as_view(), name="run-cancel"),
+    path("runs/<str:run_id>/retry", views.RunRetryApi.as_view(), name="run-retry"),
+    path("runs/<str:run_id>/request-changes", views.RunRequestChangesApi.as_view(), name="run-request-changes"),
+    path("runs/<str:run_id>/approve", views.RunApproveApi.as_view(), name="run-approve"),
+]

@@ -1,0 +1,139 @@
+"""Pipeline runs over the API: start, read, diff, and the person's actions."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.models import User
+from core.api import ApiView, error_responses
+from tasks.selectors import task_get_for_user
+
+from ..models import PipelineRun
+from ..selectors import run_diff, run_get_for_user, run_list_for_task
+from ..services import run_approve, run_cancel, run_request_changes, run_retry, run_start
+from .serializers import DiffSerializer, RequestChangesSerializer, RunSerializer
+
+API_KEY_HEADER = "X-Anthropic-Key"
+API_KEY_PARAMETER = OpenApiParameter(
+    API_KEY_HEADER,
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Your Anthropic API key for this run (kept encrypted, never logged). "
+    "Without it the server's key is used.",
+)
+
+
+def _user(request: Request) -> User:
+    user = request.user
+    assert isinstance(user, User)  # IsAuthenticated ran first
+    return user
+
+
+def _api_key(request: Request) -> str | None:
+    return request.headers.get(API_KEY_HEADER) or None
+
+
+class StartPipelineApi(ApiView):
+    @extend_schema(
+        operation_id="tasks_start_pipeline",
+        summary="Start the agent pipeline on a task",
+        request=None,
+        parameters=[API_KEY_PARAMETER],
+        responses={202: RunSerializer, **error_responses(400, 401, 404, 409, 503)},
+    )
+    def post(self, request: Request, task_id: str) -> Response:
+        task = task_get_for_user(user=_user(request), task_id=task_id)
+        run = run_start(task=task, user=_user(request), api_key=_api_key(request))
+        return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class TaskRunListApi(GenericAPIView[PipelineRun]):
+    serializer_class = RunSerializer
+    queryset = PipelineRun.objects.none()  # for the schema; rows come from the selector
+
+    @extend_schema(
+        operation_id="tasks_runs_list",
+        summary="A task's runs, newest first",
+        responses={200: RunSerializer(many=True), **error_responses(401, 404)},
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        task = task_get_for_user(user=_user(request), task_id=task_id)
+        page = self.paginate_queryset(run_list_for_task(task=task))
+        return self.get_paginated_response(RunSerializer(page, many=True).data)
+
+
+class RunDetailApi(ApiView):
+    @extend_schema(
+        operation_id="runs_retrieve", summary="A run", responses={200: RunSerializer, **error_responses(401, 404)}
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        return Response(RunSerializer(run_get_for_user(user=_user(request), run_id=run_id)).data)
+
+
+class RunDiffApi(ApiView):
+    @extend_schema(
+        operation_id="runs_diff",
+        summary="The run's file changes as unified diffs, a file tree and stats",
+        responses={200: DiffSerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        run = run_get_for_user(user=_user(request), run_id=run_id)
+        return Response(run_diff(run=run).as_dict())
+
+
+class RunCancelApi(ApiView):
+    @extend_schema(
+        operation_id="runs_cancel",
+        summary="Cancel an active run (a streaming call stops within a second)",
+        request=None,
+        responses={200: RunSerializer, **error_responses(400, 401, 404, 409)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = run_get_for_user(user=_user(request), run_id=run_id)
+        return Response(RunSerializer(run_cancel(run=run, actor=_user(request))).data)
+
+
+class RunRetryApi(ApiView):
+    @extend_schema(
+        operation_id="runs_retry",
+        summary="Resume a paused run, or start a new run after a failed, cancelled or finished one",
+        request=None,
+        parameters=[API_KEY_PARAMETER],
+        responses={202: RunSerializer, **error_responses(400, 401, 404, 409, 503)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = run_get_for_user(user=_user(request), run_id=run_id)
+        retried = run_retry(run=run, actor=_user(request), api_key=_api_key(request))
+        return Response(RunSerializer(retried).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RunRequestChangesApi(ApiView):
+    @extend_schema(
+        operation_id="runs_request_changes",
+        summary="Send a run awaiting approval back to the Coder with feedback",
+        request=RequestChangesSerializer,
+        responses={202: RunSerializer, **error_responses(400, 401, 404, 409)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = run_get_for_user(user=_user(request), run_id=run_id)
+        body = RequestChangesSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        updated = run_request_changes(run=run, feedback=body.validated_data["feedback"], actor=_user(request))
+        return Response(RunSerializer(updated).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RunApproveApi(ApiView):
+    @extend_schema(
+        operation_id="runs_approve",
+        summary="Approve a run awaiting approval; the task moves to done",
+        request=None,
+        responses={200: RunSerializer, **error_responses(400, 401, 404, 409)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = run_get_for_user(user=_user(request), run_id=run_id)
+        return Response(RunSerializer(run_approve(run=run, actor=_user(request))).data)

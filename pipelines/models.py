@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from core.models import TimeStampedModel
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    PLANNING = "planning", "Planning"
+    CODING = "coding", "Coding"
+    REVIEWING = "reviewing", "Reviewing"
+    FIXING = "fixing", "Fixing"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    PAUSED = "paused", "Paused"
+    APPROVED = "approved", "Approved"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+# Phases a worker executes, in pipeline order.
+WORKING_STATUSES = (RunStatus.PLANNING, RunStatus.CODING, RunStatus.REVIEWING, RunStatus.FIXING)
+# A run in one of these owns its task: at most one per task (database constraint).
+ACTIVE_STATUSES = (RunStatus.QUEUED, *WORKING_STATUSES, RunStatus.AWAITING_APPROVAL, RunStatus.PAUSED)
+FINAL_STATUSES = (RunStatus.APPROVED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+# The one table of allowed run transitions (../DESIGN.md, Pipeline). Only
+# pipelines.services.run_transition changes a run's status, and only along these.
+RUN_TRANSITIONS: dict[str, frozenset[str]] = {
+    RunStatus.QUEUED: frozenset({RunStatus.PLANNING, RunStatus.CANCELLED, RunStatus.FAILED}),
+    RunStatus.PLANNING: frozenset({RunStatus.CODING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}),
+    RunStatus.CODING: frozenset({RunStatus.REVIEWING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}),
+    RunStatus.REVIEWING: frozenset(
+        {RunStatus.AWAITING_APPROVAL, RunStatus.FIXING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}
+    ),
+    RunStatus.FIXING: frozenset({RunStatus.REVIEWING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}),
+    RunStatus.AWAITING_APPROVAL: frozenset({RunStatus.APPROVED, RunStatus.CODING, RunStatus.CANCELLED}),
+    # A paused run resumes the phase it was paused in (run.phase).
+    RunStatus.PAUSED: frozenset({*WORKING_STATUSES, RunStatus.CANCELLED, RunStatus.FAILED}),
+    RunStatus.APPROVED: frozenset(),
+    RunStatus.FAILED: frozenset(),
+    RunStatus.CANCELLED: frozenset(),
+}
+
+# The board column a task shows while its run is in a status.
+TASK_STATUS_FOR_RUN: dict[str, str] = {
+    RunStatus.PLANNING: "spec",
+    RunStatus.CODING: "building",
+    RunStatus.FIXING: "building",
+    RunStatus.REVIEWING: "building",
+    RunStatus.AWAITING_APPROVAL: "review",
+    RunStatus.APPROVED: "done",
+}
+
+MAX_REVIEW_ITERATIONS = 3
+
+
+class PipelineRun(TimeStampedModel):
+    task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="runs")
+    number = models.PositiveIntegerField(help_text="1 for a task's first run, then 2, 3…")
+    status = models.CharField(max_length=24, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    # The working phase the run is in, or was in when it paused: Retry resumes it.
+    phase = models.CharField(max_length=24, choices=RunStatus.choices, default=RunStatus.PLANNING)
+    iteration = models.PositiveSmallIntegerField(default=0, help_text="Reviews done so far.")
+    plan = models.JSONField(default=list, blank=True)
+    file_changes = models.JSONField(default=list, blank=True)
+    review_findings = models.JSONField(default=list, blank=True, help_text="Findings of the latest review.")
+    review_history = models.JSONField(default=list, blank=True, help_text="One entry per review iteration.")
+    feedback = models.TextField(blank=True, help_text="The person's requested changes, for the Coder.")
+    error = models.TextField(blank=True)
+    error_retryable = models.BooleanField(default=False)
+    provider = models.CharField(max_length=64, blank=True)
+    model = models.CharField(max_length=100, blank=True)
+    max_tokens = models.PositiveIntegerField(default=0)
+    token_budget = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    # A key given with the start request, encrypted; never stored or logged in plain text.
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    # Lease of the worker executing the current phase: a sweeper re-queues a working run
+    # whose lease ran out (the worker died), and a second worker cannot take a leased run.
+    lease_owner = models.CharField(max_length=64, blank=True, editable=False)
+    lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task"],
+                condition=Q(status__in=[str(status) for status in ACTIVE_STATUSES]),
+                name="pipelines_one_active_run_per_task",
+            ),
+            models.UniqueConstraint(fields=["task", "number"], name="pipelines_run_number_unique"),
+        ]
+        indexes = [models.Index(fields=["status", "lease_expires_at"])]
+
+    def __str__(self) -> str:
+        return f"Run {self.number} of task {self.task_id} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class RunTransition(models.Model):
+    """Audit row: one per status change of a run, written in the same transaction."""
+
+    run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="transitions")
+    from_status = models.CharField(max_length=24, choices=RunStatus.choices)
+    to_status = models.CharField(max_length=24, choices=RunStatus.choices)
+    reason = models.CharField(max_length=500, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.from_status} → {self.to_status}"
+
+
+class AgentCall(models.Model):
+    """One LLM call by an agent: what it cost and what came back (the transcript)."""
+
+    class Outcome(models.TextChoices):
+        OK = "ok", "OK"
+        INVALID = "invalid", "Invalid output"
+        ERROR = "error", "Error"
+        CANCELLED = "cancelled", "Cancelled"
+
+    run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="agent_calls")
+    agent = models.CharField(max_length=32)
+    phase = models.CharField(max_length=24, choices=RunStatus.choices)
+    iteration = models.PositiveSmallIntegerField(default=0)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    model = models.CharField(max_length=100, blank=True)
+    prompt = models.TextField(blank=True)
+    response_text = models.TextField(blank=True)
+    tool_input = models.JSONField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.OK)
+    error = models.TextField(blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    duration_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.agent} ({self.phase}, {self.outcome})"
+
+
+class RunEvent(models.Model):
+    """A live event, persisted so a page opened mid-run can replay everything so far.
+
+    The primary key is the event's sequence number (SSE ``id``); a task has one
+    active run at a time and that run's events are written by one worker in order,
+    so ids grow in the order a client must see them.
+    """
+
+    task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(PipelineRun, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    type = models.CharField(max_length=32)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["task", "id"])]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.type}"

@@ -1,0 +1,371 @@
+"""Executes one phase of a run: the work behind the ``pipeline_advance`` Celery task.
+
+A phase is claimed with a lease (compare-and-set on the run row), its agent is called
+with streaming, and its output is saved together with the transition to the next
+phase — which queues the next task on commit. A worker killed mid-phase loses only
+that phase: its lease runs out and the sweeper queues the run again. Slow I/O (the LLM
+call) happens outside any database transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db.models import F, Q
+from django.utils import timezone
+
+from config.celery import shutdown_requested
+from core.crypto import decrypt_secret
+from memory.selectors import memory_prompt_context
+
+from . import agents
+from .diff import diff_changes
+from .events import AgentLogStream, EventType, event_publish
+from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, AgentCall, PipelineRun, RunStatus
+from .pricing import call_cost
+from .providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError
+from .services import StaleRun, run_transition
+
+logger = logging.getLogger(__name__)
+
+# How often a streaming call looks at its run row (cancel must stop it within a second).
+LEASE_CHECK_SECONDS = 0.5
+
+BUDGET_EXCEEDED = (
+    "This run has used {used:,} of its {budget:,}-token budget and the next call could exceed it. "
+    "Raise the budget in the project settings (or RUN_TOKEN_BUDGET), then Retry."
+)
+REVIEW_GAVE_UP = "The review still failed after {n} rounds of fixes. See the findings, then Retry or edit the task."
+
+
+class PhaseInterrupted(Exception):
+    """The run was cancelled or changed, or the worker is stopping: drop this phase."""
+
+
+class InvalidAgentOutput(Exception):
+    pass
+
+
+class BudgetExceeded(Exception):
+    pass
+
+
+def provider_for(run: PipelineRun) -> Provider:
+    if run.provider == "claude-cli":
+        from .providers.claude_cli import ClaudeCliProvider
+
+        return ClaudeCliProvider(
+            executable=settings.CLAUDE_CLI_PATH, timeout=settings.CLAUDE_CLI_TIMEOUT_SECONDS, model=run.model
+        )
+    from .providers.anthropic import AnthropicProvider
+
+    api_key = decrypt_secret(run.api_key_encrypted) or settings.ANTHROPIC_API_KEY or "demo-key"
+    return AnthropicProvider(
+        api_key=api_key,
+        base_url=settings.ANTHROPIC_BASE_URL or None,
+        timeout=settings.LLM_TIMEOUT_SECONDS,
+        label="Scripted demo" if settings.LLM_DEMO_MODE else "Anthropic",
+    )
+
+
+class Lease:
+    """This worker's claim on the run's current phase."""
+
+    def __init__(self, run: PipelineRun) -> None:
+        self.run_id = run.pk
+        self.status = run.status
+        self.token = uuid.uuid4().hex
+        self.seconds = settings.PIPELINE_LEASE_SECONDS
+        self._renewed = 0.0
+        self._checked = 0.0
+        self._held = False
+
+    def claim(self) -> bool:
+        now = timezone.now()
+        claimed = (
+            PipelineRun.objects.filter(pk=self.run_id, status=self.status)
+            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+            .update(lease_owner=self.token, lease_expires_at=now + timedelta(seconds=self.seconds))
+        )
+        self._renewed = self._checked = time.monotonic()
+        self._held = claimed == 1
+        return self._held
+
+    def check(self) -> bool:
+        """False once the run has left this phase (cancelled, say) or another worker
+        holds it. Looks at the row at most every LEASE_CHECK_SECONDS and renews the
+        lease every third of its length."""
+        now = time.monotonic()
+        if now - self._checked < LEASE_CHECK_SECONDS:
+            return self._held
+        self._checked = now
+        mine = PipelineRun.objects.filter(pk=self.run_id, status=self.status, lease_owner=self.token)
+        if now - self._renewed >= self.seconds / 3:
+            self._held = mine.update(lease_expires_at=timezone.now() + timedelta(seconds=self.seconds)) == 1
+            self._renewed = now
+        else:
+            self._held = mine.exists()
+        return self._held
+
+    def release(self) -> None:
+        PipelineRun.objects.filter(pk=self.run_id, lease_owner=self.token).update(lease_owner="", lease_expires_at=None)
+
+
+def run_advance(*, run_id: int) -> None:
+    """Execute the phase the run is in, if any. Safe to call twice for the same run:
+    a run not in a working phase, or whose phase another worker holds, is left alone."""
+    run = PipelineRun.objects.select_related("task__project", "started_by").filter(pk=run_id).first()
+    if run is None:
+        return
+    if run.status == RunStatus.QUEUED:
+        try:
+            run = run_transition(run=run, to_status=RunStatus.PLANNING, reason="picked up by a worker", enqueue=False)
+        except StaleRun:
+            return
+    if run.status not in WORKING_STATUSES:
+        return
+    lease = Lease(run)
+    if not lease.claim():
+        return
+    try:
+        _execute_phase(run, lease)
+    except PhaseInterrupted:
+        logger.info("Run %s: phase %s interrupted", run.pk, run.status)
+    finally:
+        lease.release()
+
+
+def _execute_phase(run: PipelineRun, lease: Lease) -> None:
+    try:
+        if run.status == RunStatus.PLANNING:
+            _plan(run, lease)
+        elif run.status in (RunStatus.CODING, RunStatus.FIXING):
+            _code(run, lease)
+        elif run.status == RunStatus.REVIEWING:
+            _review(run, lease)
+    except ProviderError as exc:
+        _stop_run(run, RunStatus.PAUSED if exc.retryable else RunStatus.FAILED, exc.message)
+    except BudgetExceeded as exc:
+        _stop_run(run, RunStatus.PAUSED, str(exc))
+    except InvalidAgentOutput as exc:
+        _stop_run(run, RunStatus.FAILED, str(exc))
+    except StaleRun:
+        # Cancelled (or otherwise moved on) while this phase ran: its output is dropped.
+        raise PhaseInterrupted from None
+
+
+def _stop_run(run: PipelineRun, status: RunStatus, message: str) -> None:
+    try:
+        run_transition(run=run, to_status=status, reason=message[:500], fields={"error": message})
+    except StaleRun:
+        raise PhaseInterrupted from None
+
+
+def _plan(run: PipelineRun, lease: Lease) -> None:
+    task = run.task
+    tool_input = _call_agent(
+        run, lease, agents.PLANNER, agents.planner_prompt(title=task.title, description=task.description)
+    )
+    plan = sorted(tool_input["subtasks"], key=lambda subtask: subtask["order"])
+    from tasks.models import Task
+
+    Task.objects.filter(pk=task.pk).update(subtasks=plan)
+    run_transition(run=run, to_status=RunStatus.CODING, reason="plan ready", fields={"plan": plan})
+
+
+def _code(run: PipelineRun, lease: Lease) -> None:
+    task = run.task
+    prompt = agents.coder_prompt(
+        title=task.title,
+        description=task.description,
+        plan=run.plan,
+        current_changes=run.file_changes if (run.review_findings or run.feedback) else [],
+        findings=run.review_findings if run.status == RunStatus.FIXING else [],
+        feedback=run.feedback,
+    )
+    tool_input = _call_agent(run, lease, agents.CODER, prompt)
+    changes = tool_input["changes"]
+    run_transition(
+        run=run,
+        to_status=RunStatus.REVIEWING,
+        reason=f"{len(changes)} file change(s)",
+        fields={"file_changes": changes},
+    )
+
+
+def _review(run: PipelineRun, lease: Lease) -> None:
+    task = run.task
+    diff = diff_changes(run.file_changes)
+    path_findings = agents.path_findings(run.file_changes)
+    prompt = agents.reviewer_prompt(
+        title=task.title, description=task.description, plan=run.plan, diff_text=diff.unified
+    )
+    review = _call_agent(run, lease, agents.REVIEWER, prompt)
+    findings = [*path_findings, *review["findings"]]
+    passed = bool(review["pass"]) and not path_findings
+    iteration = run.iteration + 1
+    history = [*run.review_history, {"iteration": iteration, "pass": passed, "findings": findings}]
+    fields = {"iteration": iteration, "review_findings": findings, "review_history": history}
+    if passed:
+        run_transition(run=run, to_status=RunStatus.AWAITING_APPROVAL, reason="review passed", fields=fields)
+    elif iteration < MAX_REVIEW_ITERATIONS:
+        run_transition(run=run, to_status=RunStatus.FIXING, reason=f"review {iteration} failed", fields=fields)
+    else:
+        message = REVIEW_GAVE_UP.format(n=iteration)
+        run_transition(run=run, to_status=RunStatus.FAILED, reason="review failed", fields={**fields, "error": message})
+
+
+# --- Calling an agent -----------------------------------------------------------------
+
+
+def _should_stop(lease: Lease) -> bool:
+    return shutdown_requested.is_set() or not lease.check()
+
+
+def _call_agent(run: PipelineRun, lease: Lease, agent_name: str, prompt: str) -> dict[str, Any]:
+    """Call the agent until its answer validates (one retry with the errors)."""
+    spec = agents.AGENTS[agent_name]
+    system = spec.system_prompt(memory_prompt_context(user=run.task.project.owner, project=run.task.project))
+    log = AgentLogStream(task=run.task, run=run, agent=agent_name)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    problems: list[str] = []
+    for attempt in (1, 2):
+        request = LLMRequest(
+            system=system, messages=messages, model=run.model, max_tokens=run.max_tokens, tool=spec.tool
+        )
+        result = _call_with_backoff(run, lease, request, log)
+        problems = spec.validate(result.tool_input)
+        _record_call(run, agent_name, attempt, request, result, problems)
+        if not problems:
+            return result.tool_input or {}
+        log.write(f"\n[{spec.tool.name} input was invalid: {'; '.join(problems[:3])}]\n")
+        log.flush()
+        messages = [
+            {
+                "role": "user",
+                "content": prompt
+                + f"\n\nYour previous call to {spec.tool.name} was invalid:\n- "
+                + "\n- ".join(problems)
+                + f"\nCall {spec.tool.name} again with input that fixes every problem.",
+            }
+        ]
+    raise InvalidAgentOutput(
+        f"The {agent_name} gave invalid output twice, so the run stopped. Last problems: {'; '.join(problems[:3])}"
+    )
+
+
+def _check_budget(run: PipelineRun) -> None:
+    if run.token_budget and run.total_tokens + run.max_tokens > run.token_budget:
+        raise BudgetExceeded(BUDGET_EXCEEDED.format(used=run.total_tokens, budget=run.token_budget))
+
+
+def _call_with_backoff(run: PipelineRun, lease: Lease, request: LLMRequest, log: AgentLogStream) -> LLMResult:
+    provider = provider_for(run)
+    delays = list(settings.LLM_RETRY_DELAYS)
+    for attempt in range(len(delays) + 1):
+        _check_budget(run)
+        started = time.monotonic()
+        try:
+            result = provider.complete(request, on_chunk=log.write, should_cancel=lambda: _should_stop(lease))
+        except Cancelled:
+            log.flush()
+            raise PhaseInterrupted from None
+        except ProviderError as exc:
+            log.flush()
+            if not exc.retryable or attempt == len(delays):
+                raise
+            wait = max(delays[attempt], min(exc.retry_after or 0.0, settings.LLM_RETRY_AFTER_CAP_SECONDS))
+            log.write(f"\n[{exc.message} Retrying in {wait:g} s.]\n")
+            log.flush()
+            _sleep_unless_stopped(wait, lease)
+            continue
+        log.flush()
+        result.extra["duration_ms"] = int((time.monotonic() - started) * 1000)
+        return result
+    raise AssertionError("unreachable")
+
+
+def _sleep_unless_stopped(seconds: float, lease: Lease) -> None:
+    deadline = time.monotonic() + seconds
+    while (remaining := deadline - time.monotonic()) > 0:
+        if _should_stop(lease):
+            raise PhaseInterrupted
+        time.sleep(min(0.2, remaining))
+
+
+def _record_call(
+    run: PipelineRun, agent_name: str, attempt: int, request: LLMRequest, result: LLMResult, problems: list[str]
+) -> None:
+    cost = call_cost(
+        model=result.model or run.model, input_tokens=result.input_tokens, output_tokens=result.output_tokens
+    )
+    AgentCall.objects.create(
+        run=run,
+        agent=agent_name,
+        phase=run.status,
+        iteration=run.iteration,
+        attempt=attempt,
+        model=result.model,
+        prompt=request.messages[-1]["content"],
+        response_text=result.text,
+        tool_input=result.tool_input if result.tool_input is not None else {"raw": result.raw_tool_input[:100_000]},
+        outcome=AgentCall.Outcome.INVALID if problems else AgentCall.Outcome.OK,
+        error="; ".join(problems)[:5000],
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        cost_usd=cost,
+        duration_ms=result.extra.get("duration_ms", 0),
+    )
+    PipelineRun.objects.filter(pk=run.pk).update(
+        input_tokens=F("input_tokens") + result.input_tokens,
+        output_tokens=F("output_tokens") + result.output_tokens,
+        cost_usd=F("cost_usd") + cost,
+    )
+    totals = PipelineRun.objects.filter(pk=run.pk).values("input_tokens", "output_tokens", "cost_usd").get()
+    run.input_tokens, run.output_tokens, run.cost_usd = (
+        totals["input_tokens"],
+        totals["output_tokens"],
+        totals["cost_usd"],
+    )
+    event_publish(
+        task=run.task,
+        run=run,
+        event_type=EventType.RUN_UPDATE,
+        data={
+            "run_id": run.pk,
+            "input_tokens": run.input_tokens,
+            "output_tokens": run.output_tokens,
+            "cost_usd": str(Decimal(run.cost_usd).quantize(Decimal("0.0001"))),
+        },
+    )
+
+
+# --- Recovery --------------------------------------------------------------------------
+
+
+def runs_needing_a_worker(*, grace_seconds: int = 15) -> list[int]:
+    """Runs that should be executing but nobody is: queued or working, with no live
+    lease, untouched for ``grace_seconds`` (their job was lost with a worker or broker)."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=grace_seconds)
+    return list(
+        PipelineRun.objects.filter(status__in=[RunStatus.QUEUED, *WORKING_STATUSES], updated_at__lt=stale)
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+        .values_list("pk", flat=True)
+    )
+
+
+def runs_sweep(*, grace_seconds: int = 15) -> list[int]:
+    from .tasks import pipeline_advance
+
+    run_ids = runs_needing_a_worker(grace_seconds=grace_seconds)
+    for run_id in run_ids:
+        logger.warning("Run %s has no live worker; queueing it again", run_id)
+        pipeline_advance.delay(run_id)
+    return run_ids

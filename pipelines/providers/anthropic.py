@@ -1,0 +1,192 @@
+"""The Anthropic Messages API through the official SDK, streamed.
+
+The SDK's own retries are off (``max_retries=0``): the pipeline owns the retry policy
+(backoff 2 s, 4 s, 8 s, then pause), and the two would multiply.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from typing import Any
+
+import anthropic
+import httpx2
+
+from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError
+
+logger = logging.getLogger(__name__)
+
+KEY_REJECTED = "The Anthropic API key was rejected. Check the key in your settings or the server's ANTHROPIC_API_KEY."
+PERMISSION_DENIED = "The Anthropic API key is not allowed to use this model or feature."
+CANCEL_POLL_SECONDS = 0.2
+
+RETRYABLE_ERROR_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+
+
+def _retry_after(exc: anthropic.APIStatusError) -> float | None:
+    headers = exc.response.headers if exc.response is not None else {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                return None
+    return None
+
+
+def _error_type(exc: anthropic.APIStatusError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    return str((error or {}).get("type") or getattr(exc, "type", "") or "")
+
+
+def classify(exc: Exception) -> ProviderError:
+    """Turn an SDK exception into a ProviderError a person can act on."""
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ProviderError("The Anthropic API did not answer in time.", retryable=True)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ProviderError("Could not reach the Anthropic API.", retryable=True)
+    if isinstance(exc, anthropic.AuthenticationError):
+        return ProviderError(KEY_REJECTED, retryable=False)
+    if isinstance(exc, anthropic.PermissionDeniedError):
+        return ProviderError(PERMISSION_DENIED, retryable=False)
+    if isinstance(exc, anthropic.RateLimitError):
+        return ProviderError("The Anthropic API rate limit was hit.", retryable=True, retry_after=_retry_after(exc))
+    if isinstance(exc, anthropic.APIStatusError):
+        error_type = _error_type(exc)
+        message = getattr(exc, "message", str(exc))
+        # A mid-stream `event: error` arrives as a plain APIStatusError with status 200.
+        if exc.status_code >= 500 or exc.status_code == 408 or error_type in RETRYABLE_ERROR_TYPES:
+            label = "overloaded" if error_type == "overloaded_error" else f"failing ({exc.status_code})"
+            return ProviderError(f"The Anthropic API is {label}.", retryable=True, retry_after=_retry_after(exc))
+        if isinstance(exc, anthropic.NotFoundError):
+            return ProviderError(f"The Anthropic API does not know this model: {message}", retryable=False)
+        return ProviderError(f"The Anthropic API refused the request: {message}", retryable=False)
+    return ProviderError(f"Unexpected error talking to the Anthropic API: {exc}", retryable=False)
+
+
+class AnthropicProvider:
+    """Streams calls to the Messages API (or any compatible endpoint via base_url)."""
+
+    def __init__(
+        self, *, api_key: str, base_url: str | None = None, timeout: float = 120.0, label: str = "Anthropic"
+    ) -> None:
+        self.label = label
+        self._api_key = api_key
+        self._base_url = base_url or None
+        self._timeout = timeout
+
+    def _new_client(self) -> anthropic.Anthropic:
+        # One client per call: cancelling closes it, which also aborts a request that
+        # is still waiting for response headers.
+        return anthropic.Anthropic(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            max_retries=0,
+            timeout=httpx2.Timeout(self._timeout, connect=10.0),
+        )
+
+    def complete(self, request: LLMRequest, *, on_chunk: ChunkCallback, should_cancel: CancelCheck) -> LLMResult:
+        """Stream one call. Network I/O runs in a helper thread that only feeds a queue;
+        this thread hands chunks to ``on_chunk`` and checks ``should_cancel`` at least
+        every CANCEL_POLL_SECONDS, so a cancel is obeyed even while the server is
+        silent (a request still waiting for its headers cannot be interrupted
+        otherwise). The abandoned call's thread ends at its own timeout."""
+        if should_cancel():
+            raise Cancelled
+        client = self._new_client()
+        feed: queue.Queue[tuple[str, Any]] = queue.Queue()
+        abort = threading.Event()
+        caller = threading.Thread(
+            target=self._stream_into, args=(client, request, feed, abort), name="llm-stream", daemon=True
+        )
+        caller.start()
+        text_parts: list[str] = []
+        json_parts: list[str] = []
+        while True:
+            try:
+                kind, value = feed.get(timeout=CANCEL_POLL_SECONDS)
+            except queue.Empty:
+                kind, value = "", None
+            if should_cancel():
+                abort.set()
+                client.close()
+                raise Cancelled
+            if kind == "text":
+                text_parts.append(value)
+                on_chunk(value)
+            elif kind == "json":
+                json_parts.append(value)
+                on_chunk(value)
+            elif kind == "error":
+                raise value
+            elif kind == "done":
+                message = value
+                break
+        raw_tool_input = "".join(json_parts)
+        return LLMResult(
+            text="".join(text_parts),
+            tool_input=_tool_input(message, request, raw_tool_input),
+            raw_tool_input=raw_tool_input,
+            input_tokens=message.usage.input_tokens,
+            output_tokens=message.usage.output_tokens,
+            model=message.model,
+            stop_reason=message.stop_reason,
+        )
+
+    @staticmethod
+    def _stream_into(
+        client: anthropic.Anthropic, request: LLMRequest, feed: queue.Queue[tuple[str, Any]], abort: threading.Event
+    ) -> None:
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_tokens,
+            "system": request.system,
+            "messages": request.messages,
+        }
+        if request.tool is not None:
+            kwargs["tools"] = [request.tool.as_api()]
+            kwargs["tool_choice"] = {"type": "tool", "name": request.tool.name}
+        try:
+            with client.messages.stream(**kwargs) as stream:
+                for event in stream:
+                    if abort.is_set():
+                        return
+                    if event.type == "content_block_delta":
+                        if event.delta.type == "text_delta":
+                            feed.put(("text", event.delta.text))
+                        elif event.delta.type == "input_json_delta":
+                            feed.put(("json", event.delta.partial_json))
+                feed.put(("done", stream.get_final_message()))
+        except anthropic.APIError as exc:
+            feed.put(("error", classify(exc)))
+        except httpx2.HTTPError as exc:
+            feed.put(("error", ProviderError(f"The connection to the Anthropic API broke off: {exc}", retryable=True)))
+        except Exception as exc:
+            logger.exception("Unexpected error in the Anthropic stream")
+            feed.put(("error", ProviderError(f"Unexpected error talking to the Anthropic API: {exc}", retryable=False)))
+        finally:
+            client.close()
+
+
+def _tool_input(message: Any, request: LLMRequest, raw_tool_input: str) -> dict[str, Any] | None:
+    """The forced tool's input, parsed strictly.
+
+    The SDK parses streamed tool input leniently (a truncated ``{"a": [1, 2`` comes
+    back as ``{"a": [1, 2]}``); the agents must see broken output as broken, so the
+    streamed JSON is parsed again with ``json.loads``.
+    """
+    if raw_tool_input:
+        try:
+            parsed = json.loads(raw_tool_input)
+        except json.JSONDecodeError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    for block in message.content:
+        if block.type == "tool_use" and (request.tool is None or block.name == request.tool.name):
+            return block.input if isinstance(block.input, dict) else None
+    return None

@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, Max, QuerySet, Sum
+
+from accounts.models import User
+from core.exceptions import NotFound
+from tasks.models import Task
+
+from .diff import ChangeSetDiff, diff_changes
+from .events import EventType
+from .models import ACTIVE_STATUSES, WORKING_STATUSES, PipelineRun, RunEvent, RunStatus, RunTransition
+
+RUN_NOT_FOUND = "Run not found."
+
+
+def run_list_for_task(*, task: Task) -> QuerySet[PipelineRun]:
+    return PipelineRun.objects.filter(task=task).order_by("-number")
+
+
+def run_get_for_user(*, user: User, run_id: object) -> PipelineRun:
+    """The user's run, or NotFound — also when it exists but is someone else's."""
+    try:
+        pk = int(str(run_id))
+    except ValueError:
+        raise NotFound(RUN_NOT_FOUND) from None
+    run = PipelineRun.objects.select_related("task__project").filter(pk=pk, task__project__owner=user).first()
+    if run is None:
+        raise NotFound(RUN_NOT_FOUND)
+    return run
+
+
+def run_latest_for_task(*, task: Task) -> PipelineRun | None:
+    return PipelineRun.objects.filter(task=task).order_by("-number").first()
+
+
+def run_active_for_task(*, task: Task) -> PipelineRun | None:
+    return PipelineRun.objects.filter(task=task, status__in=ACTIVE_STATUSES).first()
+
+
+def run_allowed_actions(*, run: PipelineRun) -> list[str]:
+    """What a person can do with the run now (buttons, API)."""
+    actions = []
+    if run.status in ACTIVE_STATUSES:
+        actions.append("cancel")
+    if run.status in (RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.AWAITING_APPROVAL):
+        actions.append("retry")
+    if run.status == RunStatus.AWAITING_APPROVAL:
+        actions += ["request_changes", "approve"]
+    return actions
+
+
+def run_diff(*, run: PipelineRun) -> ChangeSetDiff:
+    # No repository is linked yet: every file is new, so diffs are against nothing.
+    return diff_changes(run.file_changes)
+
+
+def run_events(*, task: Task, after_id: int = 0, limit: int = 5000) -> QuerySet[RunEvent]:
+    return RunEvent.objects.filter(task=task, id__gt=after_id).order_by("id")[:limit]
+
+
+# --- Task page: the pipeline panel ---------------------------------------------------------
+
+# The agents in pipeline order: one log pane each on the task page.
+LOG_AGENTS = ("planner", "coder", "reviewer")
+
+
+@dataclass(frozen=True)
+class TranscriptSegment:
+    """What an agent wrote during one phase of a run (one call, with its retries)."""
+
+    run_id: int | None
+    run_number: int | None
+    # The id of the phase-change event that began the phase (0 if none was recorded).
+    phase_event_id: int
+    label: str
+    text: str
+
+
+@dataclass
+class TaskTranscript:
+    """Every agent's persisted log for a task, per phase, and the id of the newest event
+    of any type that was read: a page built from this resumes its socket after it."""
+
+    agents: dict[str, list[TranscriptSegment]]
+    last_event_id: int
+    # The phase-change event the next chunks belong to (a live page continues it), and its label.
+    phase_event_id: int
+    phase_label: str
+
+
+def phase_label(status: str, iteration: int) -> str:
+    """How a log pane titles an agent's output in a phase."""
+    if status == RunStatus.REVIEWING:
+        return f"Review {iteration + 1}"
+    if status == RunStatus.FIXING:
+        return f"Fixing after review {iteration}"
+    return str(RunStatus(status).label) if status in RunStatus.values else status
+
+
+def run_transcript_for_task(*, task: Task) -> TaskTranscript:
+    """Concatenate the task's ``agent-log`` chunks per agent, split by the phase (and
+    run) they were written in, in order.
+
+    The newest event id is read first and only events up to it are used, so an event
+    written meanwhile is not half-shown: the socket replays everything after it.
+    """
+    last_id = RunEvent.objects.filter(task=task).aggregate(last=Max("id"))["last"] or 0
+    rows = (
+        RunEvent.objects.filter(task=task, type__in=[EventType.AGENT_LOG, EventType.PHASE_CHANGE], id__lte=last_id)
+        .order_by("id")
+        .values_list("id", "type", "run_id", "run__number", "data")
+    )
+    multi_run = PipelineRun.objects.filter(task=task).count() > 1
+    phase_id, label = 0, ""
+    parts: dict[str, list[tuple[int | None, int | None, int, str, list[str]]]] = {agent: [] for agent in LOG_AGENTS}
+    for event_id, event_type, run_id, run_number, data in rows:
+        if not isinstance(data, dict):
+            continue
+        if event_type == EventType.PHASE_CHANGE:
+            status = str(data.get("status", ""))
+            if status in WORKING_STATUSES:
+                value = data.get("iteration")
+                phase_id, label = event_id, phase_label(status, value if isinstance(value, int) else 0)
+                if multi_run and run_number:
+                    label = f"Run {run_number} · {label}"
+            continue
+        agent, chunk = data.get("agent"), data.get("chunk")
+        if not isinstance(agent, str) or not isinstance(chunk, str) or not chunk:
+            continue
+        segments = parts.setdefault(agent, [])
+        if not segments or segments[-1][2] != phase_id or segments[-1][0] != run_id:
+            segments.append((run_id, run_number, phase_id, label, []))
+        segments[-1][4].append(chunk)
+    agents = {
+        agent: [TranscriptSegment(run, number, key, text, "".join(chunks)) for run, number, key, text, chunks in items]
+        for agent, items in parts.items()
+    }
+    return TaskTranscript(agents=agents, last_event_id=last_id, phase_event_id=phase_id, phase_label=label)
+
+
+def run_totals_for_task(*, task: Task) -> dict[str, Any]:
+    """What all of a task's runs cost together: ``{"runs", "cost_usd", "input_tokens", "output_tokens"}``."""
+    totals = PipelineRun.objects.filter(task=task).aggregate(
+        runs=Count("id"),
+        cost_usd=Sum("cost_usd"),
+        input_tokens=Sum("input_tokens"),
+        output_tokens=Sum("output_tokens"),
+    )
+    return {
+        "runs": totals["runs"] or 0,
+        "cost_usd": totals["cost_usd"] or Decimal("0"),
+        "input_tokens": totals["input_tokens"] or 0,
+        "output_tokens": totals["output_tokens"] or 0,
+    }
+
+
+def run_stopped_in(*, run: PipelineRun) -> str:
+    """The status a failed or cancelled run was in when it stopped ('' if unknown)."""
+    status = (
+        RunTransition.objects.filter(run=run, to_status=run.status)
+        .order_by("-created_at", "-id")
+        .values_list("from_status", flat=True)
+        .first()
+    )
+    if status == RunStatus.PAUSED:
+        return str(run.phase)
+    return status or ""

@@ -1,0 +1,294 @@
+"""Pipeline runs: start, the one service that changes a run's status, and the
+person's actions (cancel, retry, request changes, approve).
+
+A run's status changes only in ``run_transition``: a compare-and-set update from the
+status the caller saw, along RUN_TRANSITIONS, with its audit row, the task's column
+and the live events in the same transaction (events are sent on commit).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from core.crypto import encrypt_secret
+from core.exceptions import ApplicationError, Conflict, InvalidTransition
+from tasks.models import Task
+from tasks.services import task_move
+
+from .events import EventType, event_publish
+from .models import (
+    ACTIVE_STATUSES,
+    FINAL_STATUSES,
+    RUN_TRANSITIONS,
+    TASK_STATUS_FOR_RUN,
+    WORKING_STATUSES,
+    PipelineRun,
+    RunStatus,
+    RunTransition,
+)
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+logger = logging.getLogger(__name__)
+
+RUN_ALREADY_ACTIVE = "This task already has an active run. Cancel it or wait for it to finish."
+NO_API_KEY = (
+    "No Anthropic API key is configured. Set ANTHROPIC_API_KEY on the server, or send your key "
+    "with the request (X-Anthropic-Key header), or try `make demo` to watch a scripted run."
+)
+NOTHING_TO_RETRY = "Only a paused, failed, cancelled or finished run can be retried."
+FEEDBACK_REQUIRED = "Say what should change."
+BROKER_DOWN = "The job queue is not reachable right now, so the run was not started. Try again in a moment."
+
+
+class RunActive(Conflict):
+    code = "run_active"
+
+
+class MissingApiKey(ApplicationError):
+    code = "missing_api_key"
+
+
+class StaleRun(ApplicationError):
+    """Someone else changed the run first (compare-and-set found another status)."""
+
+    code = "stale_run"
+    status_code = 409
+
+
+class QueueUnavailable(ApplicationError):
+    code = "queue_unavailable"
+    status_code = 503
+
+
+def _enqueue_advance(run_id: int) -> None:
+    from .tasks import pipeline_advance
+
+    pipeline_advance.delay(run_id)
+
+
+def _pipeline_state(run: PipelineRun) -> dict[str, Any]:
+    return {
+        "run_id": run.pk,
+        "run_number": run.number,
+        "status": run.status,
+        "phase": run.phase,
+        "iteration": run.iteration,
+    }
+
+
+def run_transition(
+    *,
+    run: PipelineRun,
+    to_status: str,
+    reason: str = "",
+    actor: User | None = None,
+    fields: dict[str, Any] | None = None,
+    enqueue: bool = True,
+) -> PipelineRun:
+    """Move ``run`` from the status it has in memory to ``to_status``.
+
+    Raises InvalidTransition if the table forbids it and StaleRun if the row's status
+    is no longer the one the caller saw. ``fields`` are saved in the same update.
+    Entering a working status queues the phase's Celery task on commit.
+    """
+    from_status = run.status
+    if to_status not in RUN_TRANSITIONS[from_status]:
+        allowed = sorted(RUN_TRANSITIONS[from_status])
+        raise InvalidTransition(
+            f"A run that is {from_status} cannot become {to_status}.", extra={"allowed": [str(s) for s in allowed]}
+        )
+    now = timezone.now()
+    changes: dict[str, Any] = {**(fields or {}), "status": to_status, "updated_at": now}
+    if to_status in WORKING_STATUSES:
+        changes["phase"] = to_status
+    if from_status == RunStatus.QUEUED and to_status == RunStatus.PLANNING:
+        changes["started_at"] = now
+    if to_status in FINAL_STATUSES:
+        changes["finished_at"] = now
+    if to_status not in WORKING_STATUSES:
+        changes["lease_owner"] = ""
+        changes["lease_expires_at"] = None
+    if to_status in (RunStatus.PAUSED, RunStatus.FAILED):
+        changes.setdefault("error_retryable", to_status == RunStatus.PAUSED)
+    elif to_status in WORKING_STATUSES or to_status == RunStatus.AWAITING_APPROVAL:
+        changes.setdefault("error", "")
+        changes.setdefault("error_retryable", False)
+
+    with transaction.atomic():
+        updated = PipelineRun.objects.filter(pk=run.pk, status=from_status).update(**changes)
+        if updated == 0:
+            raise StaleRun(f"The run changed meanwhile (it is no longer {from_status}).")
+        for name, value in changes.items():
+            setattr(run, name, value)
+        RunTransition.objects.create(
+            run=run, from_status=from_status, to_status=to_status, reason=reason[:500], actor=actor
+        )
+        task = Task.objects.select_related("project").get(pk=run.task_id)
+        column = TASK_STATUS_FOR_RUN.get(to_status)
+        if column and task.status != column:
+            previous = task.status
+            task_move(task=task, status=column, by_pipeline=True, actor=actor, reason=f"run {run.number}: {to_status}")
+            event_publish(
+                task=task,
+                run=run,
+                event_type=EventType.TASK_STATUS,
+                data={"task_id": task.pk, "new_status": column, "old_status": previous},
+                board=True,
+            )
+        Task.objects.filter(pk=task.pk).update(pipeline_state=_pipeline_state(run))
+        event_publish(
+            task=task,
+            run=run,
+            event_type=EventType.PHASE_CHANGE,
+            data={"phase": run.phase, "status": to_status, "iteration": run.iteration, "run_id": run.pk},
+            board=True,
+        )
+        if to_status in (RunStatus.PAUSED, RunStatus.FAILED) and run.error:
+            event_publish(
+                task=task,
+                run=run,
+                event_type=EventType.ERROR,
+                data={
+                    "type": "paused" if to_status == RunStatus.PAUSED else "failed",
+                    "message": run.error,
+                    "retryable": to_status == RunStatus.PAUSED,
+                },
+            )
+        if to_status in (RunStatus.AWAITING_APPROVAL, RunStatus.FAILED):
+            event_publish(
+                task=task,
+                run=run,
+                event_type=EventType.PIPELINE_COMPLETE,
+                data={
+                    "task_id": task.pk,
+                    "result": "passed" if to_status == RunStatus.AWAITING_APPROVAL else "failed",
+                    "run_id": run.pk,
+                },
+                board=True,
+            )
+        if enqueue and to_status in WORKING_STATUSES:
+            transaction.on_commit(lambda: _enqueue_advance(run.pk))
+    return run
+
+
+def _resolve_api_key(api_key: str | None) -> str:
+    """The key a run will use, encrypted for storage ('' = the server's key)."""
+    if settings.LLM_PROVIDER != "anthropic":
+        return ""
+    if api_key and api_key.strip():
+        return encrypt_secret(api_key.strip())
+    if settings.ANTHROPIC_API_KEY or settings.LLM_DEMO_MODE:
+        return ""
+    raise MissingApiKey(NO_API_KEY)
+
+
+def _run_settings(task: Task) -> dict[str, Any]:
+    project = task.project
+    return {
+        "provider": settings.LLM_PROVIDER,
+        "model": getattr(project, "llm_model", "") or settings.LLM_MODEL,
+        "max_tokens": getattr(project, "llm_max_tokens", None) or settings.LLM_MAX_TOKENS,
+        "token_budget": getattr(project, "token_budget", None) or settings.RUN_TOKEN_BUDGET,
+    }
+
+
+def run_start(*, task: Task, user: User | None, api_key: str | None = None) -> PipelineRun:
+    """Create a queued run for ``task`` and queue its first phase.
+
+    Exactly one run per task can be active: the database's partial unique constraint
+    decides between concurrent starts, the losers get RunActive (409). If the queue
+    cannot take the job, the run is removed again and QueueUnavailable (503) raised.
+    """
+    encrypted_key = _resolve_api_key(api_key)
+    options = _run_settings(task)
+    previous_state = task.pipeline_state
+    try:
+        with transaction.atomic():
+            number = (PipelineRun.objects.filter(task=task).aggregate(last=Max("number"))["last"] or 0) + 1
+            run = PipelineRun.objects.create(
+                task=task, number=number, started_by=user, api_key_encrypted=encrypted_key, **options
+            )
+            RunTransition.objects.create(
+                run=run, from_status="", to_status=RunStatus.QUEUED, reason="started", actor=user
+            )
+            Task.objects.filter(pk=task.pk).update(pipeline_state=_pipeline_state(run))
+            event_publish(
+                task=task,
+                run=run,
+                event_type=EventType.PHASE_CHANGE,
+                data={"phase": run.phase, "status": run.status, "iteration": 0, "run_id": run.pk},
+                board=True,
+            )
+    except IntegrityError:
+        if PipelineRun.objects.filter(task=task, status__in=ACTIVE_STATUSES).exists():
+            raise RunActive(RUN_ALREADY_ACTIVE) from None
+        raise
+    try:
+        _enqueue_advance(run.pk)
+    except Exception as exc:
+        logger.error("Could not queue run %s: %s", run.pk, exc)
+        with transaction.atomic():
+            run.delete()
+            Task.objects.filter(pk=task.pk).update(pipeline_state=previous_state)
+        raise QueueUnavailable(BROKER_DOWN) from exc
+    return run
+
+
+def run_cancel(*, run: PipelineRun, actor: User | None = None) -> PipelineRun:
+    """Stop an active run. A worker streaming for it notices within a second."""
+    for _ in range(3):
+        if run.status not in ACTIVE_STATUSES:
+            raise InvalidTransition(f"A run that is {run.status} cannot be cancelled.", extra={"allowed": []})
+        try:
+            return run_transition(run=run, to_status=RunStatus.CANCELLED, reason="cancelled by user", actor=actor)
+        except StaleRun:
+            run.refresh_from_db()
+    raise StaleRun("The run keeps changing; try again.")
+
+
+def run_retry(*, run: PipelineRun, actor: User | None = None, api_key: str | None = None) -> PipelineRun:
+    """Paused → resume the same phase. Failed, cancelled or awaiting approval → a new
+    run from planning (an awaiting run is cancelled first, in the same transaction)."""
+    if run.status == RunStatus.PAUSED:
+        fields: dict[str, Any] = {"token_budget": _run_settings(run.task)["token_budget"]}
+        if api_key:
+            fields["api_key_encrypted"] = _resolve_api_key(api_key)
+        return run_transition(run=run, to_status=run.phase, reason="resumed by user", actor=actor, fields=fields)
+    if run.status == RunStatus.AWAITING_APPROVAL:
+        # Two steps, not one transaction: run_start must see its job queued after its
+        # own commit. Should the start fail, the old run stays cancelled and Retry on it
+        # starts a new one.
+        run_transition(run=run, to_status=RunStatus.CANCELLED, reason="superseded by a new run", actor=actor)
+        return run_start(task=run.task, user=actor, api_key=api_key)
+    if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+        return run_start(task=run.task, user=actor, api_key=api_key)
+    raise InvalidTransition(NOTHING_TO_RETRY, extra={"allowed": []})
+
+
+def run_request_changes(*, run: PipelineRun, feedback: str, actor: User | None = None) -> PipelineRun:
+    """Awaiting approval → coding again, with the person's feedback for the Coder.
+    The review loop starts afresh (up to three reviews again)."""
+    feedback = feedback.strip()
+    if not feedback:
+        from django.core.exceptions import ValidationError
+
+        raise ValidationError({"feedback": [FEEDBACK_REQUIRED]})
+    return run_transition(
+        run=run,
+        to_status=RunStatus.CODING,
+        reason="changes requested",
+        actor=actor,
+        fields={"feedback": feedback, "iteration": 0, "review_findings": []},
+    )
+
+
+def run_approve(*, run: PipelineRun, actor: User | None = None) -> PipelineRun:
+    return run_transition(run=run, to_status=RunStatus.APPROVED, reason="approved", actor=actor)

@@ -1,0 +1,20 @@
+"""Celery tasks of the pipeline: thin, ids only, idempotent (safe under acks_late
+redelivery and sweeper duplicates: a run not in a working phase, or leased by another
+worker, is left alone). A worker shutting down (config.celery.shutdown_requested) makes
+calls in flight give their phase back at once; the sweeper resumes them."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from . import orchestrator
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def pipeline_advance(run_id: int) -> None:
+    orchestrator.run_advance(run_id=run_id)
+
+
+@shared_task(ignore_result=True)
+def pipeline_sweep() -> int:
+    return len(orchestrator.runs_sweep())

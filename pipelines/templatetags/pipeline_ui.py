@@ -1,0 +1,75 @@
+"""Presentation filters for pipeline runs: money, token counts, status chips, anchors."""
+
+from __future__ import annotations
+
+import hashlib
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django import template
+
+from pipelines.models import RunStatus
+
+register = template.Library()
+
+STATUS_LABELS = dict(RunStatus.choices)
+# Run statuses a board card shows a chip for (an approved run's card is in Done: nothing to add).
+CARD_CHIP_STATUSES = frozenset(
+    {
+        RunStatus.QUEUED,
+        RunStatus.PLANNING,
+        RunStatus.CODING,
+        RunStatus.REVIEWING,
+        RunStatus.FIXING,
+        RunStatus.AWAITING_APPROVAL,
+        RunStatus.PAUSED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+    }
+)
+WORKING = frozenset({RunStatus.PLANNING, RunStatus.CODING, RunStatus.REVIEWING, RunStatus.FIXING})
+
+
+@register.filter
+def usd(value: Any) -> str:
+    """'$0.0123': dollars with four decimals (costs of single calls are fractions of a cent)."""
+    try:
+        amount = Decimal(str(value if value is not None else 0))
+    except InvalidOperation:
+        return ""
+    return f"${amount.quantize(Decimal('0.0001')):,}"
+
+
+@register.filter
+def thousands(value: Any) -> str:
+    """12345 → '12,345'."""
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return ""
+
+
+@register.filter
+def run_status_label(status: Any) -> str:
+    """'awaiting_approval' → 'awaiting approval', as a chip says it."""
+    return str(STATUS_LABELS.get(str(status), str(status).replace("_", " "))).lower()
+
+
+@register.filter
+def card_run_status(pipeline_state: Any) -> str:
+    """The run status a board card shows a chip for, or ''."""
+    if not isinstance(pipeline_state, dict):
+        return ""
+    status = str(pipeline_state.get("status") or "")
+    return status if status in CARD_CHIP_STATUSES else ""
+
+
+@register.filter
+def is_working(status: Any) -> bool:
+    return str(status) in WORKING
+
+
+@register.filter
+def file_anchor(path: str) -> str:
+    """A stable element id for a file's diff (paths may hold any character)."""
+    return "file-" + hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:12]

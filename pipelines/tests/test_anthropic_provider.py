@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from pipelines.providers.anthropic import KEY_REJECTED, AnthropicProvider
+from pipelines.providers.base import Cancelled, LLMRequest, ProviderError, Tool
+from tests.fake_anthropic import (
+    FakeAnthropicServer,
+    Hang,
+    HttpError,
+    MidStreamError,
+    RawToolInputReply,
+    TextReply,
+    ToolReply,
+)
+
+PLAN_TOOL = Tool(
+    name="submit_plan",
+    description="Submit the plan.",
+    input_schema={"type": "object", "properties": {"subtasks": {"type": "array"}}, "required": ["subtasks"]},
+)
+
+
+@pytest.fixture
+def fake_llm():
+    with FakeAnthropicServer() as server:
+        yield server
+
+
+def _provider(server: FakeAnthropicServer, timeout: float = 5.0) -> AnthropicProvider:
+    return AnthropicProvider(api_key="sk-test-key", base_url=server.url, timeout=timeout)
+
+
+def _request(tool: Tool | None = PLAN_TOOL) -> LLMRequest:
+    return LLMRequest(
+        system="You plan.",
+        messages=[{"role": "user", "content": "Plan it"}],
+        model="claude-x",
+        max_tokens=500,
+        tool=tool,
+    )
+
+
+def test_streams_tool_input_and_reports_usage(fake_llm) -> None:
+    fake_llm.script(ToolReply(text="Thinking. ", input={"subtasks": [{"id": "a"}]}, input_tokens=7, output_tokens=11))
+    chunks: list[str] = []
+    result = _provider(fake_llm).complete(_request(), on_chunk=chunks.append, should_cancel=lambda: False)
+    assert result.tool_input == {"subtasks": [{"id": "a"}]}
+    assert result.text == "Thinking. "
+    assert (result.input_tokens, result.output_tokens) == (7, 11)
+    assert "".join(chunks).startswith("Thinking. ")
+    assert len(chunks) > 2
+    sent = fake_llm.requests[0]
+    assert sent.body["tool_choice"] == {"type": "tool", "name": "submit_plan"}
+    assert sent.body["stream"] is True
+    assert sent.headers.get("X-Api-Key") == "sk-test-key" or "sk-test-key" in sent.headers.get("Authorization", "")
+
+
+def test_plain_text_reply(fake_llm) -> None:
+    fake_llm.script(TextReply(text="Hello there"))
+    result = _provider(fake_llm).complete(_request(tool=None), on_chunk=lambda c: None, should_cancel=lambda: False)
+    assert result.text == "Hello there"
+    assert result.tool_input is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "retryable", "retry_after"),
+    [
+        (HttpError(429, "rate_limit_error", headers={"retry-after": "3"}), True, 3.0),
+        (HttpError(500, "api_error"), True, None),
+        (HttpError(529, "overloaded_error"), True, None),
+        (MidStreamError("overloaded_error"), True, None),
+        (HttpError(401, "authentication_error"), False, None),
+        (HttpError(400, "invalid_request_error", message="max_tokens too large"), False, None),
+    ],
+)
+def test_errors_are_classified(fake_llm, reply, retryable: bool, retry_after: float | None) -> None:
+    fake_llm.script(reply)
+    with pytest.raises(ProviderError) as excinfo:
+        _provider(fake_llm).complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
+    assert excinfo.value.retryable is retryable
+    assert excinfo.value.retry_after == retry_after
+
+
+def test_rejected_key_says_what_to_fix(fake_llm) -> None:
+    fake_llm.script(HttpError(401, "authentication_error", message="invalid x-api-key"))
+    with pytest.raises(ProviderError, match=KEY_REJECTED):
+        _provider(fake_llm).complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
+
+
+def test_timeout_is_retryable(fake_llm) -> None:
+    fake_llm.script(Hang(3))
+    with pytest.raises(ProviderError) as excinfo:
+        _provider(fake_llm, timeout=0.5).complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
+    assert excinfo.value.retryable is True
+
+
+def test_connection_refused_is_retryable() -> None:
+    provider = AnthropicProvider(api_key="k", base_url="http://127.0.0.1:9", timeout=1)
+    with pytest.raises(ProviderError) as excinfo:
+        provider.complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
+    assert excinfo.value.retryable is True
+
+
+def test_malformed_tool_input_gives_no_tool_input(fake_llm) -> None:
+    fake_llm.script(RawToolInputReply(partial_json='{"subtasks": [1, 2'))
+    try:
+        result = _provider(fake_llm).complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
+    except ProviderError as exc:
+        assert exc.retryable is False
+    else:
+        assert result.tool_input is None
+        assert result.raw_tool_input == '{"subtasks": [1, 2'
+
+
+def test_cancel_aborts_a_slow_stream_within_a_second(fake_llm) -> None:
+    fake_llm.script(ToolReply(text="word " * 200, input={"subtasks": []}, chunk_size=5, chunk_delay=0.05))
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        _provider(fake_llm).complete(_request(), on_chunk=lambda c: None, should_cancel=cancel.is_set)
+    assert time.monotonic() - started < 1.5
+
+
+def test_cancel_aborts_a_silent_server(fake_llm) -> None:
+    fake_llm.script(Hang(10))
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises((Cancelled, ProviderError)):
+        _provider(fake_llm, timeout=30).complete(_request(), on_chunk=lambda c: None, should_cancel=cancel.is_set)
+    assert time.monotonic() - started < 1.5

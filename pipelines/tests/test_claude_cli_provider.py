@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.agents import PLAN_TOOL
+from pipelines.providers.base import Cancelled, LLMRequest, ProviderError
+from pipelines.providers.claude_cli import ClaudeCliProvider
+
+FAKE_CLAUDE = str(Path(__file__).resolve().parents[2] / "tests" / "bin" / "claude")
+
+
+def _request(**kwargs) -> LLMRequest:
+    return LLMRequest(
+        system="You plan.",
+        messages=[{"role": "user", "content": "Plan it"}],
+        model="claude-x",
+        max_tokens=100,
+        tool=PLAN_TOOL,
+        **kwargs,
+    )
+
+
+def _complete(provider: ClaudeCliProvider, request: LLMRequest | None = None, cancel=lambda: False):
+    return provider.complete(request or _request(), on_chunk=lambda c: None, should_cancel=cancel)
+
+
+def test_json_result_becomes_tool_input(monkeypatch, tmp_path) -> None:
+    argv_file = tmp_path / "argv.json"
+    monkeypatch.setenv("FAKE_CLAUDE_ARGV_FILE", str(argv_file))
+    monkeypatch.setenv("SECRET_KEY", "do-not-leak-this-secret-key-value-0123456789")
+    result = _complete(ClaudeCliProvider(executable=FAKE_CLAUDE), _request(resume_session="sess-9"))
+    assert result.tool_input == {"subtasks": [{"id": "s1", "title": "Do it", "description": "d", "order": 1}]}
+    assert (result.input_tokens, result.output_tokens) == (12, 34)
+    assert result.extra["session_id"] == "sess-9"
+    recorded = json.loads(argv_file.read_text())
+    assert recorded["argv"][0] == "-p"
+    assert "submit_plan" in recorded["argv"][1]
+    assert recorded["argv"][recorded["argv"].index("--output-format") + 1] == "json"
+    assert recorded["argv"][recorded["argv"].index("--resume") + 1] == "sess-9"
+    assert recorded["has_secret"] is False
+
+
+def test_timeout_kills_the_child(monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_MODE", "hang")
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as excinfo:
+        _complete(ClaudeCliProvider(executable=FAKE_CLAUDE, timeout=0.5))
+    assert time.monotonic() - started < 3
+    assert excinfo.value.message.startswith("Error: ")
+    assert excinfo.value.retryable is True
+
+
+def test_cancel_kills_the_child(monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_MODE", "hang")
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        _complete(ClaudeCliProvider(executable=FAKE_CLAUDE, timeout=60), cancel=cancel.is_set)
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("fail", "Error: the Claude CLI exited with 2: authentication required: run claude login"),
+        ("garbage", "Error: the Claude CLI printed something that is not JSON."),
+        ("error", "Error: model overloaded"),
+    ],
+)
+def test_failures_come_back_as_text_starting_with_error(monkeypatch, mode: str, expected: str) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_MODE", mode)
+    with pytest.raises(ProviderError) as excinfo:
+        _complete(ClaudeCliProvider(executable=FAKE_CLAUDE))
+    assert excinfo.value.message == expected
+
+
+def test_missing_executable() -> None:
+    with pytest.raises(ProviderError) as excinfo:
+        _complete(ClaudeCliProvider(executable="/nonexistent/claude"))
+    assert excinfo.value.message.startswith("Error: the Claude CLI")

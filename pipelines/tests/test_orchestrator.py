@@ -1,0 +1,284 @@
+"""The pipeline phase by phase, driven in-process against the fake Anthropic server.
+
+Each ``run_advance`` call executes one phase, as one Celery task would; the
+end-to-end tests through a real worker are in test_worker_e2e.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from decimal import Decimal
+
+import pytest
+
+from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
+from pipelines.orchestrator import REVIEW_GAVE_UP, run_advance, runs_needing_a_worker
+from pipelines.providers.anthropic import KEY_REJECTED
+from pipelines.services import run_approve, run_cancel, run_request_changes, run_retry, run_start
+from tasks.models import Task
+from tests.factories import TaskFactory
+from tests.fake_anthropic import HttpError, MidStreamError, RawToolInputReply, ToolReply
+
+pytestmark = pytest.mark.django_db
+
+PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
+CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+PASS = {"pass": True, "findings": []}
+FAIL = {"pass": False, "findings": [{"file": "app/x.py", "line": 1, "severity": "major", "message": "x must be 2"}]}
+
+
+def drive(run: PipelineRun, max_steps: int = 20) -> PipelineRun:
+    """Execute phases until the run stops needing a worker."""
+    for _ in range(max_steps):
+        run.refresh_from_db()
+        if run.status not in (
+            RunStatus.QUEUED,
+            RunStatus.PLANNING,
+            RunStatus.CODING,
+            RunStatus.REVIEWING,
+            RunStatus.FIXING,
+        ):
+            return run
+        run_advance(run_id=run.pk)
+    raise AssertionError(f"run did not settle: {run.status}")
+
+
+@pytest.fixture
+def task(project) -> Task:
+    return TaskFactory(project=project, title="Add x", description="x should exist")
+
+
+def test_pass_on_first_review(fake_llm, task, owner) -> None:
+    fake_llm.script(ToolReply(input=PLAN, text="Planning. "), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    run = drive(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert run.plan == PLAN["subtasks"]
+    assert run.file_changes == CHANGES["changes"]
+    assert run.iteration == 1
+    assert run.input_tokens > 0 and run.output_tokens > 0
+    assert run.cost_usd > Decimal(0)
+    task.refresh_from_db()
+    assert task.status == "review"
+    assert task.subtasks == PLAN["subtasks"]
+    assert task.pipeline_state["status"] == RunStatus.AWAITING_APPROVAL
+    assert list(AgentCall.objects.filter(run=run).values_list("agent", flat=True)) == ["planner", "coder", "reviewer"]
+    statuses = list(RunTransition.objects.filter(run=run).values_list("to_status", flat=True))
+    assert statuses == ["queued", "planning", "coding", "reviewing", "awaiting_approval"]
+    # Every request forced its agent's tool.
+    assert [r.forced_tool for r in fake_llm.requests] == ["submit_plan", "submit_changes", "submit_review"]
+
+    events = list(RunEvent.objects.filter(task=task).order_by("id"))
+    types = [e.type for e in events]
+    assert types[0] == "phase-change"
+    assert "agent-log" in types
+    assert types[-1] == "pipeline-complete"
+    assert events[-1].data["result"] == "passed"
+    planner_log = "".join(e.data["chunk"] for e in events if e.type == "agent-log" and e.data["agent"] == "planner")
+    assert planner_log.startswith("Planning. ")
+    columns = [e.data["new_status"] for e in events if e.type == "task-status"]
+    assert columns == ["spec", "building", "review"]
+
+
+def test_pass_after_fixes(fake_llm, task, owner) -> None:
+    fake_llm.script(
+        ToolReply(input=PLAN),
+        ToolReply(input=CHANGES),
+        ToolReply(input=FAIL),
+        ToolReply(input={"changes": [{"file_path": "app/x.py", "content": "x = 2\n", "action": "create"}]}),
+        ToolReply(input=PASS),
+    )
+    run = drive(run_start(task=task, user=owner))
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert run.iteration == 2
+    assert [entry["pass"] for entry in run.review_history] == [False, True]
+    assert run.file_changes[0]["content"] == "x = 2\n"
+    # The Coder saw the findings when fixing.
+    fix_request = fake_llm.requests[3]
+    assert fix_request.forced_tool == "submit_changes"
+    assert "x must be 2" in fix_request.prompt_text
+    statuses = list(RunTransition.objects.filter(run=run).values_list("to_status", flat=True))
+    assert statuses == ["queued", "planning", "coding", "reviewing", "fixing", "reviewing", "awaiting_approval"]
+
+
+def test_fails_after_three_reviews(fake_llm, task, owner) -> None:
+    fake_llm.script(
+        ToolReply(input=PLAN),
+        ToolReply(input=CHANGES),
+        ToolReply(input=FAIL),
+        ToolReply(input=CHANGES),
+        ToolReply(input=FAIL),
+        ToolReply(input=CHANGES),
+        ToolReply(input=FAIL),
+    )
+    run = drive(run_start(task=task, user=owner))
+    assert run.status == RunStatus.FAILED
+    assert run.iteration == 3
+    assert run.error == REVIEW_GAVE_UP.format(n=3)
+    assert run.finished_at is not None
+    complete = RunEvent.objects.filter(task=task, type="pipeline-complete").get()
+    assert complete.data["result"] == "failed"
+    task.refresh_from_db()
+    assert task.status == "building"
+
+
+def test_transient_errors_are_retried_then_succeed(fake_llm, task, owner) -> None:
+    fake_llm.script(
+        HttpError(429, "rate_limit_error", headers={"retry-after": "0"}),
+        MidStreamError("overloaded_error"),
+        ToolReply(input=PLAN),
+        ToolReply(input=CHANGES),
+        ToolReply(input=PASS),
+    )
+    run = drive(run_start(task=task, user=owner))
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert len(fake_llm.requests) == 5
+
+
+def test_persistent_overload_pauses_and_retry_resumes_the_same_phase(fake_llm, task, owner) -> None:
+    fake_llm.script(
+        ToolReply(input=PLAN),
+        *[HttpError(529, "overloaded_error") for _ in range(4)],
+    )
+    run = drive(run_start(task=task, user=owner))
+    assert run.status == RunStatus.PAUSED
+    assert run.phase == RunStatus.CODING
+    assert run.error_retryable is True
+    assert "overloaded" in run.error
+    error = RunEvent.objects.filter(task=task, type="error").get()
+    assert error.data["retryable"] is True
+    assert error.data["message"] == run.error
+    calls_before = AgentCall.objects.filter(run=run).count()
+
+    fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
+    run = drive(run_retry(run=run, actor=owner))
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert run.error == ""
+    # The plan was not bought twice: planning ran once.
+    assert AgentCall.objects.filter(run=run, agent="planner").count() == 1
+    assert AgentCall.objects.filter(run=run).count() == calls_before + 2
+
+
+def test_rejected_key_fails_with_a_message_saying_what_to_fix(fake_llm, task, owner) -> None:
+    fake_llm.script(HttpError(401, "authentication_error"))
+    run = drive(run_start(task=task, user=owner))
+    assert run.status == RunStatus.FAILED
+    assert run.error == KEY_REJECTED
+    assert len(fake_llm.requests) == 1, "a rejected key is not retried"
+
+
+def test_invalid_output_is_retried_once_with_the_errors(fake_llm, task, owner) -> None:
+    fake_llm.script(
+        ToolReply(input={"subtasks": [{"id": "s1"}]}),
+        ToolReply(input=PLAN),
+        ToolReply(input=CHANGES),
+        ToolReply(input=PASS),
+    )
+    run = drive(run_start(task=task, user=owner))
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert "'title' is a required property" in fake_llm.requests[1].prompt_text
+    outcomes = list(AgentCall.objects.filter(run=run, agent="planner").values_list("outcome", flat=True))
+    assert outcomes == ["invalid", "ok"]
+
+
+def test_invalid_output_twice_fails_the_run(fake_llm, task, owner) -> None:
+    fake_llm.script(RawToolInputReply(partial_json='{"subtasks": [1'), ToolReply(input={"nope": 1}))
+    run = drive(run_start(task=task, user=owner))
+    assert run.status == RunStatus.FAILED
+    assert run.error.startswith("The planner gave invalid output twice")
+
+
+def test_budget_pauses_before_spending_more(fake_llm, task, owner, settings) -> None:
+    settings.RUN_TOKEN_BUDGET = 1000
+    settings.LLM_MAX_TOKENS = 600
+    fake_llm.script(ToolReply(input=PLAN, input_tokens=300, output_tokens=200))
+    run = drive(run_start(task=task, user=owner))
+    assert run.status == RunStatus.PAUSED
+    assert run.phase == RunStatus.CODING
+    assert "budget" in run.error
+    assert len(fake_llm.requests) == 1
+
+
+def test_request_changes_then_approve(fake_llm, task, owner) -> None:
+    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    run = drive(run_start(task=task, user=owner))
+    fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
+    run = drive(run_request_changes(run=run, feedback="Please name it y", actor=owner))
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert "Please name it y" in fake_llm.requests[3].prompt_text
+    run = run_approve(run=run, actor=owner)
+    assert run.status == RunStatus.APPROVED
+    task.refresh_from_db()
+    assert task.status == "done"
+
+
+def test_retry_after_failure_starts_a_new_run(fake_llm, task, owner) -> None:
+    fake_llm.script(HttpError(400, "invalid_request_error"))
+    first = drive(run_start(task=task, user=owner))
+    assert first.status == RunStatus.FAILED
+    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    second = drive(run_retry(run=first, actor=owner))
+    assert second.pk != first.pk
+    assert second.number == 2
+    assert second.status == RunStatus.AWAITING_APPROVAL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_stops_a_streaming_call_within_a_second(fake_llm, task, owner) -> None:
+    fake_llm.script(ToolReply(input=PLAN, text="slow " * 400, chunk_size=5, chunk_delay=0.02))
+    run = run_start(task=task, user=owner)
+    worker = threading.Thread(target=run_advance, kwargs={"run_id": run.pk})
+    worker.start()
+    deadline = time.monotonic() + 5
+    while not RunEvent.objects.filter(task=task, type="agent-log").exists():
+        assert time.monotonic() < deadline, "the stream never started"
+        time.sleep(0.05)
+    run.refresh_from_db()
+    cancelled_at = time.monotonic()
+    run_cancel(run=run, actor=owner)
+    worker.join(timeout=5)
+    assert not worker.is_alive()
+    assert time.monotonic() - cancelled_at < 1.5
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+    assert run.plan == [], "output of a cancelled phase is dropped"
+    assert run.lease_owner == ""
+
+
+def test_a_leased_phase_is_not_run_twice_and_an_expired_lease_is_swept(fake_llm, task, owner) -> None:
+    run = run_start(task=task, user=owner)
+    fake_llm.script(ToolReply(input=PLAN))
+    run_advance(run_id=run.pk)  # planning → coding
+    run.refresh_from_db()
+    assert run.status == RunStatus.CODING
+    # A worker took the coding phase and died: its lease is still live.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    PipelineRun.objects.filter(pk=run.pk).update(
+        lease_owner="dead-worker", lease_expires_at=timezone.now() + timedelta(seconds=60)
+    )
+    run_advance(run_id=run.pk)
+    assert len(fake_llm.requests) == 1, "a live lease keeps other workers out"
+    assert run.pk not in runs_needing_a_worker(grace_seconds=0)
+    # The lease runs out: the sweeper finds the run, and the next worker finishes it.
+    PipelineRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert run.pk in runs_needing_a_worker(grace_seconds=0)
+    fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
+    run = drive(run)
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert AgentCall.objects.filter(run=run, agent="planner").count() == 1
+
+
+def test_a_whole_run_through_the_claude_cli_provider(task, owner, settings) -> None:
+    from pathlib import Path
+
+    settings.LLM_PROVIDER = "claude-cli"
+    settings.CLAUDE_CLI_PATH = str(Path(__file__).resolve().parents[2] / "tests" / "bin" / "claude")
+    run = drive(run_start(task=task, user=owner))
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert run.provider == "claude-cli"
+    assert run.file_changes == [{"file_path": "hello.py", "content": "print('hi')\n", "action": "create"}]
+    assert run.input_tokens == 3 * 12

@@ -1,0 +1,17 @@
+"""The task page's pipeline actions (HTML). Included at the site root."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from . import views
+
+app_name = "pipelines"
+urlpatterns = [
+    path("tasks/<int:task_id>/pipeline", views.pipeline_panel, name="panel"),
+    path("tasks/<int:task_id>/pipeline/start", views.pipeline_start, name="start"),
+    path("runs/<int:run_id>/cancel", views.run_cancel, name="cancel"),
+    path("runs/<int:run_id>/retry", views.run_retry, name="retry"),
+    path("runs/<int:run_id>/request-changes", views.run_request_changes, name="request_changes"),
+    path("runs/<int:run_id>/approve", views.run_approve, name="approve"),
+]

@@ -1,0 +1,108 @@
+/* AutoCoder: small page behaviours shared by every page. Pages work without it. */
+(function () {
+  "use strict";
+
+  var TOAST_MS = { success: 5000, info: 5000, warning: 8000, error: 9000 };
+
+  function dismiss(toast) {
+    if (!toast || toast.classList.contains("is-leaving")) return;
+    toast.classList.add("is-leaving");
+    setTimeout(function () { toast.remove(); }, 200);
+  }
+
+  function schedule(toast, kind) {
+    setTimeout(function () { dismiss(toast); }, TOAST_MS[kind] || 6000);
+  }
+
+  /** Show a message in the corner. kind: "success" | "info" | "warning" | "error". */
+  function toast(message, kind) {
+    kind = kind || "info";
+    var box = document.getElementById("toasts");
+    if (!box) return;
+    var el = document.createElement("div");
+    el.className = "toast toast-" + kind;
+    el.setAttribute("role", kind === "error" ? "alert" : "status");
+    el.setAttribute("data-toast", "");
+    var icon = document.createElement("span");
+    icon.className = "toast-icon";
+    icon.setAttribute("aria-hidden", "true");
+    var text = document.createElement("p");
+    text.className = "toast-text";
+    text.textContent = message;
+    var close = document.createElement("button");
+    close.type = "button";
+    close.className = "toast-close";
+    close.setAttribute("data-toast-close", "");
+    close.setAttribute("aria-label", "Dismiss");
+    close.textContent = "×";
+    el.append(icon, text, close);
+    box.append(el);
+    schedule(el, kind);
+  }
+
+  window.AutoCoder = window.AutoCoder || {};
+  window.AutoCoder.toast = toast;
+
+  document.addEventListener("DOMContentLoaded", function () {
+    // Flash messages rendered by the server fade out like the others.
+    document.querySelectorAll("[data-toast]").forEach(function (el) {
+      var kind = (el.className.match(/toast-(\w+)/) || [])[1];
+      schedule(el, kind);
+    });
+  });
+
+  // Messages that arrive with an htmx answer (out-of-band into #toasts) fade out too.
+  document.addEventListener("htmx:load", function (event) {
+    var el = event.target;
+    if (el && el.matches && el.matches("[data-toast]")) {
+      var kind = (el.className.match(/toast-(\w+)/) || [])[1];
+      schedule(el, kind);
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    var target = event.target;
+
+    var close = target.closest("[data-toast-close]");
+    if (close) { dismiss(close.closest("[data-toast]")); return; }
+
+    // Links that open a <dialog> when JavaScript runs (they are plain links otherwise).
+    var opener = target.closest("[data-dialog-open]");
+    if (opener) {
+      var dialog = document.getElementById(opener.getAttribute("data-dialog-open"));
+      if (dialog && typeof dialog.showModal === "function") {
+        event.preventDefault();
+        dialog.showModal();
+        var first = dialog.querySelector("input:not([type=hidden]), textarea, select");
+        if (first) first.focus();
+      }
+      return;
+    }
+    var closer = target.closest("[data-dialog-close]");
+    if (closer) { closer.closest("dialog").close(); return; }
+    if (target.tagName === "DIALOG") { target.close(); return; } // click on the backdrop
+
+    // Close open dropdowns when clicking elsewhere.
+    document.querySelectorAll("details[data-dropdown][open]").forEach(function (menu) {
+      if (!menu.contains(target)) menu.removeAttribute("open");
+    });
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    document.querySelectorAll("details[data-dropdown][open]").forEach(function (menu) {
+      menu.removeAttribute("open");
+      var summary = menu.querySelector("summary");
+      if (summary) summary.focus();
+    });
+  });
+
+  // Only one dropdown open at a time.
+  document.addEventListener("toggle", function (event) {
+    var opened = event.target;
+    if (!opened.matches || !opened.matches("details[data-dropdown]") || !opened.open) return;
+    document.querySelectorAll("details[data-dropdown][open]").forEach(function (menu) {
+      if (menu !== opened) menu.removeAttribute("open");
+    });
+  }, true);
+})();

@@ -1,0 +1,206 @@
+"""The kanban board and the task pages: thin views over tasks.services/selectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.cache import patch_vary_headers
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from core.exceptions import InvalidTransition, NotFound
+from core.forms import add_service_errors
+from pipelines.views import panel_context
+from projects.context_processors import get_current_project, set_current_project
+from projects.views import get_project_or_404
+
+from . import services
+from .forms import BoardFilterForm, TaskForm, TaskMoveForm
+from .models import MANUAL_TRANSITIONS, Task, TaskCategory, TaskStatus, allowed_moves
+from .selectors import task_board, task_get_for_user, task_history
+
+# What an empty column says, in board order.
+EMPTY_HINTS: dict[str, str] = {
+    TaskStatus.BACKLOG: "Nothing in the backlog. Add a task below to get started.",
+    TaskStatus.SPEC: "Drag a task here to have it planned.",
+    TaskStatus.BUILDING: "Tasks being coded show up here.",
+    TaskStatus.REVIEW: "Finished work waits here for your review.",
+    TaskStatus.DONE: "Approved tasks land here.",
+}
+
+
+def _task_or_404(request: HttpRequest, task_id: object) -> Task:
+    try:
+        return task_get_for_user(user=request.user, task_id=task_id)  # type: ignore[arg-type]
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+
+
+@login_required
+@require_GET
+def board(request: HttpRequest) -> HttpResponse:
+    if request.GET.get("project"):
+        set_current_project(request, get_project_or_404(request, request.GET["project"]))
+    # The switcher's copy of the project carries its task count.
+    project = get_current_project(request)
+    if project is None:
+        return render(request, "tasks/no_project.html")
+
+    filters = BoardFilterForm(request.GET)
+    filters.is_valid()  # A bad value is dropped (cleaned_data keeps the good ones), never an error page.
+    category = filters.cleaned_data.get("category") or None
+    q = filters.cleaned_data.get("q") or None
+    grouped = task_board(user=request.user, project=project, category=category, q=q)  # type: ignore[arg-type]
+    columns = [
+        {"status": status, "label": label, "tasks": grouped[status], "empty_hint": EMPTY_HINTS[status]}
+        for status, label in TaskStatus.choices
+    ]
+    context: dict[str, Any] = {
+        "project": project,
+        "columns": columns,
+        "filters": filters,
+        "filtered": bool(category or q),
+        "q": q,
+        "category_label": TaskCategory(category).label if category else "",
+        "shown_count": sum(len(tasks) for tasks in grouped.values()),
+        "transitions": {status: sorted(targets) for status, targets in MANUAL_TRANSITIONS.items()},
+        "task_form": TaskForm(initial={"project": project.pk}),
+    }
+    if request.htmx and not request.htmx.history_restore_request:  # type: ignore[attr-defined]
+        response = render(request, "tasks/_board.html", context)
+    else:
+        response = render(request, "tasks/board.html", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def task_create(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        project = get_current_project(request)
+        if project is None:
+            return redirect("projects:create")
+        return render(request, "tasks/create.html", {"form": TaskForm(initial={"project": project.pk})})
+
+    form = TaskForm(request.POST)
+    project_id = request.POST.get("project")
+    project = get_project_or_404(request, project_id) if project_id else get_current_project(request)
+    if project is None:
+        messages.error(request, "Create a project first: tasks live in a project.")
+        return redirect("projects:create")
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            task = services.task_create(
+                project=project,
+                title=data["title"],
+                description=data["description"],
+                category=data["category"],
+                priority=data["priority"],
+                actor=request.user,  # type: ignore[arg-type]
+            )
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            set_current_project(request, project)
+            messages.success(request, f"Task “{task.title}” added to the backlog.")
+            return redirect("tasks:board")
+    return render(request, "tasks/create.html", {"form": form}, status=400)
+
+
+def _detail_context(task: Task, **extra: Any) -> dict[str, Any]:
+    allowed = allowed_moves(task.status)
+    labels = dict(TaskStatus.choices)
+    return {
+        "task": task,
+        "move_choices": [(status, labels[status]) for status in allowed],
+        "history": task_history(task=task),
+        **panel_context(task=task),
+        **extra,
+    }
+
+
+def _edit_form(task: Task) -> TaskForm:
+    return TaskForm(
+        initial={
+            "title": task.title,
+            "description": task.description,
+            "category": task.category,
+            "priority": task.priority,
+        }
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def task_detail(request: HttpRequest, task_id: int) -> HttpResponse:
+    task = _task_or_404(request, task_id)
+    if request.method == "GET":
+        return render(request, "tasks/detail.html", _detail_context(task, form=_edit_form(task)))
+
+    form = TaskForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.task_update(
+                task=task,
+                title=data["title"],
+                description=data["description"],
+                category=data["category"] or None,
+                priority=data["priority"] or None,
+            )
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            messages.success(request, "Task saved.")
+            return redirect("tasks:detail", task_id=task.pk)
+    task.refresh_from_db()  # The page shows the saved task beside the rejected input.
+    return render(request, "tasks/detail.html", _detail_context(task, form=form), status=400)
+
+
+@login_required
+@require_POST
+def task_move(request: HttpRequest, task_id: int) -> HttpResponse:
+    """The no-drag way to change a task's column (the board drags through the API)."""
+    task = _task_or_404(request, task_id)
+    form = TaskMoveForm(request.POST)
+    if form.is_valid():
+        status = form.cleaned_data["status"]
+        try:
+            services.task_move(
+                task=task,
+                status=status,
+                position=form.cleaned_data["position"],
+                actor=request.user,  # type: ignore[arg-type]
+            )
+        except InvalidTransition as exc:
+            form.add_error("status", exc.message)
+        else:
+            messages.success(request, f"Moved to {TaskStatus(status).label}.")
+            target = request.POST.get("next")
+            if target and url_has_allowed_host_and_scheme(
+                target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+            ):
+                return redirect(target)
+            return redirect("tasks:detail", task_id=task.pk)
+    task.refresh_from_db()
+    context = _detail_context(task, form=_edit_form(task), move_form=form)
+    return render(request, "tasks/detail.html", context, status=400)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def task_delete(request: HttpRequest, task_id: int) -> HttpResponse:
+    task = _task_or_404(request, task_id)
+    if request.method == "GET":
+        return render(request, "tasks/delete.html", {"task": task})
+    title = task.title
+    services.task_delete(task=task)
+    messages.success(request, f"Task “{title}” deleted.")
+    return redirect("tasks:board")

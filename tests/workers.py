@@ -1,0 +1,73 @@
+"""Real workers for end-to-end tests: the embedded one (threads, ``memory://``) and
+separate processes (``celery worker`` on Redis, or a bare phase runner)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from config.celery import app
+from config.embedded import EmbeddedWorker, start_embedded_worker
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, why: Callable[[], str] = str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s. {why()}")
+        time.sleep(0.02)
+
+
+@contextmanager
+def embedded_worker(**kwargs: Any) -> Iterator[EmbeddedWorker]:
+    # The memory broker lives as long as the test process: drop what other tests queued
+    # (and nobody ran) so that this worker runs only this test's jobs.
+    app.control.purge()
+    worker = start_embedded_worker(**kwargs)
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        worker.worker_thread.join(5)
+
+
+def subprocess_database_url() -> str:
+    """The test database, as a URL for a subprocess's DATABASE_URL."""
+    db = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{db['NAME']}"
+    credentials = quote(db["USER"] or "") + (f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else "")
+    return f"postgres://{credentials}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        "DATABASE_URL": subprocess_database_url(),
+        **extra,
+    }
+
+
+def start_celery_worker(queue: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
+    """A real ``celery -A config worker`` process consuming only ``queue``."""
+    command = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=INFO"]
+    command += ["-Q", queue, "-n", f"{queue}-{time.monotonic_ns()}@%h"]
+    command += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
+    # The worker also queues follow-up jobs (the next pipeline phase): to its own queue.
+    env = {"CELERY_QUEUE": queue, **env}
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command, cwd=settings.BASE_DIR, env=subprocess_env(**env), stdout=out, stderr=subprocess.STDOUT
+        )
