@@ -11,6 +11,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("", include("projects.api.urls")),
     path("", include("tasks.api.urls")),
     path("", include("pipelines.api.urls")),
+    path("", include("memory.api.urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     # Last: any other /api/ path answers in the API's error shape, not an HTML page.
@@ -25,4 +26,5 @@ urlpatterns = [
     path("projects/", include("projects.urls")),
     path("", include("tasks.urls")),
     path("", include("pipelines.urls")),
+    path("", include("memory.urls")),
 ]

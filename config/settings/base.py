@@ -301,3 +301,16 @@ PIPELINE_LEASE_SECONDS = env_int("PIPELINE_LEASE_SECONDS", default=90, minimum=5
 # Live token chunks are coalesced: at most one agent-log event per agent this often.
 PIPELINE_LOG_FLUSH_SECONDS = 0.05
 CELERY_BEAT_SCHEDULE["pipeline-sweep"] = {"task": "pipelines.tasks.pipeline_sweep", "schedule": 30.0}
+
+# --- Agent memory -------------------------------------------------------------------
+
+# Half-life of a fading memory when none is given; confidence = 1 - age / half-life.
+MEMORY_DEFAULT_HALF_LIFE_HOURS = env_int("MEMORY_DEFAULT_HALF_LIFE_HOURS", default=24 * 7, minimum=1)
+# Context items expire this long after they are saved (0 = never).
+CONTEXT_TTL_DAYS = env_int("CONTEXT_TTL_DAYS", default=30)
+DAILY_LOG_RETENTION_DAYS = env_int("DAILY_LOG_RETENTION_DAYS", default=30, minimum=1)
+# Agent notes longer than this (characters) are summarised by the LLM.
+AGENT_NOTES_MAX_CHARS = env_int("AGENT_NOTES_MAX_CHARS", default=20_000, minimum=1000)
+# A chat idle for longer than this starts afresh.
+CHAT_SESSION_TTL_HOURS = env_int("CHAT_SESSION_TTL_HOURS", default=24, minimum=1)
+CHAT_ATTACHMENT_MAX_BYTES = env_int("CHAT_ATTACHMENT_MAX_BYTES", default=5 * 1024 * 1024, minimum=1024)

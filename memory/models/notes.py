@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class AgentNote(models.Model):
+    """An agent's long-term notes (markdown), one per user and agent."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_notes")
+    agent_id = models.CharField(max_length=50)
+    content = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["agent_id"]
+        constraints = [models.UniqueConstraint(fields=["owner", "agent_id"], name="memory_agent_note_unique")]
+
+    def __str__(self) -> str:
+        return f"Notes of {self.agent_id}"
+
+
+class AgentNoteRevision(models.Model):
+    """The notes as they were before a summary replaced them."""
+
+    note = models.ForeignKey(AgentNote, on_delete=models.CASCADE, related_name="revisions")
+    content = models.TextField()
+    reason = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class DailyLogEntry(models.Model):
+    """One task of an agent's session, on the day it ran (the daily log)."""
+
+    class Status(models.TextChoices):
+        OK = "ok", "OK"
+        ERROR = "error", "Error"
+        CANCELLED = "cancelled", "Cancelled"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="daily_log_entries")
+    agent_id = models.CharField(max_length=50)
+    date = models.DateField(db_index=True)
+    session = models.CharField(max_length=100, help_text="e.g. run-12 or chat-3")
+    type = models.CharField(max_length=50)
+    input_context_ids = models.JSONField(default=list, blank=True)
+    output_context_id = models.CharField(max_length=40, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OK)
+    error = models.TextField(blank=True)
+    promoted = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["date", "created_at", "id"]
+        indexes = [models.Index(fields=["owner", "agent_id", "date"])]
+        verbose_name_plural = "daily log entries"

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+MEMORY_MAX_LENGTH = 10_000
+
+
+class DecayPolicy(models.TextChoices):
+    PERMANENT = "permanent", "Permanent"
+    CONTEXTUAL = "contextual", "Contextual (fades from creation)"
+    REINFORCEABLE = "reinforceable", "Reinforceable (fades unless reinforced)"
+
+
+def default_half_life_hours() -> float:
+    return float(settings.MEMORY_DEFAULT_HALF_LIFE_HOURS)
+
+
+class Memory(models.Model):
+    """A semantic memory. Its confidence is computed, never stored
+    (memory.decay.compute_confidence); its embedding lives here with it."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memories")
+    content = models.TextField(max_length=MEMORY_MAX_LENGTH)
+    content_hash = models.CharField(max_length=64, db_index=True, editable=False)
+    memory_type = models.CharField(max_length=50, default="note")
+    decay_policy = models.CharField(max_length=16, choices=DecayPolicy.choices, default=DecayPolicy.REINFORCEABLE)
+    half_life_hours = models.FloatField(default=default_half_life_hours)
+    agent = models.CharField(max_length=50, blank=True)
+    personality = models.CharField(max_length=50, blank=True)
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.CASCADE, related_name="memories"
+    )
+    is_global = models.BooleanField(default=False)
+    created_at = models.DateTimeField(db_index=True)
+    last_reinforced_at = models.DateTimeField()
+    reinforce_count = models.PositiveIntegerField(default=0)
+    is_deleted = models.BooleanField(default=False, db_index=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    # float32 little-endian vector; embedding_model names the model that made it.
+    embedding = models.BinaryField(editable=False)
+    embedding_model = models.CharField(max_length=100, editable=False)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "memories"
+        indexes = [models.Index(fields=["owner", "is_deleted"])]
+
+    def __str__(self) -> str:
+        return self.content[:80]

@@ -1,0 +1,13 @@
+"""Memory pages, one URL module per area."""
+
+from __future__ import annotations
+
+from django.urls import include, path
+
+app_name = "memory"
+urlpatterns = [
+    path("memory/", include("memory.facts_urls")),
+    path("memory/", include("memory.semantic_urls")),
+    path("memory/", include("memory.notes_urls")),
+    path("chat/", include("memory.chat_urls")),
+]
