@@ -15,3 +15,20 @@ class ProjectForm(forms.Form):
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What is this project about? (optional)"}),
     )
+    llm_model = forms.CharField(
+        label="Model",
+        max_length=100,
+        required=False,
+        help_text="Leave empty for the server's default model.",
+        widget=forms.TextInput(attrs={"placeholder": "server default", "autocomplete": "off"}),
+    )
+    llm_max_tokens = forms.IntegerField(
+        label="Max tokens per call", required=False, min_value=1, max_value=128_000, help_text="Empty = default."
+    )
+    token_budget = forms.IntegerField(
+        label="Token budget per run",
+        required=False,
+        min_value=1000,
+        max_value=100_000_000,
+        help_text="A run pauses before a call could take it past this. Empty = default.",
+    )

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Lower
 
@@ -14,6 +15,21 @@ class Project(TimeStampedModel):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="projects")
     name = models.CharField(max_length=PROJECT_NAME_MAX_LENGTH)
     description = models.TextField(blank=True, max_length=2000)
+    # Overrides of the server's LLM settings for this project's runs (empty = default).
+    llm_model = models.CharField("model", max_length=100, blank=True, help_text="e.g. claude-sonnet-4-6")
+    llm_max_tokens = models.PositiveIntegerField(
+        "max tokens per call",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(128_000)],
+    )
+    token_budget = models.PositiveIntegerField(
+        "token budget per run",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1000), MaxValueValidator(100_000_000)],
+        help_text="A run pauses before a call could take it past this many tokens.",
+    )
 
     class Meta:
         ordering = ["created_at", "id"]

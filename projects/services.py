@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -38,15 +38,31 @@ def _save(project: Project) -> Project:
     return project
 
 
-def project_create(*, owner: User, name: str, description: str = "") -> Project:
-    return _save(Project(owner=owner, name=_clean_name(name), description=description.strip()))
+LLM_FIELDS = ("llm_model", "llm_max_tokens", "token_budget")
+
+
+def project_create(*, owner: User, name: str, description: str = "", **llm_settings: Any) -> Project:
+    project = Project(owner=owner, name=_clean_name(name), description=description.strip())
+    _set_llm_settings(project, llm_settings)
+    return _save(project)
+
+
+def _set_llm_settings(project: Project, values: dict[str, Any]) -> None:
+    unknown = set(values) - set(LLM_FIELDS)
+    if unknown:
+        raise TypeError(f"Unknown project settings: {sorted(unknown)}")
+    for field, value in values.items():
+        setattr(project, field, value.strip() if isinstance(value, str) else value)
 
 
 def project_create_default(*, owner: User) -> Project:
     return project_create(owner=owner, name=DEFAULT_PROJECT_NAME)
 
 
-def project_update(*, project: Project, name: str | None = None, description: str | None = None) -> Project:
+def project_update(
+    *, project: Project, name: str | None = None, description: str | None = None, **llm_settings: Any
+) -> Project:
+    _set_llm_settings(project, llm_settings)
     if name is not None:
         project.name = _clean_name(name)
     if description is not None:

@@ -56,7 +56,9 @@ def project_create(request: HttpRequest) -> HttpResponse:
 def project_edit(request: HttpRequest, project_id: int) -> HttpResponse:
     project = get_project_or_404(request, project_id)
     if request.method == "GET":
-        form = ProjectForm(initial={"name": project.name, "description": project.description})
+        form = ProjectForm(
+            initial={field: getattr(project, field) for field in ("name", "description", *services.LLM_FIELDS)}
+        )
         return render(request, "projects/form.html", {"form": form, "project": project})
     form = ProjectForm(request.POST)
     if form.is_valid():

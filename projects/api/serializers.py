@@ -15,7 +15,17 @@ class ProjectSerializer(serializers.ModelSerializer[Project]):
 
     class Meta:
         model = Project
-        fields = ("id", "name", "description", "task_count", "created_at", "updated_at")
+        fields = (
+            "id",
+            "name",
+            "description",
+            "llm_model",
+            "llm_max_tokens",
+            "token_budget",
+            "task_count",
+            "created_at",
+            "updated_at",
+        )
         read_only_fields = fields
 
 
@@ -24,3 +34,23 @@ class ProjectInputSerializer(serializers.Serializer):
 
     name = StrictCharField(max_length=PROJECT_NAME_MAX_LENGTH, help_text="Trimmed; unique per user, ignoring case.")
     description = StrictCharField(max_length=DESCRIPTION_MAX_LENGTH, allow_blank=True, required=False)
+    llm_model = StrictCharField(
+        max_length=100,
+        allow_blank=True,
+        required=False,
+        help_text="Model for this project's runs; blank = server default.",
+    )
+    llm_max_tokens = serializers.IntegerField(
+        min_value=1,
+        max_value=128_000,
+        allow_null=True,
+        required=False,
+        help_text="Max tokens per call; null = default.",
+    )
+    token_budget = serializers.IntegerField(
+        min_value=1000,
+        max_value=100_000_000,
+        allow_null=True,
+        required=False,
+        help_text="Tokens one run may spend before it pauses; null = server default.",
+    )

@@ -43,7 +43,17 @@ def test_list_shows_own_projects_with_task_counts(
         (project.pk, "Alice's project", 2),
         (second.pk, "Second", 0),
     ]
-    assert set(body["results"][1]) == {"id", "name", "description", "task_count", "created_at", "updated_at"}
+    assert set(body["results"][1]) == {
+        "id",
+        "name",
+        "description",
+        "llm_model",
+        "llm_max_tokens",
+        "token_budget",
+        "task_count",
+        "created_at",
+        "updated_at",
+    }
     assert body["results"][1]["description"] == "More"
 
 
@@ -290,3 +300,36 @@ def test_session_writes_without_csrf_are_refused(owner_session_client: APIClient
 def test_session_reads_need_no_csrf(owner_session_client: APIClient, project: Project) -> None:
     assert owner_session_client.get(LIST).json()["count"] == 1
     assert owner_session_client.get(detail(project.pk)).json()["id"] == project.pk
+
+
+def test_agent_settings_override_the_servers_for_new_runs(owner_client, project, settings) -> None:
+    from pipelines.services import run_start
+    from tests.factories import TaskFactory
+
+    settings.ANTHROPIC_API_KEY = "sk-test"
+    response = owner_client.patch(
+        detail(project.pk),
+        {"llm_model": "claude-haiku-4-5", "llm_max_tokens": 2000, "token_budget": 50_000},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    assert (response.json()["llm_model"], response.json()["token_budget"]) == ("claude-haiku-4-5", 50_000)
+    project.refresh_from_db()
+    run = run_start(task=TaskFactory(project=project), user=project.owner)
+    assert (run.model, run.max_tokens, run.token_budget) == ("claude-haiku-4-5", 2000, 50_000)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"llm_max_tokens": 0},
+        {"llm_max_tokens": "many"},
+        {"token_budget": 10},
+        {"llm_model": 5},
+        {"llm_model": "x" * 101},
+    ],
+)
+def test_bad_agent_settings_are_400(owner_client, project, body) -> None:
+    response = owner_client.patch(detail(project.pk), body, format="json")
+    assert response.status_code == 400
+    assert set(body) <= set(response.json()["extra"]["fields"])
