@@ -11,8 +11,8 @@ WORKDIR /app
 
 # Dependencies first: this layer is rebuilt only when requirements.txt changes.
 # (psycopg[binary] ships libpq, so no system packages are needed.)
-COPY requirements.txt .
-RUN pip install -r requirements.txt
+COPY requirements.txt requirements-nodeps.txt ./
+RUN pip install -r requirements.txt && pip install --no-deps -r requirements-nodeps.txt
 
 COPY . .
 

@@ -17,12 +17,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed-run: requirements.txt | $(BIN)/python
+$(VENV)/.installed-run: requirements.txt requirements-nodeps.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 
-$(VENV)/.installed-dev: requirements.txt requirements-dev.txt | $(BIN)/python
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt requirements-nodeps.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $(VENV)/.installed-run $@
 
 migrate: $(VENV)/.installed-run

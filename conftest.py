@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
@@ -10,6 +12,27 @@ from accounts.models import User
 from accounts.services import api_token_create
 from projects.models import Project
 from tests.factories import DEFAULT_PASSWORD, ProjectFactory, UserFactory
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_test_queue() -> Iterator[None]:
+    """With Redis, delete the queue that collected the jobs no test worker took."""
+    yield
+    from django.conf import settings
+
+    if settings.CELERY_BROKER_URL.startswith("redis"):
+        from tests.workers import delete_queue
+
+        delete_queue(settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+@pytest.fixture(autouse=True)
+def _worker_not_stopping() -> None:
+    # An embedded worker stopped by an earlier test leaves the process-wide flag set,
+    # which would make phases and chat answers run in-process give up at once.
+    from config.celery import shutdown_requested
+
+    shutdown_requested.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import path
 
-urlpatterns: list[URLPattern] = []
+from . import chat_views
+
+urlpatterns = [
+    path("", chat_views.chat_page, name="chat"),
+]

@@ -11,19 +11,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-MARKER = re.compile(r"\[(REMEMBER|GOAL|DONE):([^\[\]]*)\]", re.IGNORECASE)
-DEADLINE = re.compile(r"\|\s*DEADLINE:\s*", re.IGNORECASE)
+MARKER = re.compile(r"\[\s*(REMEMBER|GOAL|DONE)\s*:([^\[\]]*)\]", re.IGNORECASE)
+# One or more markers in a row with the spaces around them: removed as one piece, so
+# that "a [REMEMBER: x] [GOAL: y] b" is shown as "a b".
+MARKER_RUN = re.compile(rf"[ \t]*(?:{MARKER.pattern}[ \t]*)+", re.IGNORECASE)
+DEADLINE = re.compile(r"\|\s*DEADLINE\s*:", re.IGNORECASE)
 
-# The examples our system prompts use to teach the markers: never stored.
-PLACEHOLDERS = {
-    "fact",
-    "fact to remember",
-    "goal",
-    "goal text",
-    "text",
-    "search text",
-    "optional date",
-    "when",
+# The examples our system prompts and docs use to teach the markers, per value: never
+# stored. Per kind, so that a real goal called "goal" is not mistaken for one.
+ELLIPSES = {"…", "...", ""}
+PLACEHOLDERS: dict[str, set[str]] = {
+    "REMEMBER": {"fact", "fact to remember", *ELLIPSES},
+    "GOAL": {"text", "goal", "goal text", *ELLIPSES},
+    "DEADLINE": {"when", "optional date", "date", "deadline", *ELLIPSES},
+    "DONE": {"search text", "text", *ELLIPSES},
 }
 
 
@@ -43,27 +44,63 @@ def _clean(value: str) -> str:
     return " ".join(value.split())
 
 
-def _is_placeholder(value: str) -> bool:
-    return value.lower() in PLACEHOLDERS
+def _is_placeholder(kind: str, value: str) -> bool:
+    return value.lower() in PLACEHOLDERS[kind]
+
+
+def _strip_markers(text: str) -> str:
+    """The text without its markers, leaving no doubled spaces or marker-only lines.
+
+    Only the places where markers were touch the text: indentation and blank lines
+    elsewhere (code in a reply) stay as they are.
+    """
+    pieces: list[str] = []
+    cursor = 0
+    for match in MARKER_RUN.finditer(text):
+        start, end = match.start(), match.end()
+        at_line_start = start == 0 or text[start - 1] == "\n"
+        at_line_end = end == len(text) or text[end] in "\r\n"
+        if at_line_start and at_line_end:
+            # The line held only markers: drop it with its line break, and when it sat
+            # between two blank lines, drop one of those too.
+            if text.startswith("\r\n", end):
+                end += 2
+            elif end < len(text):
+                end += 1
+            if pieces or start > cursor:
+                before = "".join(pieces) + text[cursor:start]
+                if before.endswith("\n\n") and text.startswith(("\n", "\r\n"), end):
+                    end += 2 if text.startswith("\r\n", end) else 1
+            replacement = ""
+        elif at_line_start:
+            replacement = re.match(r"[ \t]*", match.group()).group()  # type: ignore[union-attr]  # keep the indent
+        elif at_line_end:
+            replacement = ""
+        else:
+            had_space = match.group()[:1] in " \t" or match.group()[-1:] in " \t"
+            replacement = " " if had_space else ""
+        pieces.append(text[cursor:start])
+        pieces.append(replacement)
+        cursor = end
+    pieces.append(text[cursor:])
+    # Blank lines a marker left at either end go; the first line keeps its indent.
+    return re.sub(r"\A(?:[ \t]*\r?\n)+", "", "".join(pieces)).rstrip()
 
 
 def parse_markers(text: str) -> ParsedReply:
-    parsed = ParsedReply(text="")
+    if not MARKER.search(text):
+        return ParsedReply(text=text)
+    parsed = ParsedReply(text=_strip_markers(text))
     for match in MARKER.finditer(text):
         kind, body = match.group(1).upper(), match.group(2)
         if kind == "GOAL":
-            goal_text, deadline = (DEADLINE.split(body, maxsplit=1) + [""])[:2]
+            goal_text, deadline = [*DEADLINE.split(body, maxsplit=1), ""][:2]
             goal_text, deadline = _clean(goal_text), _clean(deadline)
-            if goal_text and not _is_placeholder(goal_text):
-                parsed.goals.append((goal_text, "" if _is_placeholder(deadline) else deadline))
+            if goal_text and not _is_placeholder("GOAL", goal_text):
+                parsed.goals.append((goal_text, "" if _is_placeholder("DEADLINE", deadline) else deadline))
             continue
         value = _clean(body)
-        if not value or _is_placeholder(value):
+        if not value or _is_placeholder(kind, value):
             continue
         (parsed.remember if kind == "REMEMBER" else parsed.done).append(value)
-    stripped = MARKER.sub("", text)
-    # Markers removed from a line leave doubled spaces and blank lines behind.
-    stripped = re.sub(r"[ \t]{2,}", " ", stripped)
-    stripped = re.sub(r"\n{3,}", "\n\n", stripped)
-    parsed.text = stripped.strip()
     return parsed

@@ -1,5 +1,13 @@
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import path
 
-urlpatterns: list[URLPattern] = []
+from . import semantic_views as views
+
+urlpatterns = [
+    path("recall", views.recall, name="recall"),
+    path("recall/results", views.recall_results, name="recall_results"),
+    path("recall/add", views.recall_add, name="recall_add"),
+    path("recall/<int:memory_id>/reinforce", views.recall_reinforce, name="recall_reinforce"),
+    path("recall/<int:memory_id>/delete", views.recall_delete, name="recall_delete"),
+]

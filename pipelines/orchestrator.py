@@ -23,6 +23,8 @@ from django.utils import timezone
 from config.celery import shutdown_requested
 from core.crypto import decrypt_secret
 from memory.selectors import memory_prompt_context
+from memory.selectors.facts import memory_system_instructions
+from memory.services.context import context_record_agent_call
 
 from . import agents
 from .diff import diff_changes
@@ -231,7 +233,8 @@ def _should_stop(lease: Lease) -> bool:
 def _call_agent(run: PipelineRun, lease: Lease, agent_name: str, prompt: str) -> dict[str, Any]:
     """Call the agent until its answer validates (one retry with the errors)."""
     spec = agents.AGENTS[agent_name]
-    system = spec.system_prompt(memory_prompt_context(user=run.task.project.owner, project=run.task.project))
+    memory = memory_prompt_context(user=run.task.project.owner, project=run.task.project)
+    system = spec.system_prompt("\n\n".join(filter(None, [memory, memory_system_instructions()])))
     log = AgentLogStream(task=run.task, run=run, agent=agent_name)
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     problems: list[str] = []
@@ -275,9 +278,11 @@ def _call_with_backoff(run: PipelineRun, lease: Lease, request: LLMRequest, log:
             result = provider.complete(request, on_chunk=log.write, should_cancel=lambda: _should_stop(lease))
         except Cancelled:
             log.flush()
+            _remember_failed_call(run, log.agent, started, "cancelled", "Cancelled.")
             raise PhaseInterrupted from None
         except ProviderError as exc:
             log.flush()
+            _remember_failed_call(run, log.agent, started, "error", exc.message)
             if not exc.retryable or attempt == len(delays):
                 raise
             wait = max(delays[attempt], min(exc.retry_after or 0.0, settings.LLM_RETRY_AFTER_CAP_SECONDS))
@@ -297,6 +302,11 @@ def _sleep_unless_stopped(seconds: float, lease: Lease) -> None:
         if _should_stop(lease):
             raise PhaseInterrupted
         time.sleep(min(0.2, remaining))
+
+
+def _remember_failed_call(run: PipelineRun, agent_name: str, started: float, outcome: str, error: str) -> None:
+    duration_ms = int((time.monotonic() - started) * 1000)
+    context_record_agent_call(run=run, agent=agent_name, outcome=outcome, duration_ms=duration_ms, error=error)
 
 
 def _record_call(
@@ -321,6 +331,16 @@ def _record_call(
         output_tokens=result.output_tokens,
         cost_usd=cost,
         duration_ms=result.extra.get("duration_ms", 0),
+    )
+    # The agent's memory: its input and output as context items, and a daily log entry.
+    context_record_agent_call(
+        run=run,
+        agent=agent_name,
+        outcome=AgentCall.Outcome.INVALID if problems else AgentCall.Outcome.OK,
+        prompt=request.messages[-1]["content"],
+        output=result.tool_input,
+        duration_ms=result.extra.get("duration_ms", 0),
+        error="; ".join(problems),
     )
     PipelineRun.objects.filter(pk=run.pk).update(
         input_tokens=F("input_tokens") + result.input_tokens,

@@ -7,33 +7,27 @@ Worker threads and processes only see committed rows: ``transaction=True`` throu
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 from celery import Celery, shared_task
 from celery.signals import task_success
 from django.conf import settings
 from django.contrib.sessions.models import Session
-from django.db import connection
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 from django_celery_beat.schedulers import DatabaseScheduler, ModelEntry
-from kombu import Queue
 
 from accounts.tasks import clear_expired_sessions
 from config.celery import app, shutdown_requested
 from config.embedded import EmbeddedWorker, start_embedded_worker
+from tests.workers import delete_queue, embedded_worker, start_celery_worker, wait_until
 
 SCHEDULE_NAME = "clear-expired-sessions"
 
@@ -59,14 +53,6 @@ def make_sessions(prefix: str) -> tuple[list[str], list[str]]:
     return expired, live
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, why: Callable[[], str] = str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s. {why()}")
-        time.sleep(0.02)
-
-
 def sessions_gone(keys: list[str]) -> Callable[[], bool]:
     return lambda: not Session.objects.filter(session_key__in=keys).exists()
 
@@ -89,19 +75,6 @@ def wait_for_shutdown() -> None:
     task_started.set()
     if shutdown_requested.wait(30):
         task_stopped_early.set()
-
-
-@contextmanager
-def embedded_worker(**kwargs: Any) -> Iterator[EmbeddedWorker]:
-    # The memory broker lives as long as the test process: drop what other tests queued
-    # (and nobody ran) so that this worker runs only this test's jobs.
-    app.control.purge()
-    worker = start_embedded_worker(**kwargs)
-    try:
-        yield worker
-    finally:
-        worker.stop()
-        worker.worker_thread.join(5)
 
 
 @pytest.fixture
@@ -178,15 +151,6 @@ def test_embedded_worker_starts_once_and_stops_a_cooperative_task_quickly(embedd
 # --- production ----------------------------------------------------------------------
 
 
-def subprocess_database_url() -> str:
-    """The test database, as a URL for a subprocess's DATABASE_URL."""
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{db['NAME']}"
-    credentials = quote(db["USER"] or "") + (f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else "")
-    return f"postgres://{credentials}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 @pytest.fixture(scope="module")
 def redis_worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """A real ``celery -A config worker`` process on the Redis broker.
@@ -195,27 +159,13 @@ def redis_worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
     """
     queue = f"autocoder-test-{uuid.uuid4().hex[:12]}"
     log = tmp_path_factory.mktemp("celery") / "worker.log"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "DATABASE_URL": subprocess_database_url(),
-    }
-    command = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=INFO"]
-    command += ["-Q", queue, "-n", f"{queue}@%h", "--without-heartbeat", "--without-mingle", "--without-gossip"]
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT)
+    process = start_celery_worker(queue, log)
     try:
         yield queue, log
     finally:
         process.terminate()
         process.wait(15)
-        with app.connection_for_write() as conn:
-            # Its own queue, bound to an exchange of the same name (Celery does that for
-            # a queue it does not know). kombu deletes only bindings this connection
-            # knows of, hence declare first.
-            leftover = Queue(queue, exchange=queue, routing_key=queue)(conn)
-            leftover.declare()
-            leftover.delete()
+        delete_queue(queue)
 
 
 def worker_log(log: Path) -> Callable[[], str]:

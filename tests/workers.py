@@ -16,6 +16,7 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 from django.db import connection
+from kombu import Queue
 
 from config.celery import app
 from config.embedded import EmbeddedWorker, start_embedded_worker
@@ -71,3 +72,13 @@ def start_celery_worker(queue: str, log: Path, **env: str) -> subprocess.Popen[b
         return subprocess.Popen(
             command, cwd=settings.BASE_DIR, env=subprocess_env(**env), stdout=out, stderr=subprocess.STDOUT
         )
+
+
+def delete_queue(name: str) -> None:
+    """Remove a test's own queue from the broker (Redis: its list and bindings)."""
+    with app.connection_for_write() as conn:
+        # A queue Celery did not know is bound to an exchange of the same name, and
+        # kombu deletes only the bindings this connection knows of: declare first.
+        leftover = Queue(name, exchange=name, routing_key=name)(conn)
+        leftover.declare()
+        leftover.delete()

@@ -314,3 +314,7 @@ AGENT_NOTES_MAX_CHARS = env_int("AGENT_NOTES_MAX_CHARS", default=20_000, minimum
 # A chat idle for longer than this starts afresh.
 CHAT_SESSION_TTL_HOURS = env_int("CHAT_SESSION_TTL_HOURS", default=24, minimum=1)
 CHAT_ATTACHMENT_MAX_BYTES = env_int("CHAT_ATTACHMENT_MAX_BYTES", default=5 * 1024 * 1024, minimum=1024)
+CELERY_BEAT_SCHEDULE["memory-cleanup-contexts"] = {"task": "memory.tasks.memory_cleanup_contexts", "schedule": 3600.0}
+CELERY_BEAT_SCHEDULE["memory-cleanup-daily"] = {"task": "memory.tasks.memory_cleanup_daily", "schedule": 6 * 3600.0}
+CELERY_BEAT_SCHEDULE["memory-summarise-notes"] = {"task": "memory.tasks.memory_summarise_notes", "schedule": 3600.0}
+CELERY_BEAT_SCHEDULE["chat-expire-sessions"] = {"task": "memory.chat_tasks.chat_expire_sessions", "schedule": 60.0}

@@ -3,7 +3,9 @@ worker (tests start the workers they need)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,7 +13,7 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-any-deployment
 os.environ.setdefault("EMBEDDED_WORKER", "false")
 
 from .base import *  # noqa: F403
-from .base import CACHES, DATABASES, STORAGES
+from .base import CACHES, CELERY_BROKER_URL, DATABASES, STORAGES
 
 # Hashing cost is tested on its own; everywhere else it would only slow the suite.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -22,6 +24,16 @@ if "LOCATION" in CACHES["default"]:
     CACHES["default"]["LOCATION"] = CACHES["default"]["LOCATION"].rsplit("/", 1)[0] + "/9"
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Worker threads and subprocesses must see the test database, and Django's default
-    # SQLite test database lives in memory. A file instead, one per test process so
-    # that runs side by side do not share it (pytest-xdist adds its own suffix).
-    DATABASES["default"]["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"autocoder-test-{os.getpid()}.sqlite3")}
+    # SQLite test database lives in memory. A file instead, in a folder of this process
+    # so that runs side by side do not share it (pytest-xdist adds its own suffix).
+    # The folder goes at exit: Django deletes the file, but not the -wal and -shm files
+    # of connections other threads still hold.
+    _test_dir = Path(tempfile.mkdtemp(prefix="autocoder-test-"))
+    atexit.register(shutil.rmtree, _test_dir, ignore_errors=True)
+    DATABASES["default"]["TEST"] = {"NAME": str(_test_dir / "db.sqlite3")}
+
+if CELERY_BROKER_URL.startswith("redis"):
+    # Jobs that tests queue and no worker takes (a run started over the API, say) go to
+    # a queue of this process's own, deleted when the session ends (conftest.py), not
+    # to the default queue a real worker on this Redis would run them from.
+    CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE") or f"autocoder-test-{os.getpid()}"

@@ -1,1 +1,61 @@
+"""Admin for semantic memories: browse and search; the embedding stays out of sight."""
+
 from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.safestring import SafeString
+
+from core.admin import admin_change_link
+from memory.models import Memory
+from memory.selectors.semantic import memory_confidence
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin):
+    list_display = (
+        "short_content",
+        "owner_link",
+        "memory_type",
+        "decay_policy",
+        "confidence",
+        "reinforce_count",
+        "is_deleted",
+        "created_at",
+    )
+    list_select_related = ("owner", "project")
+    list_filter = ("decay_policy", "is_deleted", "is_global", "memory_type", "created_at")
+    search_fields = ("content", "owner__email", "agent", "personality", "project__name")
+    raw_id_fields = ("owner", "project")
+    exclude = ("embedding",)
+    readonly_fields = (
+        "content_hash",
+        "embedding_model",
+        "embedding_summary",
+        "confidence",
+        "reinforce_count",
+        "deleted_at",
+        "updated_at",
+    )
+    date_hierarchy = "created_at"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Memory]:
+        return super().get_queryset(request).defer("embedding")
+
+    @admin.display(description="Content", ordering="content")
+    def short_content(self, memory: Memory) -> str:
+        return str(memory)
+
+    @admin.display(description="Owner", ordering="owner__email")
+    def owner_link(self, memory: Memory) -> SafeString | str:
+        return admin_change_link(memory.owner)
+
+    @admin.display(description="Confidence")
+    def confidence(self, memory: Memory) -> str:
+        return f"{memory_confidence(memory=memory):.2f}"
+
+    @admin.display(description="Embedding")
+    def embedding_summary(self, memory: Memory) -> str:
+        size = len(memory.embedding or b"") // 4
+        return f"{size} dimensions ({memory.embedding_model or 'none'})"

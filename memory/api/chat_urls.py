@@ -1,5 +1,10 @@
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import path
 
-urlpatterns: list[URLPattern] = []
+from .chat import ChatMessagesApi, ChatSessionApi
+
+urlpatterns = [
+    path("messages", ChatMessagesApi.as_view(), name="chat-messages"),
+    path("session", ChatSessionApi.as_view(), name="chat-session"),
+]

@@ -32,6 +32,9 @@ class AgentNoteRevision(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
 
+    def __str__(self) -> str:
+        return f"Revision of {self.note_id} ({self.created_at:%Y-%m-%d %H:%M})"
+
 
 class DailyLogEntry(models.Model):
     """One task of an agent's session, on the day it ran (the daily log)."""
@@ -58,3 +61,6 @@ class DailyLogEntry(models.Model):
         ordering = ["date", "created_at", "id"]
         indexes = [models.Index(fields=["owner", "agent_id", "date"])]
         verbose_name_plural = "daily log entries"
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} {self.date} {self.type} ({self.status})"

@@ -11,6 +11,7 @@ import time
 from decimal import Decimal
 
 import pytest
+from django.db import connection
 
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
 from pipelines.orchestrator import REVIEW_GAVE_UP, run_advance, runs_needing_a_worker
@@ -228,7 +229,14 @@ def test_retry_after_failure_starts_a_new_run(fake_llm, task, owner) -> None:
 def test_cancel_stops_a_streaming_call_within_a_second(fake_llm, task, owner) -> None:
     fake_llm.script(ToolReply(input=PLAN, text="slow " * 400, chunk_size=5, chunk_delay=0.02))
     run = run_start(task=task, user=owner)
-    worker = threading.Thread(target=run_advance, kwargs={"run_id": run.pk})
+
+    def work() -> None:
+        try:
+            run_advance(run_id=run.pk)
+        finally:
+            connection.close()  # this thread's own connection
+
+    worker = threading.Thread(target=work)
     worker.start()
     deadline = time.monotonic() + 5
     while not RunEvent.objects.filter(task=task, type="agent-log").exists():

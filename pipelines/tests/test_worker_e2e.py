@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
-from kombu import Queue
 from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
@@ -30,7 +30,7 @@ from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
 from pipelines.orchestrator import runs_sweep
 from tests.factories import TaskFactory
 from tests.fake_anthropic import ToolReply
-from tests.workers import embedded_worker, start_celery_worker, subprocess_env, wait_until
+from tests.workers import delete_queue, embedded_worker, start_celery_worker, subprocess_env, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -57,8 +57,7 @@ def topology_worker(fake_llm, tmp_path: Path) -> Iterator[None]:
         app.conf.task_default_queue = previous
         process.terminate()
         process.wait(15)
-        with app.connection_for_write() as conn:
-            Queue(queue, exchange=app.conf.task_default_exchange, routing_key=queue)(conn).delete()
+        delete_queue(queue)
 
 
 @pytest.fixture
@@ -141,7 +140,10 @@ def test_twenty_concurrent_starts_make_exactly_one_run(worker, fake_llm, owner, 
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
         barrier.wait()
-        codes.append(client.post(f"/api/tasks/{task.pk}/start-pipeline").status_code)
+        try:
+            codes.append(client.post(f"/api/tasks/{task.pk}/start-pipeline").status_code)
+        finally:
+            connection.close()  # this thread's own connection
 
     threads = [threading.Thread(target=start) for _ in range(20)]
     for thread in threads:

@@ -1,0 +1,181 @@
+"""Agent notes and daily logs over REST; both export markdown with ``?format=markdown``."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from typing import Any, cast
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.models import User
+from core.api import ApiView, StrictCharField, error_responses
+from memory.models import DailyLogEntry
+from memory.selectors.notes import (
+    daily_log_for_user,
+    daily_log_markdown,
+    notes_get_for_user,
+    notes_markdown,
+)
+from memory.services.notes import PROMOTE_NEEDS_ONE, notes_append, notes_promote
+
+NOTE_TEXT_MAX = 20_000
+BAD_DATE = "Expected a date as YYYY-MM-DD."
+AGENT_ID = OpenApiParameter("agent_id", str, OpenApiParameter.PATH, description="The agent, e.g. `coder`.")
+DAY = OpenApiParameter("day", str, OpenApiParameter.PATH, description="The day, YYYY-MM-DD.")
+FORMAT = OpenApiParameter(
+    "format", str, OpenApiParameter.QUERY, enum=["json", "markdown"], description="`markdown` returns text/markdown."
+)
+
+
+def _user(request: Request) -> User:
+    return cast(User, request.user)
+
+
+class MarkdownRenderer(BaseRenderer):
+    """``?format=markdown`` (or ``Accept: text/markdown``): the export as text."""
+
+    media_type = "text/markdown"
+    format = "markdown"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+        return text.encode(self.charset)
+
+
+def _markdown(text: str, filename: str) -> Response:
+    return Response(text, headers={"Content-Disposition": f'inline; filename="{filename}"'})
+
+
+def _wants_markdown(request: Request) -> bool:
+    return getattr(request.accepted_renderer, "format", "") == "markdown"
+
+
+class _MarkdownExportApi(ApiView):
+    renderer_classes = [JSONRenderer, MarkdownRenderer]
+
+
+class NotesSerializer(serializers.Serializer):
+    agent_id = serializers.CharField()
+    content = serializers.CharField(help_text="Markdown.")
+    updated_at = serializers.DateTimeField(allow_null=True)
+    revisions = serializers.IntegerField(help_text="Earlier versions kept (one per summary).")
+
+
+class NotesAppendSerializer(serializers.Serializer):
+    text = StrictCharField(max_length=NOTE_TEXT_MAX, help_text="Markdown added under `## Updates`.")
+
+
+class PromoteSerializer(serializers.Serializer):
+    entry_id = serializers.IntegerField(required=False, help_text="A daily log entry of this agent.")
+    text = StrictCharField(max_length=NOTE_TEXT_MAX, required=False, help_text="Or an insight as text.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("entry_id" in attrs) == bool(attrs.get("text")):
+            raise serializers.ValidationError({"entry_id": [PROMOTE_NEEDS_ONE]})
+        return attrs
+
+
+class DailyEntrySerializer(serializers.ModelSerializer[DailyLogEntry]):
+    input_context_ids = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = DailyLogEntry
+        fields = (
+            "id",
+            "session",
+            "type",
+            "input_context_ids",
+            "output_context_id",
+            "duration_ms",
+            "status",
+            "error",
+            "promoted",
+            "created_at",
+        )
+        read_only_fields = fields
+
+
+class DailyLogSerializer(serializers.Serializer):
+    agent_id = serializers.CharField()
+    date = serializers.DateField()
+    entries = DailyEntrySerializer(many=True)
+
+
+def _notes_body(user: User, agent_id: str) -> dict[str, Any]:
+    note = notes_get_for_user(user=user, agent_id=agent_id)
+    return {
+        "agent_id": agent_id,
+        "content": note.content if note else "",
+        "updated_at": note.updated_at if note else None,
+        "revisions": note.revision_count if note else 0,  # type: ignore[attr-defined]
+    }
+
+
+class AgentNotesApi(_MarkdownExportApi):
+    @extend_schema(
+        operation_id="memory_agents_notes_retrieve",
+        summary="An agent's notes",
+        description="An agent without notes yet has empty content.",
+        parameters=[AGENT_ID, FORMAT],
+        responses={200: NotesSerializer, **error_responses(401)},
+    )
+    def get(self, request: Request, agent_id: str) -> Response:
+        user = _user(request)
+        if _wants_markdown(request):
+            text = notes_markdown(agent_id=agent_id, note=notes_get_for_user(user=user, agent_id=agent_id))
+            return _markdown(text, f"{agent_id}-notes.md")
+        return Response(NotesSerializer(_notes_body(user, agent_id)).data)
+
+    @extend_schema(
+        operation_id="memory_agents_notes_append",
+        summary="Append to an agent's notes",
+        request=NotesAppendSerializer,
+        responses={201: NotesSerializer, **error_responses(400, 401, 403)},
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        user = _user(request)
+        serializer = NotesAppendSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        notes_append(owner=user, agent_id=agent_id[:50], text=serializer.validated_data["text"])
+        return Response(NotesSerializer(_notes_body(user, agent_id[:50])).data, status=status.HTTP_201_CREATED)
+
+
+class AgentPromoteApi(ApiView):
+    @extend_schema(
+        operation_id="memory_agents_promote",
+        summary="Promote a daily log entry (or an insight) into the notes",
+        parameters=[AGENT_ID],
+        request=PromoteSerializer,
+        responses={200: NotesSerializer, **error_responses(400, 401, 403, 404, 409)},
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        user = _user(request)
+        serializer = PromoteSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        notes_promote(owner=user, agent_id=agent_id[:50], entry_id=data.get("entry_id"), text=data.get("text"))
+        return Response(NotesSerializer(_notes_body(user, agent_id[:50])).data)
+
+
+class AgentDailyLogApi(_MarkdownExportApi):
+    @extend_schema(
+        operation_id="memory_agents_daily_retrieve",
+        summary="An agent's daily log",
+        parameters=[AGENT_ID, DAY, FORMAT],
+        responses={200: DailyLogSerializer, **error_responses(400, 401)},
+    )
+    def get(self, request: Request, agent_id: str, day: str) -> Response:
+        try:
+            when = date.fromisoformat(day)
+        except ValueError:
+            raise serializers.ValidationError({"date": [BAD_DATE]}) from None
+        entries = list(daily_log_for_user(user=_user(request), agent_id=agent_id, day=when))
+        if _wants_markdown(request):
+            return _markdown(daily_log_markdown(agent_id=agent_id, day=when, entries=entries), f"{agent_id}-{day}.md")
+        return Response(DailyLogSerializer({"agent_id": agent_id, "date": when, "entries": entries}).data)

@@ -1,0 +1,75 @@
+"""The chat page: the conversation in progress, a box to write in, live replies.
+
+Thin: reads through selectors, sends through the service. With JavaScript the page
+sends over the API and streams replies over /ws/chat (static/js/chat.js); without it the
+form posts here and the page shows the queue until the replies are in.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from accounts.models import User
+from core.exceptions import ApplicationError, NotFound
+from memory.chat_events import chat_message_payload
+from memory.selectors.chat import chat_message_list, chat_session_current_open, chat_session_state
+from memory.services.chat import NEW_SESSION_COMMAND, ChatImage, chat_image_validate, chat_message_send
+from projects.models import Project
+from projects.selectors import project_get_for_user, project_list_for_user
+
+PAGE_MESSAGES = 100
+
+
+def _project(user: User, raw: str | None) -> Project | None:
+    if not raw:
+        return None
+    try:
+        return project_get_for_user(user=user, project_id=raw)
+    except NotFound:
+        raise Http404 from None
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def chat_page(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    assert isinstance(user, User)
+    project = _project(user, request.GET.get("project") or request.POST.get("project"))
+    url = reverse("memory:chat") + (f"?project={project.pk}" if project else "")
+    if request.method == "POST":
+        image: ChatImage | None = None
+        try:
+            upload = request.FILES.get("image")
+            if upload is not None:
+                limit = settings.CHAT_ATTACHMENT_MAX_BYTES
+                image = chat_image_validate(data=upload.read(limit + 1), max_bytes=limit)
+            chat_message_send(user=user, project=project, text=request.POST.get("text", ""), image=image)
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        return redirect(url)
+    session = chat_session_current_open(user=user, project=project)
+    shown = []
+    if session is not None:
+        newest = chat_message_list(user=user, project=project, session=session).reverse()[:PAGE_MESSAGES]
+        shown = [chat_message_payload(message) for message in reversed(list(newest))]
+    ws_path = "/ws/chat" + (f"?project={project.pk}" if project else "")
+    return render(
+        request,
+        "memory/chat.html",
+        {
+            "project": project,
+            "projects": project_list_for_user(user=user),
+            "chat_messages": shown,
+            "state": chat_session_state(user=user, project=project),
+            "ws_path": ws_path,
+            "api_url": reverse("api:chat-messages"),
+            "new_command": NEW_SESSION_COMMAND,
+            "max_bytes": settings.CHAT_ATTACHMENT_MAX_BYTES,
+        },
+    )

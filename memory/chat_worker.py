@@ -1,0 +1,192 @@
+"""Answering a chat session's queue: one holder, oldest message first, one at a time.
+
+The model call streams outside any database transaction (it can take minutes); chunks
+go to the user's chat pages as they come, coalesced. A provider failure becomes an
+assistant reply starting "Error: " and the queue goes on with the next message.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from config.celery import shutdown_requested
+from memory.chat_events import ChatEventType, chat_send_now
+from memory.models import ChatMessage
+from memory.selectors.chat import chat_history_for_prompt
+from memory.selectors.facts import memory_prompt_context, memory_system_instructions
+from memory.services.chat import (
+    ERROR_PREFIX,
+    chat_message_requeue,
+    chat_message_take_next,
+    chat_queue_claim,
+    chat_queue_release,
+    chat_reply_save,
+    chat_session_heartbeat,
+)
+from memory.services.facts import markers_apply
+from pipelines.providers.base import Cancelled, LLMRequest, Provider, ProviderError
+
+logger = logging.getLogger(__name__)
+
+ASSISTANT_INSTRUCTIONS = (
+    "You are the AutoCoder assistant. You help the user plan and discuss their software "
+    "tasks and projects. Answer clearly and concisely."
+)
+CHUNK_FLUSH_SECONDS = 0.05
+HEARTBEAT_SECONDS = 30.0
+CHAT_MAX_TOKENS = 4096
+
+
+def chat_provider() -> Provider:
+    if settings.LLM_PROVIDER == "claude-cli":
+        from pipelines.providers.claude_cli import ClaudeCliProvider
+
+        return ClaudeCliProvider(
+            executable=settings.CLAUDE_CLI_PATH, timeout=settings.CLAUDE_CLI_TIMEOUT_SECONDS, model=settings.LLM_MODEL
+        )
+    from pipelines.providers.anthropic import AnthropicProvider
+
+    return AnthropicProvider(
+        api_key=settings.ANTHROPIC_API_KEY or "demo-key",
+        base_url=settings.ANTHROPIC_BASE_URL or None,
+        timeout=settings.LLM_TIMEOUT_SECONDS,
+    )
+
+
+def chat_system_prompt(message: ChatMessage) -> str:
+    session = message.session
+    parts = [
+        ASSISTANT_INSTRUCTIONS,
+        memory_system_instructions(),
+        memory_prompt_context(user=session.user, project=session.project),
+    ]
+    if session.project is not None:
+        parts.append(f"The conversation is about the project {session.project.name!r}.")
+    return "\n\n".join(part.strip() for part in parts if part and part.strip())
+
+
+def _user_content(message: ChatMessage) -> Any:
+    if not message.attachment:
+        return message.text
+    return [
+        {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": message.attachment_type,
+                "data": base64.b64encode(bytes(message.attachment)).decode("ascii"),
+            },
+        },
+        {"type": "text", "text": message.text},
+    ]
+
+
+def chat_request(message: ChatMessage) -> LLMRequest:
+    """The session's previous answered exchanges (bounded) plus the new message."""
+    history = [{"role": m.role, "content": m.text} for m in chat_history_for_prompt(message=message)]
+    return LLMRequest(
+        system=chat_system_prompt(message),
+        messages=[*history, {"role": "user", "content": _user_content(message)}],
+        model=settings.LLM_MODEL,
+        max_tokens=min(settings.LLM_MAX_TOKENS, CHAT_MAX_TOKENS),
+        resume_session=message.session.provider_session_id,
+    )
+
+
+class _ChunkStream:
+    """Coalesces chunks into at most one ``chat-chunk`` per CHUNK_FLUSH_SECONDS and
+    tells the queue the holder is alive every HEARTBEAT_SECONDS."""
+
+    def __init__(self, message: ChatMessage) -> None:
+        self.message = message
+        self.buffer: list[str] = []
+        self.last_flush = 0.0
+        self.last_beat = time.monotonic()
+
+    def write(self, chunk: str) -> None:
+        if not chunk:
+            return
+        self.buffer.append(chunk)
+        now = time.monotonic()
+        if now - self.last_flush >= CHUNK_FLUSH_SECONDS:
+            self.flush()
+        if now - self.last_beat >= HEARTBEAT_SECONDS:
+            self.last_beat = now
+            chat_session_heartbeat(session_id=self.message.session_id)
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        chunk = "".join(self.buffer)
+        self.buffer.clear()
+        self.last_flush = time.monotonic()
+        chat_send_now(
+            user_id=self.message.session.user_id,
+            project_id=self.message.session.project_id,
+            event_type=ChatEventType.CHUNK,
+            data={"session_id": self.message.session_id, "message_id": self.message.pk, "chunk": chunk},
+        )
+
+
+def chat_message_answer(message: ChatMessage, *, provider: Provider | None = None) -> ChatMessage | None:
+    """Answer one message taken from the queue. None: the worker is stopping and the
+    message went back to the queue."""
+    session = message.session
+    stream = _ChunkStream(message)
+    try:
+        request = chat_request(message)
+        result = (provider or chat_provider()).complete(
+            request, on_chunk=stream.write, should_cancel=shutdown_requested.is_set
+        )
+    except Cancelled:
+        chat_message_requeue(message=message)
+        return None
+    except ProviderError as exc:
+        stream.flush()
+        return chat_reply_save(message=message, text=ERROR_PREFIX + exc.message, error=True)
+    except Exception as exc:
+        # A bug must not stop the queue behind this message.
+        logger.exception("Chat message %s could not be answered", message.pk)
+        return chat_reply_save(message=message, text=f"{ERROR_PREFIX}Something went wrong: {exc}", error=True)
+    stream.flush()
+    # The markers' facts and goals and the reply that confirms them are stored together.
+    with transaction.atomic():
+        shown, confirmations = markers_apply(user=session.user, project=session.project, text=result.text)
+        return chat_reply_save(
+            message=message,
+            text=shown,
+            confirmations=confirmations,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            provider_session_id=str(result.extra.get("session_id") or ""),
+        )
+
+
+def chat_queue_process(*, session_id: int, provider: Provider | None = None) -> int:
+    """Answer the session's queue if no one else is; returns how many were answered."""
+    answered = 0
+    while chat_queue_claim(session_id=session_id):
+        try:
+            while not shutdown_requested.is_set():
+                message = chat_message_take_next(session_id=session_id)
+                if message is None:
+                    break
+                if chat_message_answer(message, provider=provider) is None:
+                    break
+                answered += 1
+        finally:
+            chat_queue_release(session_id=session_id)
+        # A message queued just before the release saw the session busy and left it to
+        # us: look again (claiming anew) so that it is not stranded.
+        if (
+            shutdown_requested.is_set()
+            or not ChatMessage.objects.filter(session_id=session_id, status=ChatMessage.Status.QUEUED).exists()
+        ):
+            break
+    return answered

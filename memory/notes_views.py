@@ -1,0 +1,185 @@
+"""Pages of agent notes, daily logs and a run's context lineage: thin views over
+memory.services.notes / memory.selectors."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+from django.views.decorators.http import require_GET, require_POST
+
+from core.exceptions import ApplicationError, NotFound
+from memory.selectors.context import context_list_for_run, context_run_get_for_user
+from memory.selectors.notes import (
+    daily_log_for_user,
+    daily_log_sessions,
+    notes_agents_for_user,
+    notes_get_for_user,
+    notes_list_for_user,
+)
+from memory.services.context import context_decode
+from memory.services.notes import notes_append, notes_promote
+
+AGENT_ID_MAX = 50
+CONTENT_PREVIEW_MAX = 20_000
+_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def _inline(text: str) -> str:
+    return _CODE.sub(r"<code>\1</code>", _BOLD.sub(r"<strong>\1</strong>", text))
+
+
+def render_markdown(text: str) -> SafeString:
+    """A minimal, safe subset: the text is escaped first, then headings, bullet lists,
+    bold, inline code and paragraphs become HTML. Nothing else is interpreted."""
+    html: list[str] = []
+    paragraph: list[str] = []
+    in_list = False
+
+    def flush() -> None:
+        nonlocal in_list
+        if paragraph:
+            html.append("<p>" + "<br>".join(paragraph) + "</p>")
+            paragraph.clear()
+        if in_list:
+            html.append("</ul>")
+            in_list = False
+
+    for raw in escape(text).splitlines():
+        line = raw.rstrip()
+        if heading := _HEADING.match(line):
+            flush()
+            level = min(len(heading.group(1)) + 1, 6)  # the page's own h1 stays the only one
+            html.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
+        elif line.lstrip().startswith(("- ", "* ")):
+            if paragraph:
+                html.append("<p>" + "<br>".join(paragraph) + "</p>")
+                paragraph.clear()
+            if not in_list:
+                html.append("<ul>")
+                in_list = True
+            html.append(f"<li>{_inline(line.lstrip()[2:])}</li>")
+        elif not line.strip():
+            flush()
+        else:
+            if in_list:
+                html.append("</ul>")
+                in_list = False
+            paragraph.append(_inline(line))
+    flush()
+    return mark_safe("\n".join(html))  # noqa: S308 - built from escaped text only
+
+
+def _lineage_url(session: str) -> str:
+    match = re.fullmatch(r"run-(\d+)", session)
+    return reverse("memory:run-lineage", args=[int(match.group(1))]) if match else ""
+
+
+def _agent_id(agent_id: str) -> str:
+    if len(agent_id) > AGENT_ID_MAX:
+        raise Http404("No such agent.")
+    return agent_id
+
+
+@login_required
+@require_GET
+def agent_list(request: HttpRequest) -> HttpResponse:
+    notes = {note.agent_id: note for note in notes_list_for_user(user=request.user)}  # type: ignore[arg-type]
+    agents = [
+        {"agent_id": agent_id, "note": notes.get(agent_id)}
+        for agent_id in notes_agents_for_user(user=request.user)  # type: ignore[arg-type]
+    ]
+    return render(request, "memory/notes_agents.html", {"agents": agents})
+
+
+@login_required
+@require_GET
+def agent_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
+    agent_id = _agent_id(agent_id)
+    try:
+        day = date.fromisoformat(request.GET["date"]) if request.GET.get("date") else timezone.localdate()
+    except ValueError:
+        day = timezone.localdate()
+    note = notes_get_for_user(user=request.user, agent_id=agent_id)  # type: ignore[arg-type]
+    entries = list(daily_log_for_user(user=request.user, agent_id=agent_id, day=day))  # type: ignore[arg-type]
+    context = {
+        "agent_id": agent_id,
+        "note": note,
+        "notes_html": render_markdown(note.content) if note else "",
+        "day": day,
+        "sessions": [
+            {**group, "lineage_url": _lineage_url(str(group["session"]))} for group in daily_log_sessions(entries)
+        ],
+        "entry_count": len(entries),
+    }
+    return render(request, "memory/notes_agent.html", context)
+
+
+@login_required
+@require_POST
+def agent_append(request: HttpRequest, agent_id: str) -> HttpResponse:
+    agent_id = _agent_id(agent_id)
+    text = request.POST.get("text", "")
+    try:
+        notes_append(owner=request.user, agent_id=agent_id, text=text[:20_000])  # type: ignore[arg-type]
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, "Added to the notes.")
+    return redirect("memory:notes-agent", agent_id=agent_id)
+
+
+@login_required
+@require_POST
+def agent_promote(request: HttpRequest, agent_id: str, entry_id: int) -> HttpResponse:
+    agent_id = _agent_id(agent_id)
+    try:
+        notes_promote(owner=request.user, agent_id=agent_id, entry_id=entry_id)  # type: ignore[arg-type]
+    except NotFound:
+        raise Http404("No such entry.") from None
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Promoted into the notes.")
+    day = request.POST.get("date", "")
+    suffix = f"?date={day}" if re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) else ""
+    return redirect(f"{request.path.rsplit('/promote/', 1)[0]}/{suffix}")
+
+
+@login_required
+@require_GET
+def run_lineage(request: HttpRequest, run_id: int) -> HttpResponse:
+    try:
+        run = context_run_get_for_user(user=request.user, run_id=run_id)  # type: ignore[arg-type]
+    except NotFound:
+        raise Http404("No such run.") from None
+    items = context_list_for_run(user=request.user, run=run)  # type: ignore[arg-type]
+    by_id = {item.pk: item for item in items}
+    depth: dict[str, int] = {}
+    rows = []
+    for item in items:
+        parents = [pk for pk in item.parent_ids or [] if pk in by_id]
+        depth[item.pk] = max((depth.get(pk, 0) + 1 for pk in parents), default=0)
+        pretty = json.dumps(context_decode(item), indent=2, ensure_ascii=False)
+        rows.append(
+            {
+                "item": item,
+                "parents": [by_id[pk] for pk in parents],
+                "depth": depth[item.pk],
+                "content": pretty[:CONTENT_PREVIEW_MAX],
+                "truncated": len(pretty) > CONTENT_PREVIEW_MAX,
+            }
+        )
+    return render(request, "memory/lineage_run.html", {"run": run, "task": run.task, "rows": rows})

@@ -1,0 +1,124 @@
+"""Reads of semantic memories: one by id, search by meaning, and the store's status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+
+from accounts.models import User
+from memory.decay import compute_confidence
+from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL, embed_text
+from memory.models.semantic import Memory
+from memory.services.semantic import MEMORY_NOT_FOUND, MemoryNotFound
+from memory.vector_store import CandidateFilter, semantic_index
+
+SEARCH_LIMIT_MAX = 50
+
+
+@dataclass(frozen=True)
+class MemorySearchResult:
+    memory: Memory
+    similarity: float
+    confidence: float
+    score: float
+
+
+def memory_confidence(*, memory: Memory, now: datetime | None = None) -> float:
+    return compute_confidence(
+        memory.decay_policy,
+        memory.created_at,
+        memory.last_reinforced_at,
+        memory.half_life_hours,
+        now or timezone.now(),
+    )
+
+
+def memory_get_for_user(*, user: User, memory_id: object) -> Memory:
+    """The user's memory (deleted ones too), or MemoryNotFound — also when it is
+    someone else's."""
+    try:
+        pk = int(str(memory_id))
+    except ValueError:
+        raise MemoryNotFound(MEMORY_NOT_FOUND) from None
+    memory = Memory.objects.select_related("project").filter(owner=user, pk=pk).first()
+    if memory is None:
+        raise MemoryNotFound(MEMORY_NOT_FOUND)
+    return memory
+
+
+def memory_list_recent(*, user: User, limit: int = 20) -> QuerySet[Memory]:
+    return (
+        Memory.objects.filter(owner=user, is_deleted=False)
+        .select_related("project")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+def memory_search(
+    *,
+    user: User,
+    query: str,
+    limit: int = 10,
+    min_confidence: float = 0.0,
+    agent: str | None = None,
+    personality: str | None = None,
+    project_id: int | None = None,
+    memory_type: str | None = None,
+    is_global: bool | None = None,
+    now: datetime | None = None,
+) -> list[MemorySearchResult]:
+    """The user's live memories closest in meaning to ``query``, ranked by
+    similarity × confidence; those under ``min_confidence`` are left out."""
+    now = now or timezone.now()
+    query_vec = embed_text(query)
+    hits = semantic_index().search(
+        query_vec,
+        limit,
+        CandidateFilter(
+            now_ts=now.timestamp(),
+            owner_id=user.pk,
+            agent=agent,
+            personality=personality,
+            project_id=project_id,
+            memory_type=memory_type,
+            is_global=is_global,
+            min_confidence=min_confidence,
+        ),
+    )
+    # The index was synced just now; the database stays the authority: a row deleted
+    # in between is dropped, and confidence is recomputed from the row itself.
+    rows = Memory.objects.select_related("project").in_bulk([hit.memory_id for hit in hits])
+    results = []
+    for hit in hits:
+        memory = rows.get(hit.memory_id)
+        if memory is None or memory.is_deleted or memory.owner_id != user.pk:
+            continue
+        confidence = memory_confidence(memory=memory, now=now)
+        if confidence < min_confidence:
+            continue
+        results.append(
+            MemorySearchResult(
+                memory=memory, similarity=hit.similarity, confidence=confidence, score=hit.similarity * confidence
+            )
+        )
+    results.sort(key=lambda r: (-r.score, -r.similarity, -r.memory.pk))
+    return results
+
+
+def memory_status(*, user: User) -> dict[str, object]:
+    counts = Memory.objects.filter(owner=user).aggregate(
+        memories=Count("id", filter=Q(is_deleted=False)), deleted=Count("id", filter=Q(is_deleted=True))
+    )
+    index = semantic_index()
+    index.sync()
+    return {
+        "embedding_model": EMBEDDING_MODEL,
+        "dimensions": DIMENSIONS,
+        "memories": counts["memories"],
+        "deleted": counts["deleted"],
+        "index_size": len(index),
+        "vector_store": "numpy-exact",
+    }

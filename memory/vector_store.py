@@ -1,0 +1,363 @@
+"""The vector store behind semantic search, and the per-process index that feeds it.
+
+Embeddings live in the database with each memory (``Memory.embedding``, float32). Search
+runs in memory over an exact numpy index — the same on SQLite and PostgreSQL — that
+``SemanticIndex.sync`` brings up to date from the database before every search, so a
+memory added, reinforced or deleted by another process (a worker, another web process)
+is seen at once:
+
+* rows whose ``updated_at`` is at or after the last one seen, less an overlap for
+  transactions that committed late, are loaded again (soft-deleted ones removed);
+* then the count and id sum of live rows are compared with the index: a difference
+  (rows deleted outright, a rolled-back transaction, a write that did not touch
+  ``updated_at``) rebuilds the index from scratch.
+
+Writers must therefore set ``updated_at`` on every change, also in ``QuerySet.update``
+(memory.services.semantic does).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import numpy as np
+from django.db.models import Count, Sum
+
+from memory.decay import clock_start, compute_confidence_array
+from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL, vector_from_bytes
+from memory.models.semantic import DecayPolicy, Memory
+
+# A transaction may commit after one that started later: its rows carry an updated_at
+# older than the newest one already seen. Re-reading this much of the past catches them.
+SYNC_OVERLAP = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class VectorMeta:
+    """What the index must know of a memory to filter and rank it without the database."""
+
+    owner_id: int
+    project_id: int | None
+    agent: str
+    personality: str
+    memory_type: str
+    is_global: bool
+    permanent: bool
+    clock_start_ts: float
+    half_life_hours: float
+
+
+@dataclass(frozen=True)
+class CandidateFilter:
+    """Exact filters; None means "any". ``now_ts`` (POSIX seconds) dates the confidences."""
+
+    now_ts: float
+    owner_id: int | None = None
+    agent: str | None = None
+    personality: str | None = None
+    project_id: int | None = None
+    memory_type: str | None = None
+    is_global: bool | None = None
+    min_confidence: float = 0.0
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    memory_id: int
+    similarity: float
+    confidence: float
+    score: float
+
+
+class VectorStore(Protocol):
+    def add(self, memory_id: int, vector: np.ndarray, meta: VectorMeta) -> None: ...
+
+    def update(self, memory_id: int, vector: np.ndarray, meta: VectorMeta) -> None: ...
+
+    def remove(self, memory_id: int) -> None: ...
+
+    def search(self, query_vec: np.ndarray, k: int, candidate_filter: CandidateFilter) -> list[VectorHit]:
+        """The k best candidates by similarity × confidence, best first."""
+        ...
+
+    def __len__(self) -> int: ...
+
+
+class NumpyVectorStore:
+    """Exact search: one float32 matrix of unit vectors and parallel metadata arrays.
+
+    Removal moves the last row into the hole, so rows stay dense. Not thread-safe on its
+    own: SemanticIndex serialises access.
+    """
+
+    def __init__(self, dimensions: int = DIMENSIONS, capacity: int = 1024) -> None:
+        self.dimensions = dimensions
+        self._n = 0
+        self._rows: dict[int, int] = {}
+        self._codes: dict[str, int] = {}
+        self._allocate(capacity)
+
+    def _allocate(self, capacity: int) -> None:
+        def grow(old: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+            new = np.zeros(shape, dtype=dtype)
+            if old is not None:
+                new[: self._n] = old[: self._n]
+            return new
+
+        get = self.__dict__.get
+        self._vectors = grow(get("_vectors"), (capacity, self.dimensions), np.float32)
+        self._ids = grow(get("_ids"), (capacity,), np.int64)
+        self._owner = grow(get("_owner"), (capacity,), np.int64)
+        self._project = grow(get("_project"), (capacity,), np.int64)
+        self._agent = grow(get("_agent"), (capacity,), np.int32)
+        self._personality = grow(get("_personality"), (capacity,), np.int32)
+        self._type = grow(get("_type"), (capacity,), np.int32)
+        self._global = grow(get("_global"), (capacity,), np.bool_)
+        self._permanent = grow(get("_permanent"), (capacity,), np.bool_)
+        self._start = grow(get("_start"), (capacity,), np.float64)
+        self._half_life = grow(get("_half_life"), (capacity,), np.float64)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __contains__(self, memory_id: object) -> bool:
+        return memory_id in self._rows
+
+    def ids(self) -> np.ndarray:
+        return self._ids[: self._n].copy()
+
+    def _code(self, value: str) -> int:
+        return self._codes.setdefault(value, len(self._codes))
+
+    def _write(self, row: int, memory_id: int, vector: np.ndarray, meta: VectorMeta) -> None:
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vector.shape[0] != self.dimensions:
+            raise ValueError(f"Expected {self.dimensions} dimensions, got {vector.shape[0]}.")
+        self._vectors[row] = vector
+        self._ids[row] = memory_id
+        self._owner[row] = meta.owner_id
+        self._project[row] = -1 if meta.project_id is None else meta.project_id
+        self._agent[row] = self._code(meta.agent)
+        self._personality[row] = self._code(meta.personality)
+        self._type[row] = self._code(meta.memory_type)
+        self._global[row] = meta.is_global
+        self._permanent[row] = meta.permanent
+        self._start[row] = meta.clock_start_ts
+        self._half_life[row] = meta.half_life_hours
+
+    def add(self, memory_id: int, vector: np.ndarray, meta: VectorMeta) -> None:
+        if memory_id in self._rows:
+            self.update(memory_id, vector, meta)
+            return
+        if self._n == self._vectors.shape[0]:
+            self._allocate(2 * self._vectors.shape[0])
+        self._write(self._n, memory_id, vector, meta)
+        self._rows[memory_id] = self._n
+        self._n += 1
+
+    def update(self, memory_id: int, vector: np.ndarray, meta: VectorMeta) -> None:
+        row = self._rows.get(memory_id)
+        if row is None:
+            self.add(memory_id, vector, meta)
+        else:
+            self._write(row, memory_id, vector, meta)
+
+    def remove(self, memory_id: int) -> None:
+        row = self._rows.pop(memory_id, None)
+        if row is None:
+            return
+        last = self._n - 1
+        if row != last:
+            for array in self._arrays():
+                array[row] = array[last]
+            self._rows[int(self._ids[row])] = row
+        self._n = last
+
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        return (
+            self._vectors,
+            self._ids,
+            self._owner,
+            self._project,
+            self._agent,
+            self._personality,
+            self._type,
+            self._global,
+            self._permanent,
+            self._start,
+            self._half_life,
+        )
+
+    def _mask(self, f: CandidateFilter) -> np.ndarray | None:
+        n = self._n
+        mask = np.ones(n, dtype=bool)
+        if f.owner_id is not None:
+            mask &= self._owner[:n] == f.owner_id
+        if f.project_id is not None:
+            mask &= self._project[:n] == f.project_id
+        if f.is_global is not None:
+            mask &= self._global[:n] == f.is_global
+        for value, codes in ((f.agent, self._agent), (f.personality, self._personality), (f.memory_type, self._type)):
+            if value is None:
+                continue
+            code = self._codes.get(value)
+            if code is None:
+                return None
+            mask &= codes[:n] == code
+        return mask
+
+    def search(self, query_vec: np.ndarray, k: int, candidate_filter: CandidateFilter) -> list[VectorHit]:
+        n = self._n
+        if n == 0 or k <= 0:
+            return []
+        mask = self._mask(candidate_filter)
+        if mask is None:
+            return []
+        candidates = np.flatnonzero(mask)
+        if candidates.size == 0:
+            return []
+        query = np.asarray(query_vec, dtype=np.float32).reshape(-1)
+        similarity = (self._vectors[candidates] @ query).astype(np.float64)
+        confidence = compute_confidence_array(
+            self._permanent[candidates], self._start[candidates], self._half_life[candidates], candidate_filter.now_ts
+        )
+        keep = confidence >= candidate_filter.min_confidence
+        candidates, similarity, confidence = candidates[keep], similarity[keep], confidence[keep]
+        score = similarity * confidence
+        # Best score first; ties by similarity, then by the newer id: a stable order.
+        order = np.lexsort((-self._ids[candidates], -similarity, -score))[:k]
+        return [
+            VectorHit(
+                memory_id=int(self._ids[candidates[i]]),
+                similarity=float(similarity[i]),
+                confidence=float(confidence[i]),
+                score=float(score[i]),
+            )
+            for i in order
+        ]
+
+
+_SYNC_FIELDS = (
+    "id",
+    "owner_id",
+    "project_id",
+    "agent",
+    "personality",
+    "memory_type",
+    "is_global",
+    "decay_policy",
+    "half_life_hours",
+    "created_at",
+    "last_reinforced_at",
+    "is_deleted",
+    "embedding",
+    "embedding_model",
+    "updated_at",
+)
+
+
+def _meta(row: dict[str, Any]) -> VectorMeta:
+    start: datetime = clock_start(row["decay_policy"], row["created_at"], row["last_reinforced_at"])
+    return VectorMeta(
+        owner_id=row["owner_id"],
+        project_id=row["project_id"],
+        agent=row["agent"],
+        personality=row["personality"],
+        memory_type=row["memory_type"],
+        is_global=row["is_global"],
+        permanent=row["decay_policy"] == DecayPolicy.PERMANENT,
+        clock_start_ts=start.timestamp(),
+        half_life_hours=row["half_life_hours"],
+    )
+
+
+class SemanticIndex:
+    """The process's index of live memories, kept in step with the database."""
+
+    def __init__(self, model: str = EMBEDDING_MODEL, dimensions: int = DIMENSIONS) -> None:
+        self.model = model
+        self.dimensions = dimensions
+        self._lock = threading.RLock()
+        self.full_rebuilds = 0
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.store = NumpyVectorStore(self.dimensions)
+            self._seen: dict[int, datetime] = {}
+            self._id_sum = 0
+            self._watermark: datetime | None = None
+            self._built = False
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def _live(self) -> Any:
+        return Memory.objects.filter(is_deleted=False, embedding_model=self.model)
+
+    def _apply(self, row: dict[str, Any]) -> None:
+        memory_id = row["id"]
+        if self._watermark is None or row["updated_at"] > self._watermark:
+            self._watermark = row["updated_at"]
+        vector = vector_from_bytes(row["embedding"]) if row["embedding"] is not None else None
+        live = (
+            not row["is_deleted"]
+            and row["embedding_model"] == self.model
+            and vector is not None
+            and vector.shape[0] == self.dimensions
+        )
+        if not live:
+            if memory_id in self.store:
+                self.store.remove(memory_id)
+                self._id_sum -= memory_id
+            self._seen.pop(memory_id, None)
+            return
+        if self._seen.get(memory_id) == row["updated_at"]:
+            return
+        if memory_id not in self.store:
+            self._id_sum += memory_id
+        assert vector is not None
+        self.store.add(memory_id, vector, _meta(row))
+        self._seen[memory_id] = row["updated_at"]
+
+    def _rebuild(self) -> None:
+        self.reset()
+        self.full_rebuilds += 1
+        for row in self._live().values(*_SYNC_FIELDS).iterator(chunk_size=2000):
+            self._apply(row)
+        self._built = True
+
+    def sync(self) -> None:
+        with self._lock:
+            if not self._built:
+                self._rebuild()
+                return
+            changed = Memory.objects.all()
+            if self._watermark is not None:
+                changed = changed.filter(updated_at__gte=self._watermark - SYNC_OVERLAP)
+            for row in changed.order_by("updated_at", "id").values(*_SYNC_FIELDS).iterator(chunk_size=2000):
+                self._apply(row)
+            totals = self._live().aggregate(n=Count("id"), s=Sum("id"))
+            if (totals["n"], int(totals["s"] or 0)) != (len(self.store), self._id_sum):
+                self._rebuild()
+
+    def search(self, query_vec: np.ndarray, k: int, candidate_filter: CandidateFilter) -> list[VectorHit]:
+        with self._lock:
+            self.sync()
+            return self.store.search(query_vec, k, candidate_filter)
+
+
+_index: SemanticIndex | None = None
+_index_lock = threading.Lock()
+
+
+def semantic_index() -> SemanticIndex:
+    global _index
+    if _index is None:
+        with _index_lock:
+            if _index is None:
+                _index = SemanticIndex()
+    return _index
