@@ -162,7 +162,30 @@ def default_reply(request: RecordedRequest, delay: float = 0.01) -> Reply:
             input={"pass": True, "findings": []},
             chunk_delay=delay,
         )
-    return TextReply(text="Hello from the " + DEMO_MODEL_LABEL + ".")
+    return TextReply(text=_chat_answer(request), chunk_delay=delay)
+
+
+def _chat_answer(request: RecordedRequest) -> str:
+    """A chat reply that shows the memory markers at work: "remember that X" is
+    remembered, "my goal is X" becomes a goal, "I finished X" completes one."""
+    messages = request.body.get("messages") or [{}]
+    last = messages[-1].get("content", "")
+    if isinstance(last, list):
+        last = " ".join(block.get("text", "") for block in last if isinstance(block, dict))
+    said = str(last).strip()
+    lowered = said.lower()
+    for cue, marker, reply in (
+        ("remember that ", "REMEMBER", "I'll remember that."),
+        ("my goal is ", "GOAL", "Good goal; I'll keep it in mind."),
+        ("i finished ", "DONE", "Well done!"),
+    ):
+        if cue in lowered:
+            value = said[lowered.index(cue) + len(cue) :].rstrip(".!")
+            return f"{reply} [{marker}: {value}]"
+    return (
+        f'Hello from the {DEMO_MODEL_LABEL}. Try "remember that …", "my goal is …" '
+        'or "I finished …" to see the memory at work.'
+    )
 
 
 # --- The server -----------------------------------------------------------------------
