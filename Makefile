@@ -5,12 +5,13 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run demo test pytest lint typecheck migrate superuser worker beat clean help
+.PHONY: run up-prod prod-env demo test pytest lint typecheck migrate superuser worker beat clean help bench
 
 help:
 	@echo "make run    - install, migrate and serve http://$(HOST):$(PORT) (SQLite, in-process worker)"
 	@echo "make test   - install and run lint, type checks and the whole test suite"
 	@echo "make pytest - the test suite only (PYTEST_ARGS=... passes options)"
+	@echo "make up-prod - production topology without Docker: daphne, celery worker and beat (needs DATABASE_URL, REDIS_URL)"
 	@echo "make worker / make beat - production processes (need REDIS_URL)"
 
 $(BIN)/python:
@@ -37,6 +38,19 @@ run: $(VENV)/.installed-run
 	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@echo "AutoCoder on http://$(HOST):$(PORT)  (create an admin with: $(BIN)/python manage.py createsuperuser)"
 	DEBUG=$${DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+
+# Production topology without Docker: PostgreSQL and Redis from the environment; daphne,
+# one Celery worker and celery beat as separate processes (Procfile), started and stopped
+# together by honcho (Ctrl-C or SIGTERM stops all three).
+up-prod: prod-env $(VENV)/.installed-run
+	EMBEDDED_WORKER=false $(BIN)/python manage.py migrate --noinput
+	EMBEDDED_WORKER=false $(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	@echo "AutoCoder (production topology) on http://$(HOST):$(PORT)  health: http://$(HOST):$(PORT)/healthz"
+	PATH="$(CURDIR)/$(BIN):$$PATH" EMBEDDED_WORKER=false HOST=$(HOST) $(BIN)/honcho start -f Procfile -p $(PORT)
+
+prod-env:
+	@test -n "$$DATABASE_URL" || { echo "make up-prod: DATABASE_URL is not set (postgres://user:password@host:5432/name)" >&2; exit 2; }
+	@test -n "$$REDIS_URL" || { echo "make up-prod: REDIS_URL is not set (redis://host:6379/0)" >&2; exit 2; }
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -76,3 +90,6 @@ demo: $(VENV)/.installed-run
 	@$(BIN)/python -m tests.fake_anthropic --port $(DEMO_LLM_PORT) & fake=$$!; \
 	trap 'kill $$fake 2>/dev/null' EXIT INT TERM; \
 	$(DEMO_ENV) $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python bench/run_all.py

@@ -11,7 +11,7 @@ import os
 import threading
 from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import worker_init, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
@@ -19,6 +19,42 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
 app = Celery("autocoder")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+class WorkerHeartbeat(bootsteps.StartStopStep):
+    """Refreshes this worker's heartbeat key on the worker's timer (core/health.py).
+
+    ``/healthz`` counts live workers from these keys; independent of beat and of
+    Celery's own event heartbeats (``--without-heartbeat`` leaves it on).
+    """
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self.tref: Any = None
+
+    def start(self, parent: Any) -> None:
+        from django.conf import settings
+
+        if settings.EMBEDDED:
+            return  # /healthz looks at the worker thread itself
+        from core.health import HEARTBEAT_INTERVAL, record_worker_heartbeat
+
+        record_worker_heartbeat(parent.hostname)
+        self.tref = parent.timer.call_repeatedly(HEARTBEAT_INTERVAL, record_worker_heartbeat, (parent.hostname,))
+
+    def stop(self, parent: Any) -> None:
+        if self.tref is None:
+            return
+        from core.health import forget_worker_heartbeat
+
+        self.tref.cancel()
+        self.tref = None
+        forget_worker_heartbeat(parent.hostname)
+
+
+app.steps["worker"].add(WorkerHeartbeat)
 
 #: Set when this process's worker is shutting down. Celery waits for running tasks
 #: before it exits (and in the embedded mode so does Ctrl-C), so a long task checks

@@ -132,6 +132,11 @@ _lock = threading.Lock()
 _running: EmbeddedWorker | None = None
 
 
+def running_worker() -> EmbeddedWorker | None:
+    """The in-process worker started by ``start_embedded_worker``, until it is stopped."""
+    return _running
+
+
 def start_embedded_worker(*, concurrency: int = 4, beat: bool = True) -> EmbeddedWorker:
     """Start the in-process Celery worker and beat, once per process.
 

@@ -1,23 +1,20 @@
 from __future__ import annotations
 
-from django.db import connection
 from django.http import HttpRequest, JsonResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+
+from . import health
 
 
-@require_GET
+@never_cache
+@require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness for load balancers: answers without a login."""
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        database = "ok"
-    except Exception as exc:  # noqa: BLE001 - any failure means "not healthy"
-        database = f"error: {exc.__class__.__name__}"
-    healthy = database == "ok"
-    return JsonResponse(
-        {"status": "ok" if healthy else "degraded", "database": database}, status=200 if healthy else 503
-    )
+    """Readiness for load balancers, without a login: 200 while the database, broker and
+    channel layer answer (a missing worker only makes the status "degraded"), else 503.
+    """
+    report = health.system_health()
+    return JsonResponse(report.as_dict(), status=200 if report.healthy else 503)
 
 
 def api_not_found(request: HttpRequest) -> JsonResponse:

@@ -1,0 +1,204 @@
+"""Health checks behind ``/healthz``: database, broker, channel layer and worker.
+
+Every check runs in a daemon thread of its own, all at once, and is given up on after
+``CHECK_TIMEOUT`` seconds: an unreachable PostgreSQL or Redis makes the endpoint slow
+by that much at most, never hang. A check reports ``ok``, ``latency_ms`` and, when it
+fails, the exception's class name only (messages can carry host names and users).
+
+Verdict: the database, the broker and the channel layer are required (HTTP 503 when
+any fails); a missing worker makes the status ``degraded`` but keeps HTTP 200, so a
+load balancer keeps serving pages while workers restart.
+
+Workers are seen through a heartbeat (production): each ``celery worker`` sets
+``autocoder:worker-heartbeat:<queue>:<hostname>`` in the broker's Redis every
+``HEARTBEAT_INTERVAL`` seconds with a ``HEARTBEAT_TTL`` expiry (config/celery.py,
+``WorkerHeartbeat``), and the check counts the live keys. In the embedded mode the
+broker is in memory and the worker is a thread of this process: both report its state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import connections
+
+logger = logging.getLogger(__name__)
+
+CHECK_TIMEOUT = 1.5
+HEARTBEAT_INTERVAL = 15.0
+HEARTBEAT_TTL = 45
+REQUIRED = ("database", "broker", "channel_layer")
+
+Check = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    checks: dict[str, Check]
+
+    @property
+    def healthy(self) -> bool:
+        """The required services answer: serve traffic."""
+        return all(self.checks[name]["ok"] for name in REQUIRED)
+
+    @property
+    def status(self) -> str:
+        return "ok" if all(check["ok"] for check in self.checks.values()) else "degraded"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, **self.checks}
+
+
+# --- Checks (each returns extra fields and raises on failure) --------------------------
+
+
+def check_database() -> Check:
+    try:
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    finally:
+        # A thread of its own: its connection would outlive it otherwise.
+        connections.close_all()
+    return {"ok": True}
+
+
+def _redis_client(url: str, timeout: float) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+
+
+def check_broker() -> Check:
+    if settings.EMBEDDED:
+        # memory:// lives in this process; it is served only while the worker thread runs.
+        return {"ok": embedded_worker_alive(), "transport": "memory"}
+    client = _redis_client(settings.CELERY_BROKER_URL, CHECK_TIMEOUT)
+    try:
+        client.ping()
+    finally:
+        client.close()
+    return {"ok": True, "transport": "redis"}
+
+
+def check_channel_layer() -> Check:
+    layer = get_channel_layer()
+    if layer is None:
+        return {"ok": False, "error": "NotConfigured"}
+    token = uuid.uuid4().hex
+
+    async def round_trip() -> bool:
+        channel = await layer.new_channel("healthz.")
+        await layer.send(channel, {"type": "healthz.ping", "token": token})
+        message = await asyncio.wait_for(layer.receive(channel), CHECK_TIMEOUT)
+        return bool(message.get("token") == token)
+
+    return {"ok": async_to_sync(round_trip)()}
+
+
+def check_worker() -> Check:
+    if settings.EMBEDDED:
+        alive = embedded_worker_alive()
+        return {"ok": alive, "count": int(alive), "mode": "embedded"}
+    count = live_worker_count()
+    return {"ok": count > 0, "count": count, "mode": "heartbeat"}
+
+
+# --- Worker heartbeat ---------------------------------------------------------------
+
+
+def embedded_worker_alive() -> bool:
+    from config.embedded import running_worker
+
+    embedded = running_worker()
+    return embedded is not None and embedded.worker_thread.is_alive() and not embedded.stopped.is_set()
+
+
+def _heartbeat_prefix() -> str:
+    # Per queue: deployments sharing a Redis (CELERY_QUEUE) count their own workers.
+    return f"autocoder:worker-heartbeat:{settings.CELERY_TASK_DEFAULT_QUEUE}:"
+
+
+def record_worker_heartbeat(hostname: str) -> None:
+    """Mark the worker ``hostname`` alive for ``HEARTBEAT_TTL`` seconds (never raises)."""
+    try:
+        client = _redis_client(settings.CELERY_BROKER_URL, 2.0)
+        try:
+            client.set(_heartbeat_prefix() + hostname, str(time.time()), ex=HEARTBEAT_TTL)
+        finally:
+            client.close()
+    except Exception:  # a missed beat must not stop the worker's timer (logged)
+        logger.warning("Worker heartbeat for %s not recorded", hostname, exc_info=True)
+
+
+def forget_worker_heartbeat(hostname: str) -> None:
+    """A worker shutting down stops counting at once (never raises)."""
+    try:
+        client = _redis_client(settings.CELERY_BROKER_URL, 2.0)
+        try:
+            client.delete(_heartbeat_prefix() + hostname)
+        finally:
+            client.close()
+    except Exception:  # the key expires anyway (logged)
+        logger.warning("Worker heartbeat for %s not removed", hostname, exc_info=True)
+
+
+def live_worker_count() -> int:
+    client = _redis_client(settings.CELERY_BROKER_URL, CHECK_TIMEOUT)
+    try:
+        return sum(1 for _ in client.scan_iter(match=_heartbeat_prefix() + "*", count=100))
+    finally:
+        client.close()
+
+
+# --- Running them -------------------------------------------------------------------
+
+CHECKS: dict[str, Callable[[], Check]] = {
+    "database": check_database,
+    "broker": check_broker,
+    "channel_layer": check_channel_layer,
+    "worker": check_worker,
+}
+
+
+class _Probe(threading.Thread):
+    def __init__(self, name: str, check: Callable[[], Check]) -> None:
+        super().__init__(name=f"healthz-{name}", daemon=True)
+        self.check = check
+        self.result: Check | None = None
+        self.started_at = 0.0
+
+    def run(self) -> None:
+        self.started_at = time.monotonic()
+        try:
+            result = self.check()
+        except Exception as exc:  # noqa: BLE001 - any failure means "not healthy"
+            result = {"ok": False, "error": exc.__class__.__name__}
+        result["latency_ms"] = round((time.monotonic() - self.started_at) * 1000, 1)
+        self.result = result
+
+
+def system_health(timeout: float = CHECK_TIMEOUT) -> HealthReport:
+    """Run every check concurrently; a check still running after ``timeout`` fails."""
+    probes = {name: _Probe(name, check) for name, check in CHECKS.items()}
+    started = time.monotonic()
+    for probe in probes.values():
+        probe.start()
+    checks: dict[str, Check] = {}
+    for name, probe in probes.items():
+        # A little over the checks' own timeouts, so that they report their own error.
+        probe.join(max(0.0, started + timeout + 0.5 - time.monotonic()))
+        result = probe.result
+        if result is None:
+            result = {"ok": False, "error": "Timeout", "latency_ms": round((time.monotonic() - started) * 1000, 1)}
+        checks[name] = result
+    return HealthReport(checks=checks)
