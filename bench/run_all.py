@@ -1,0 +1,97 @@
+"""Run every benchmark (SQLite and, when it answers, PostgreSQL) and write bench/RESULTS.md."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import postgres_available
+
+HERE = Path(__file__).resolve().parent
+BENCHES = ["bench_board.py", "bench_context.py", "bench_memory_search.py", "bench_pipeline.py"]
+PACKAGES = ["Django", "djangorestframework", "celery", "numpy", "psycopg", "channels", "httpx"]
+
+
+def machine(load: tuple[float, float, float]) -> str:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ram = "unknown"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                ram = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    versions = []
+    for name in PACKAGES:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions.append(f"{name} {metadata.version(name)}")
+    return "\n".join(
+        [
+            f"- Date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
+            f"- CPU: {cpu}, {os.cpu_count()} cores",
+            f"- RAM: {ram}",
+            f"- OS: {platform.platform()}",
+            f"- Python {platform.python_version()}; {', '.join(versions)}",
+            f"- Load average at start (1/5/15 min): {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}",
+        ]
+    )
+
+
+def main() -> int:
+    databases = ["sqlite"] + (["postgres"] if postgres_available() else [])
+    sections: list[str] = []
+    failures = 0
+    started = time.perf_counter()
+    load = os.getloadavg()
+    for bench in BENCHES:
+        for db in databases:
+            print(f"== {bench} --db {db}", flush=True)
+            t0 = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, str(HERE / bench), "--db", db],
+                cwd=HERE.parent,
+                capture_output=True,
+                text=True,
+            )
+            took = time.perf_counter() - t0
+            if proc.returncode == 0:
+                print(proc.stdout, flush=True)
+                sections.append(proc.stdout.strip() + f"\n\n_{bench} --db {db}: {took:.0f} s_\n")
+            else:
+                failures += 1
+                tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+                print(tail, flush=True)
+                sections.append(f"### {bench} --db {db}: FAILED (exit {proc.returncode})\n\n```\n{tail}\n```\n")
+    total = time.perf_counter() - started
+    if "postgres" not in databases:
+        sections.append("PostgreSQL: not measured (no server answered on 127.0.0.1:5432).\n")
+    text = (
+        "# Benchmark results\n\n"
+        "Written by `make bench` (bench/run_all.py). Each table carries its own baseline, measured in the "
+        "same run; see bench/README.md for what each one measures.\n\n"
+        "## Machine\n\n"
+        f"{machine(load)}\n- Total `make bench` time: {total:.0f} s\n\n"
+        "## Results\n\n" + "\n".join(sections)
+    )
+    (HERE / "RESULTS.md").write_text(text)
+    print(f"Wrote {HERE / 'RESULTS.md'} in {total:.0f} s", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
