@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import User
+from accounts.selectors import request_user
 from core.exceptions import Conflict, NotFound
 from core.forms import add_service_errors
 from memory.models import Fact, Goal
@@ -70,20 +71,16 @@ class GoalForm(_ProjectForm):
     field_order = ["text", "deadline", "project"]
 
 
-def _user(request: HttpRequest) -> User:
-    return request.user  # type: ignore[return-value]
-
-
 def _fact_or_404(request: HttpRequest, fact_id: int) -> Fact:
     try:
-        return fact_get_for_user(user=_user(request), fact_id=fact_id)
+        return fact_get_for_user(user=request_user(request), fact_id=fact_id)
     except NotFound as exc:
         raise Http404(exc.message) from None
 
 
 def _goal_or_404(request: HttpRequest, goal_id: int) -> Goal:
     try:
-        return goal_get_for_user(user=_user(request), goal_id=goal_id)
+        return goal_get_for_user(user=request_user(request), goal_id=goal_id)
     except NotFound as exc:
         raise Http404(exc.message) from None
 
@@ -91,7 +88,7 @@ def _goal_or_404(request: HttpRequest, goal_id: int) -> Goal:
 def _index(
     request: HttpRequest, *, fact_form: FactForm | None = None, goal_form: GoalForm | None = None, status: int = 200
 ) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     project = get_current_project(request)
     context = {
         "facts": fact_list(user=user).select_related("project")[:LIST_LIMIT],
@@ -114,7 +111,7 @@ def index(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def fact_create(request: HttpRequest) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     form = FactForm(request.POST, user=user, auto_id="fact_%s")
     if form.is_valid():
         try:
@@ -130,7 +127,7 @@ def fact_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def fact_edit(request: HttpRequest, fact_id: int) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     fact = _fact_or_404(request, fact_id)
     if request.method == "GET":
         form = FactForm(user=user, initial={"content": fact.content, "project": fact.project_id})
@@ -158,7 +155,7 @@ def fact_delete(request: HttpRequest, fact_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def goal_create(request: HttpRequest) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     form = GoalForm(request.POST, user=user, auto_id="goal_%s")
     if form.is_valid():
         data = form.cleaned_data
@@ -175,7 +172,7 @@ def goal_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def goal_edit(request: HttpRequest, goal_id: int) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     goal = _goal_or_404(request, goal_id)
     if request.method == "GET":
         initial = {"text": goal.text, "deadline": goal.deadline, "project": goal.project_id}

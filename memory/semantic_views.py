@@ -17,6 +17,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import User
+from accounts.selectors import request_user
 from core.exceptions import ApplicationError
 from memory.models.semantic import MEMORY_MAX_LENGTH, DecayPolicy
 from memory.selectors.semantic import (
@@ -53,12 +54,8 @@ class MemoryForm(forms.Form):
         self.fields["project"].queryset = Project.objects.filter(owner=user).order_by("name")  # type: ignore[attr-defined]
 
 
-def _user(request: HttpRequest) -> User:
-    return request.user  # type: ignore[return-value]
-
-
 def _results(request: HttpRequest, form: RecallSearchForm) -> tuple[str, list[dict[str, Any]]]:
-    user = _user(request)
+    user = request_user(request)
     query = form.cleaned_data.get("q") or "" if form.is_valid() else ""
     min_confidence = (form.cleaned_data.get("min_confidence") or 0.0) if form.is_valid() else 0.0
     rows: list[dict[str, Any]]
@@ -86,7 +83,7 @@ def _results(request: HttpRequest, form: RecallSearchForm) -> tuple[str, list[di
 def recall(request: HttpRequest) -> HttpResponse:
     search = RecallSearchForm(request.GET)
     query, rows = _results(request, search)
-    context = {"search": search, "query": query, "rows": rows, "form": MemoryForm(user=_user(request))}
+    context = {"search": search, "query": query, "rows": rows, "form": MemoryForm(user=request_user(request))}
     return render(request, "memory/recall.html", context)
 
 
@@ -107,7 +104,7 @@ def _back(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def recall_add(request: HttpRequest) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     form = MemoryForm(request.POST, user=user)
     if form.is_valid():
         data = form.cleaned_data
@@ -137,7 +134,7 @@ def recall_add(request: HttpRequest) -> HttpResponse:
 
 def _memory_id_or_404(request: HttpRequest, memory_id: int) -> int:
     try:
-        return memory_get_for_user(user=_user(request), memory_id=memory_id).pk
+        return memory_get_for_user(user=request_user(request), memory_id=memory_id).pk
     except MemoryNotFound as exc:
         raise Http404(exc.message) from None
 
@@ -147,7 +144,7 @@ def _memory_id_or_404(request: HttpRequest, memory_id: int) -> int:
 def recall_reinforce(request: HttpRequest, memory_id: int) -> HttpResponse:
     pk = _memory_id_or_404(request, memory_id)
     try:
-        memory_reinforce(owner=_user(request), memory_id=pk)
+        memory_reinforce(owner=request_user(request), memory_id=pk)
     except ApplicationError as exc:
         messages.error(request, exc.message)
     else:
@@ -159,6 +156,6 @@ def recall_reinforce(request: HttpRequest, memory_id: int) -> HttpResponse:
 @require_POST
 def recall_delete(request: HttpRequest, memory_id: int) -> HttpResponse:
     pk = _memory_id_or_404(request, memory_id)
-    memory_delete(owner=_user(request), memory_id=pk)
+    memory_delete(owner=request_user(request), memory_id=pk)
     messages.success(request, "Memory deleted.")
     return _back(request)

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.models import User
+from accounts.selectors import request_user
 from core.exceptions import ApplicationError, NotFound
 from tasks.models import Task
 from tasks.selectors import task_get_for_user
@@ -224,22 +224,16 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
 
 def _task_or_404(request: HttpRequest, task_id: int) -> Task:
     try:
-        return task_get_for_user(user=_user(request), task_id=task_id)
+        return task_get_for_user(user=request_user(request), task_id=task_id)
     except NotFound as exc:
         raise Http404(exc.message) from None
 
 
 def _run_or_404(request: HttpRequest, run_id: int) -> PipelineRun:
     try:
-        return run_get_for_user(user=_user(request), run_id=run_id)
+        return run_get_for_user(user=request_user(request), run_id=run_id)
     except NotFound as exc:
         raise Http404(exc.message) from None
-
-
-def _user(request: HttpRequest) -> User:
-    user = request.user
-    assert isinstance(user, User)  # login_required ran first
-    return user
 
 
 def _respond(request: HttpRequest, task: Task) -> HttpResponse:
@@ -288,7 +282,7 @@ def pipeline_start(request: HttpRequest, task_id: int) -> HttpResponse:
         return _respond(request, task)
 
     def start() -> str:
-        run = services.run_start(task=task, user=_user(request), api_key=form.cleaned_data["api_key"] or None)
+        run = services.run_start(task=task, user=request_user(request), api_key=form.cleaned_data["api_key"] or None)
         return RUN_STARTED.format(number=run.number)
 
     return _act(request, task, start)
@@ -300,7 +294,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_or_404(request, run_id)
 
     def cancel() -> str:
-        services.run_cancel(run=run, actor=_user(request))
+        services.run_cancel(run=run, actor=request_user(request))
         return RUN_CANCELLED.format(number=run.number)
 
     return _act(request, run.task, cancel)
@@ -317,7 +311,7 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     was_paused = run.status == RunStatus.PAUSED
 
     def retry() -> str:
-        retried = services.run_retry(run=run, actor=_user(request), api_key=form.cleaned_data["api_key"] or None)
+        retried = services.run_retry(run=run, actor=request_user(request), api_key=form.cleaned_data["api_key"] or None)
         if was_paused:
             return RUN_RESUMED.format(number=retried.number, phase=retried.get_status_display().lower())
         return RUN_RESTARTED.format(number=retried.number)
@@ -335,7 +329,7 @@ def run_request_changes(request: HttpRequest, run_id: int) -> HttpResponse:
         return _respond(request, run.task)
 
     def request_changes() -> str:
-        services.run_request_changes(run=run, feedback=form.cleaned_data["feedback"], actor=_user(request))
+        services.run_request_changes(run=run, feedback=form.cleaned_data["feedback"], actor=request_user(request))
         return CHANGES_REQUESTED
 
     return _act(request, run.task, request_changes)
@@ -347,7 +341,7 @@ def run_approve(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_or_404(request, run_id)
 
     def approve() -> str:
-        services.run_approve(run=run, actor=_user(request))
+        services.run_approve(run=run, actor=request_user(request))
         return RUN_APPROVED
 
     return _act(request, run.task, approve)

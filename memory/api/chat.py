@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import User
+from accounts.selectors import request_user
 from core.api import ApiView, StrictCharField, error_responses
 from core.parsers import SafeJSONParser
 from memory.chat_events import chat_message_payload
@@ -74,12 +75,6 @@ class ChatSessionSerializer(serializers.Serializer):
     processing = serializers.BooleanField()
 
 
-def _user(request: Request) -> User:
-    user = request.user
-    assert isinstance(user, User)  # IsAuthenticated ran first
-    return user
-
-
 def _project(user: User, project_id: Any) -> Project | None:
     if project_id in (None, ""):
         return None
@@ -98,7 +93,7 @@ class ChatMessagesApi(GenericAPIView[ChatMessage]):
         responses={200: ChatMessageSerializer(many=True), **error_responses(400, 401, 404)},
     )
     def get(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         project = _project(user, request.query_params.get("project"))
         scope = request.query_params.get("session") or "current"
         if scope not in ("current", "all"):
@@ -122,7 +117,7 @@ class ChatMessagesApi(GenericAPIView[ChatMessage]):
         responses={202: ChatSendResponseSerializer, **error_responses(400, 401, 404)},
     )
     def post(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         body = ChatSendSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         project = _project(user, body.validated_data.get("project"))
@@ -146,6 +141,6 @@ class ChatSessionApi(ApiView):
         responses={200: ChatSessionSerializer, **error_responses(401, 404)},
     )
     def get(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         project = _project(user, request.query_params.get("project"))
         return Response(ChatSessionSerializer(chat_session_state(user=user, project=project)).data)

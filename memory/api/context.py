@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.models import User
+from accounts.selectors import request_user
 from core.api import ApiView, StrictCharField, error_responses
 from memory.models import ContextItem
 from memory.selectors.context import context_lineage, context_list_for_run, context_run_get_for_user
@@ -18,10 +18,6 @@ from memory.services.context import context_decode, context_get, context_get_man
 IDS_MAX = 100
 LIST_NEEDS_FILTER = "Give `ids` (comma-separated) or `run`."
 CONTEXT_ID = OpenApiParameter("context_id", str, OpenApiParameter.PATH, description="The item's id (`ctx_…`).")
-
-
-def _user(request: Request) -> User:
-    return cast(User, request.user)
 
 
 @extend_schema_field({"description": "Any JSON value."})
@@ -129,7 +125,7 @@ class ContextListApi(ApiView):
         responses={200: ContextItemSerializer(many=True), **error_responses(400, 401, 404)},
     )
     def get(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         query = ContextListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         if query.validated_data.get("ids"):
@@ -150,7 +146,7 @@ class ContextListApi(ApiView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         item, created = context_save(
-            owner=_user(request),
+            owner=request_user(request),
             type=data["type"],
             agent_id=data.get("agent_id", ""),
             content=data["content"],
@@ -172,7 +168,7 @@ class ContextDetailApi(ApiView):
         responses={200: ContextItemSerializer, **error_responses(401, 404)},
     )
     def get(self, request: Request, context_id: str) -> Response:
-        return Response(ContextItemSerializer(context_get(user=_user(request), context_id=context_id)).data)
+        return Response(ContextItemSerializer(context_get(user=request_user(request), context_id=context_id)).data)
 
 
 class ContextTouchApi(ApiView):
@@ -184,7 +180,7 @@ class ContextTouchApi(ApiView):
         responses={200: ContextItemSummarySerializer, **error_responses(401, 403, 404)},
     )
     def post(self, request: Request, context_id: str) -> Response:
-        item = context_touch(user=_user(request), context_id=context_id)
+        item = context_touch(user=request_user(request), context_id=context_id)
         return Response(ContextItemSummarySerializer(item).data)
 
 
@@ -198,7 +194,7 @@ class ContextLineageApi(ApiView):
         responses={200: LineageSerializer, **error_responses(401, 404)},
     )
     def get(self, request: Request, context_id: str) -> Response:
-        graph = context_lineage(user=_user(request), context_id=context_id)
+        graph = context_lineage(user=request_user(request), context_id=context_id)
         return Response(
             {
                 "id": graph["root"],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import User
+from accounts.selectors import request_user
 from core.api import ApiView, SafeJSONParser, StrictCharField, error_responses
 from core.exceptions import NotFound
 from memory.models import Fact, Goal
@@ -40,11 +41,6 @@ from projects.selectors import PROJECT_NOT_FOUND, project_get_for_user
 STATUS_NOT_EDITABLE = "Complete a goal with POST /api/memory/goals/{id}/complete."
 FACT_ID = OpenApiParameter("fact_id", int, OpenApiParameter.PATH, description="The fact's id.")
 GOAL_ID = OpenApiParameter("goal_id", int, OpenApiParameter.PATH, description="The goal's id.")
-
-
-def _user(request: Request) -> User:
-    # IsAuthenticated (the default permission) has run: this is a real user.
-    return cast(User, request.user)
 
 
 # --- serializers -----------------------------------------------------------------------
@@ -159,7 +155,7 @@ class FactListApi(GenericAPIView[Fact]):
         responses={200: FactSerializer(many=True), **error_responses(400, 401, 404)},
     )
     def get(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         query = FactListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         facts = fact_list(user=user, project=_project_filter(user, query.validated_data.get("project")))
@@ -173,7 +169,7 @@ class FactListApi(GenericAPIView[Fact]):
         responses={201: FactSerializer, **error_responses(400, 401, 403)},
     )
     def post(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         serializer = FactWriteSerializer(data=request.data, context={"user": user})
         serializer.is_valid(raise_exception=True)
         fact = fact_create(user=user, **serializer.validated_data)
@@ -189,7 +185,7 @@ class FactDetailApi(ApiView):
         responses={200: FactSerializer, **error_responses(400, 401, 403, 404)},
     )
     def patch(self, request: Request, fact_id: str) -> Response:
-        user = _user(request)
+        user = request_user(request)
         fact = fact_get_for_user(user=user, fact_id=fact_id)
         serializer = FactWriteSerializer(data=request.data, partial=True, context={"user": user})
         serializer.is_valid(raise_exception=True)
@@ -203,7 +199,7 @@ class FactDetailApi(ApiView):
         responses={204: OpenApiResponse(description="Deleted."), **error_responses(401, 403, 404)},
     )
     def delete(self, request: Request, fact_id: str) -> Response:
-        fact_delete(fact=fact_get_for_user(user=_user(request), fact_id=fact_id))
+        fact_delete(fact=fact_get_for_user(user=request_user(request), fact_id=fact_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -220,7 +216,7 @@ class GoalListApi(GenericAPIView[Goal]):
         responses={200: GoalSerializer(many=True), **error_responses(400, 401, 404)},
     )
     def get(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         query = GoalListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         filters = query.validated_data
@@ -237,7 +233,7 @@ class GoalListApi(GenericAPIView[Goal]):
         responses={201: GoalSerializer, **error_responses(400, 401, 403)},
     )
     def post(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         serializer = GoalWriteSerializer(data=request.data, context={"user": user})
         serializer.is_valid(raise_exception=True)
         goal = goal_create(user=user, **serializer.validated_data)
@@ -254,7 +250,7 @@ class GoalDetailApi(ApiView):
         responses={200: GoalSerializer, **error_responses(400, 401, 403, 404)},
     )
     def patch(self, request: Request, goal_id: str) -> Response:
-        user = _user(request)
+        user = request_user(request)
         goal = goal_get_for_user(user=user, goal_id=goal_id)
         serializer = GoalWriteSerializer(data=request.data, partial=True, context={"user": user})
         serializer.is_valid(raise_exception=True)
@@ -268,7 +264,7 @@ class GoalDetailApi(ApiView):
         responses={204: OpenApiResponse(description="Deleted."), **error_responses(401, 403, 404)},
     )
     def delete(self, request: Request, goal_id: str) -> Response:
-        goal_delete(goal=goal_get_for_user(user=_user(request), goal_id=goal_id))
+        goal_delete(goal=goal_get_for_user(user=request_user(request), goal_id=goal_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -281,7 +277,7 @@ class GoalCompleteApi(ApiView):
         responses={200: GoalSerializer, **error_responses(401, 403, 404, 409)},
     )
     def post(self, request: Request, goal_id: str) -> Response:
-        goal = goal_complete(goal=goal_get_for_user(user=_user(request), goal_id=goal_id))
+        goal = goal_complete(goal=goal_get_for_user(user=request_user(request), goal_id=goal_id))
         return Response(GoalSerializer(goal).data)
 
 
@@ -295,7 +291,7 @@ class GoalCompleteMatchingApi(ApiView):
         responses={200: GoalSerializer, **error_responses(400, 401, 403, 404)},
     )
     def post(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         serializer = GoalSearchSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         search_text = serializer.validated_data["search_text"]
@@ -315,7 +311,7 @@ class MemoryContextApi(ApiView):
         responses={200: ContextSerializer, **error_responses(400, 401, 404)},
     )
     def get(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         query = ContextQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         project = _project_filter(user, query.validated_data.get("project"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import date
-from typing import Any, cast
+from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import User
+from accounts.selectors import request_user
 from core.api import ApiView, StrictCharField, error_responses
 from memory.models import DailyLogEntry
 from memory.selectors.notes import (
@@ -30,10 +31,6 @@ DAY = OpenApiParameter("day", str, OpenApiParameter.PATH, description="The day, 
 FORMAT = OpenApiParameter(
     "format", str, OpenApiParameter.QUERY, enum=["json", "markdown"], description="`markdown` returns text/markdown."
 )
-
-
-def _user(request: Request) -> User:
-    return cast(User, request.user)
 
 
 class MarkdownRenderer(BaseRenderer):
@@ -126,7 +123,7 @@ class AgentNotesApi(_MarkdownExportApi):
         responses={200: NotesSerializer, **error_responses(401)},
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        user = _user(request)
+        user = request_user(request)
         if _wants_markdown(request):
             text = notes_markdown(agent_id=agent_id, note=notes_get_for_user(user=user, agent_id=agent_id))
             return _markdown(text, f"{agent_id}-notes.md")
@@ -139,7 +136,7 @@ class AgentNotesApi(_MarkdownExportApi):
         responses={201: NotesSerializer, **error_responses(400, 401, 403)},
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        user = _user(request)
+        user = request_user(request)
         serializer = NotesAppendSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         notes_append(owner=user, agent_id=agent_id[:50], text=serializer.validated_data["text"])
@@ -155,7 +152,7 @@ class AgentPromoteApi(ApiView):
         responses={200: NotesSerializer, **error_responses(400, 401, 403, 404, 409)},
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        user = _user(request)
+        user = request_user(request)
         serializer = PromoteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -175,7 +172,7 @@ class AgentDailyLogApi(_MarkdownExportApi):
             when = date.fromisoformat(day)
         except ValueError:
             raise serializers.ValidationError({"date": [BAD_DATE]}) from None
-        entries = list(daily_log_for_user(user=_user(request), agent_id=agent_id, day=when))
+        entries = list(daily_log_for_user(user=request_user(request), agent_id=agent_id, day=when))
         if _wants_markdown(request):
             return _markdown(daily_log_markdown(agent_id=agent_id, day=when, entries=entries), f"{agent_id}-{day}.md")
         return Response(DailyLogSerializer({"agent_id": agent_id, "date": when, "entries": entries}).data)

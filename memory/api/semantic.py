@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.models import User
+from accounts.selectors import request_user
 from core.api import ApiView, StrictCharField, error_responses
 from core.exceptions import NotFound
 from memory.models.semantic import MEMORY_MAX_LENGTH, DecayPolicy, Memory
@@ -28,11 +28,6 @@ from projects.selectors import PROJECT_NOT_FOUND, project_get_for_user
 MEMORY_ID = OpenApiParameter("memory_id", int, OpenApiParameter.PATH, description="The memory's id.")
 NOT_A_BOOLEAN = "Must be true or false."
 SEARCH_QUERY_MAX_LENGTH = 2000
-
-
-def _user(request: Request) -> User:
-    # IsAuthenticated (the default permission) has run: this is a real user.
-    return cast(User, request.user)
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -190,7 +185,7 @@ class MemoryCreateApi(ApiView):
         },
     )
     def post(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         serializer = MemoryCreateSerializer(data=request.data, context={"user": user})
         serializer.is_valid(raise_exception=True)
         memory, created = memory_create(owner=user, **serializer.validated_data)
@@ -208,7 +203,7 @@ class MemorySearchApi(ApiView):
         responses={200: MemorySearchResponseSerializer, **error_responses(400, 401)},
     )
     def get(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         query = MemorySearchQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         data = query.validated_data
@@ -234,7 +229,7 @@ class MemoryDetailApi(ApiView):
         responses={200: MemorySerializer, **error_responses(401, 404)},
     )
     def get(self, request: Request, memory_id: str) -> Response:
-        memory = memory_get_for_user(user=_user(request), memory_id=memory_id)
+        memory = memory_get_for_user(user=request_user(request), memory_id=memory_id)
         return Response(MemorySerializer(memory).data)
 
     @extend_schema(
@@ -244,7 +239,7 @@ class MemoryDetailApi(ApiView):
         responses={204: None, **error_responses(401, 403, 404)},
     )
     def delete(self, request: Request, memory_id: str) -> Response:
-        user = _user(request)
+        user = request_user(request)
         memory = memory_get_for_user(user=user, memory_id=memory_id)
         memory_delete(owner=user, memory_id=memory.pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -260,7 +255,7 @@ class MemoryReinforceApi(ApiView):
         responses={200: MemorySerializer, **error_responses(400, 401, 403, 404)},
     )
     def post(self, request: Request, memory_id: str) -> Response:
-        user = _user(request)
+        user = request_user(request)
         memory = memory_get_for_user(user=user, memory_id=memory_id)
         memory = memory_reinforce(owner=user, memory_id=memory.pk)
         return Response(MemorySerializer(memory).data)
@@ -273,4 +268,4 @@ class MemoryStatusApi(ApiView):
         responses={200: MemoryStatusSerializer, **error_responses(401)},
     )
     def get(self, request: Request) -> Response:
-        return Response(memory_status(user=_user(request)))
+        return Response(memory_status(user=request_user(request)))

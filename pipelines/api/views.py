@@ -8,7 +8,7 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.models import User
+from accounts.selectors import request_user
 from core.api import ApiView, error_responses
 from tasks.selectors import task_get_for_user
 
@@ -28,12 +28,6 @@ API_KEY_PARAMETER = OpenApiParameter(
 )
 
 
-def _user(request: Request) -> User:
-    user = request.user
-    assert isinstance(user, User)  # IsAuthenticated ran first
-    return user
-
-
 def _api_key(request: Request) -> str | None:
     return request.headers.get(API_KEY_HEADER) or None
 
@@ -47,8 +41,8 @@ class StartPipelineApi(ApiView):
         responses={202: RunSerializer, **error_responses(400, 401, 404, 409, 503)},
     )
     def post(self, request: Request, task_id: str) -> Response:
-        task = task_get_for_user(user=_user(request), task_id=task_id)
-        run = run_start(task=task, user=_user(request), api_key=_api_key(request))
+        task = task_get_for_user(user=request_user(request), task_id=task_id)
+        run = run_start(task=task, user=request_user(request), api_key=_api_key(request))
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -62,7 +56,7 @@ class TaskRunListApi(GenericAPIView[PipelineRun]):
         responses={200: RunSerializer(many=True), **error_responses(401, 404)},
     )
     def get(self, request: Request, task_id: str) -> Response:
-        task = task_get_for_user(user=_user(request), task_id=task_id)
+        task = task_get_for_user(user=request_user(request), task_id=task_id)
         page = self.paginate_queryset(run_list_for_task(task=task))
         return self.get_paginated_response(RunSerializer(page, many=True).data)
 
@@ -72,7 +66,7 @@ class RunDetailApi(ApiView):
         operation_id="runs_retrieve", summary="A run", responses={200: RunSerializer, **error_responses(401, 404)}
     )
     def get(self, request: Request, run_id: str) -> Response:
-        return Response(RunSerializer(run_get_for_user(user=_user(request), run_id=run_id)).data)
+        return Response(RunSerializer(run_get_for_user(user=request_user(request), run_id=run_id)).data)
 
 
 class RunDiffApi(ApiView):
@@ -82,7 +76,7 @@ class RunDiffApi(ApiView):
         responses={200: DiffSerializer, **error_responses(401, 404)},
     )
     def get(self, request: Request, run_id: str) -> Response:
-        run = run_get_for_user(user=_user(request), run_id=run_id)
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
         return Response(run_diff(run=run).as_dict())
 
 
@@ -94,8 +88,8 @@ class RunCancelApi(ApiView):
         responses={200: RunSerializer, **error_responses(400, 401, 404, 409)},
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = run_get_for_user(user=_user(request), run_id=run_id)
-        return Response(RunSerializer(run_cancel(run=run, actor=_user(request))).data)
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
+        return Response(RunSerializer(run_cancel(run=run, actor=request_user(request))).data)
 
 
 class RunRetryApi(ApiView):
@@ -107,8 +101,8 @@ class RunRetryApi(ApiView):
         responses={202: RunSerializer, **error_responses(400, 401, 404, 409, 503)},
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = run_get_for_user(user=_user(request), run_id=run_id)
-        retried = run_retry(run=run, actor=_user(request), api_key=_api_key(request))
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
+        retried = run_retry(run=run, actor=request_user(request), api_key=_api_key(request))
         return Response(RunSerializer(retried).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -120,10 +114,10 @@ class RunRequestChangesApi(ApiView):
         responses={202: RunSerializer, **error_responses(400, 401, 404, 409)},
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = run_get_for_user(user=_user(request), run_id=run_id)
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
         body = RequestChangesSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        updated = run_request_changes(run=run, feedback=body.validated_data["feedback"], actor=_user(request))
+        updated = run_request_changes(run=run, feedback=body.validated_data["feedback"], actor=request_user(request))
         return Response(RunSerializer(updated).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -135,5 +129,5 @@ class RunApproveApi(ApiView):
         responses={200: RunSerializer, **error_responses(400, 401, 404, 409)},
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = run_get_for_user(user=_user(request), run_id=run_id)
-        return Response(RunSerializer(run_approve(run=run, actor=_user(request))).data)
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
+        return Response(RunSerializer(run_approve(run=run, actor=request_user(request))).data)

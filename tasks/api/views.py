@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -10,7 +10,7 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.models import User
+from accounts.selectors import request_user
 from core.api import ApiView, SafeJSONParser, error_responses
 from projects.selectors import project_get_default, project_get_for_user
 from tasks.models import Task
@@ -29,11 +29,6 @@ NO_PROJECT = "You have no project yet: create one first."
 TASK_ID = OpenApiParameter("task_id", int, OpenApiParameter.PATH, description="The task's id.")
 
 
-def _user(request: Request) -> User:
-    # IsAuthenticated (the default permission) has run: this is a real user.
-    return cast(User, request.user)
-
-
 class TaskListApi(GenericAPIView[Task]):
     serializer_class = TaskSerializer
     parser_classes = [SafeJSONParser]
@@ -48,7 +43,7 @@ class TaskListApi(GenericAPIView[Task]):
         responses={200: TaskSerializer(many=True), **error_responses(400, 401, 404)},
     )
     def get(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         query = TaskListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         filters = query.validated_data
@@ -71,7 +66,7 @@ class TaskListApi(GenericAPIView[Task]):
         responses={201: TaskSerializer, **error_responses(400, 401, 403)},
     )
     def post(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         serializer = TaskCreateSerializer(data=request.data, context={"user": user})
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
@@ -90,7 +85,7 @@ class TaskDetailApi(ApiView):
         responses={200: TaskSerializer, **error_responses(401, 404)},
     )
     def get(self, request: Request, task_id: str) -> Response:
-        task = task_get_for_user(user=_user(request), task_id=task_id)
+        task = task_get_for_user(user=request_user(request), task_id=task_id)
         return Response(TaskSerializer(task).data)
 
     @extend_schema(
@@ -102,7 +97,7 @@ class TaskDetailApi(ApiView):
         responses={200: TaskSerializer, **error_responses(400, 401, 403, 404)},
     )
     def patch(self, request: Request, task_id: str) -> Response:
-        task = task_get_for_user(user=_user(request), task_id=task_id)
+        task = task_get_for_user(user=request_user(request), task_id=task_id)
         serializer = TaskUpdateSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         task = task_update(task=task, **serializer.validated_data)
@@ -115,7 +110,7 @@ class TaskDetailApi(ApiView):
         responses={204: OpenApiResponse(description="Deleted."), **error_responses(401, 403, 404)},
     )
     def delete(self, request: Request, task_id: str) -> Response:
-        task_delete(task=task_get_for_user(user=_user(request), task_id=task_id))
+        task_delete(task=task_get_for_user(user=request_user(request), task_id=task_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -141,7 +136,7 @@ class TaskStatusApi(ApiView):
         },
     )
     def patch(self, request: Request, task_id: str) -> Response:
-        user = _user(request)
+        user = request_user(request)
         task = task_get_for_user(user=user, task_id=task_id)
         serializer = TaskMoveSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
