@@ -9,6 +9,7 @@ from core.views import api_not_found
 api_patterns: list[URLPattern | URLResolver] = [
     path("auth/", include("accounts.api.urls")),
     path("", include("projects.api.urls")),
+    path("", include("repos.api.urls")),
     path("", include("tasks.api.urls")),
     path("", include("pipelines.api.urls")),
     path("", include("memory.api.urls")),
@@ -24,6 +25,7 @@ urlpatterns = [
     path("", include("core.urls")),
     path("accounts/", include("accounts.urls")),
     path("projects/", include("projects.urls")),
+    path("projects/", include("repos.urls")),
     path("", include("tasks.urls")),
     path("", include("pipelines.urls")),
     path("", include("memory.urls")),

@@ -6,8 +6,9 @@ runs in memory over an exact numpy index â€” the same on SQLite and PostgreSQL â
 memory added, reinforced or deleted by another process (a worker, another web process)
 is seen at once:
 
-* rows whose ``updated_at`` is at or after the last one seen, less an overlap for
-  transactions that committed late, are loaded again (soft-deleted ones removed);
+* the ids and ``updated_at`` of rows at or after the last one seen, less an overlap for
+  transactions that committed late, are read; only rows the index has not seen at that
+  ``updated_at`` are loaded in full (soft-deleted ones removed);
 * then the count and id sum of live rows are compared with the index: a difference
   (rows deleted outright, a rolled-back transaction, a write that did not touch
   ``updated_at``) rebuilds the index from scratch.
@@ -33,6 +34,11 @@ from memory.models.semantic import DecayPolicy, Memory
 # A transaction may commit after one that started later: its rows carry an updated_at
 # older than the newest one already seen. Re-reading this much of the past catches them.
 SYNC_OVERLAP = timedelta(seconds=60)
+# Ids whose full rows (with the embedding) are loaded per query while syncing.
+SYNC_FETCH_CHUNK = 500
+# A filter keeping fewer than 1/SELECTIVE_FILTER_RATIO of the rows is searched on a copy
+# of those rows; a broader one by one product over the whole matrix, masked.
+SELECTIVE_FILTER_RATIO = 8
 
 
 @dataclass(frozen=True)
@@ -216,25 +222,46 @@ class NumpyVectorStore:
         mask = self._mask(candidate_filter)
         if mask is None:
             return []
-        candidates = np.flatnonzero(mask)
-        if candidates.size == 0:
+        count = int(np.count_nonzero(mask))
+        if count == 0:
             return []
         query = np.asarray(query_vec, dtype=np.float32).reshape(-1)
-        similarity = (self._vectors[candidates] @ query).astype(np.float64)
-        confidence = compute_confidence_array(
-            self._permanent[candidates], self._start[candidates], self._half_life[candidates], candidate_filter.now_ts
-        )
-        keep = confidence >= candidate_filter.min_confidence
-        candidates, similarity, confidence = candidates[keep], similarity[keep], confidence[keep]
-        score = similarity * confidence
+        now, floor = candidate_filter.now_ts, candidate_filter.min_confidence
+        if count * SELECTIVE_FILTER_RATIO < n:
+            # A narrow filter (one owner among many): copying its few rows out is cheaper
+            # than multiplying the whole matrix.
+            rows = np.flatnonzero(mask)
+            similarity = self._vectors[rows] @ query
+            confidence = compute_confidence_array(self._permanent[rows], self._start[rows], self._half_life[rows], now)
+            keep = confidence >= floor
+        else:
+            # One matrix-vector product over every row (no copy of the matrix), the filter
+            # applied as a mask on the scores.
+            rows = None
+            similarity = self._vectors[:n] @ query
+            confidence = compute_confidence_array(self._permanent[:n], self._start[:n], self._half_life[:n], now)
+            keep = mask & (confidence >= floor)
+        kept = int(np.count_nonzero(keep))
+        if kept == 0:
+            return []
+        similarity64 = similarity.astype(np.float64)
+        score = np.where(keep, similarity64 * confidence, -np.inf)
+        take = min(k, kept)
+        if take < score.shape[0]:
+            # Everything scoring at least the k-th best (ties included), ranked exactly below.
+            threshold = np.partition(score, score.shape[0] - take)[score.shape[0] - take]
+            top = np.flatnonzero(score >= threshold)
+        else:
+            top = np.flatnonzero(keep)
+        ids = self._ids[top if rows is None else rows[top]]
         # Best score first; ties by similarity, then by the newer id: a stable order.
-        order = np.lexsort((-self._ids[candidates], -similarity, -score))[:k]
+        order = np.lexsort((-ids, -similarity64[top], -score[top]))[:k]
         return [
             VectorHit(
-                memory_id=int(self._ids[candidates[i]]),
-                similarity=float(similarity[i]),
-                confidence=float(confidence[i]),
-                score=float(score[i]),
+                memory_id=int(ids[i]),
+                similarity=float(similarity64[top[i]]),
+                confidence=float(confidence[top[i]]),
+                score=float(score[top[i]]),
             )
             for i in order
         ]
@@ -313,7 +340,8 @@ class SemanticIndex:
             if memory_id in self.store:
                 self.store.remove(memory_id)
                 self._id_sum -= memory_id
-            self._seen.pop(memory_id, None)
+            # Remembered too, so that the overlap does not load it again and again.
+            self._seen[memory_id] = row["updated_at"]
             return
         if self._seen.get(memory_id) == row["updated_at"]:
             return
@@ -335,11 +363,22 @@ class SemanticIndex:
             if not self._built:
                 self._rebuild()
                 return
-            changed = Memory.objects.all()
+            window = Memory.objects.all()
             if self._watermark is not None:
-                changed = changed.filter(updated_at__gte=self._watermark - SYNC_OVERLAP)
-            for row in changed.order_by("updated_at", "id").values(*_SYNC_FIELDS).iterator(chunk_size=2000):
-                self._apply(row)
+                window = window.filter(updated_at__gte=self._watermark - SYNC_OVERLAP)
+            # Ids and times first: a row seen before with the same updated_at is skipped
+            # without loading its embedding, so the overlap that catches late commits
+            # costs a narrow index scan, not a re-read of every row written in the last
+            # minute (after a bulk import: the whole table, ~6 s a search at 100,000).
+            stale = [
+                pk
+                for pk, updated_at in window.values_list("id", "updated_at").iterator(chunk_size=5000)
+                if self._seen.get(pk) != updated_at
+            ]
+            for start in range(0, len(stale), SYNC_FETCH_CHUNK):
+                chunk = stale[start : start + SYNC_FETCH_CHUNK]
+                for row in Memory.objects.filter(pk__in=chunk).order_by("updated_at", "id").values(*_SYNC_FIELDS):
+                    self._apply(row)
             totals = self._live().aggregate(n=Count("id"), s=Sum("id"))
             if (totals["n"], int(totals["s"] or 0)) != (len(self.store), self._id_sum):
                 self._rebuild()

@@ -153,8 +153,21 @@ def _task_block(title: str, description: str) -> str:
     return f"# Task\nTitle: {title}\n\n{description or '(no description)'}"
 
 
-def planner_prompt(*, title: str, description: str) -> str:
-    return _task_block(title, description) + "\n\nPlan this task."
+REPOSITORY_GUIDE = (
+    "# Working on the repository\n"
+    "You work in a checkout of the project's repository. Before you answer, explore it with "
+    "list_files, read_file and search_code (read-only; your turns are limited, so read what "
+    "matters). In your changes, `modify` and `delete` must name files that exist now and "
+    "`create` a file that does not; give whole file contents."
+)
+
+
+def planner_prompt(*, title: str, description: str, file_tree: str = "") -> str:
+    parts = [_task_block(title, description)]
+    if file_tree:
+        parts.append("# Files in the repository\n" + file_tree)
+    parts.append("Plan this task.")
+    return "\n\n".join(parts)
 
 
 def coder_prompt(
@@ -165,9 +178,16 @@ def coder_prompt(
     current_changes: list[dict[str, Any]],
     findings: list[dict[str, Any]],
     feedback: str,
+    branch_diff: str | None = None,
 ) -> str:
+    """``branch_diff`` is given when working on a repository: what the run's branch
+    already changed (then ``current_changes`` are ignored — they are committed)."""
     parts = [_task_block(title, description), "# Plan\n" + json.dumps(plan, indent=2)]
-    if current_changes:
+    if branch_diff is not None:
+        parts.append(REPOSITORY_GUIDE)
+        if branch_diff:
+            parts.append("# Already changed on your branch (committed; submit only further changes)\n" + branch_diff)
+    elif current_changes:
         parts.append("# Your previous changes\n" + json.dumps(current_changes, indent=2))
     if findings:
         parts.append("# Review findings to fix\n" + json.dumps(findings, indent=2))
@@ -177,15 +197,18 @@ def coder_prompt(
     return "\n\n".join(parts)
 
 
-def reviewer_prompt(*, title: str, description: str, plan: list[dict[str, Any]], diff_text: str) -> str:
-    return "\n\n".join(
-        [
-            _task_block(title, description),
-            "# Plan\n" + json.dumps(plan, indent=2),
-            "# Changes (unified diff)\n" + diff_text,
-            "Review the changes.",
-        ]
-    )
+def reviewer_prompt(
+    *, title: str, description: str, plan: list[dict[str, Any]], diff_text: str, verify_summary: str = ""
+) -> str:
+    parts = [
+        _task_block(title, description),
+        "# Plan\n" + json.dumps(plan, indent=2),
+        "# Changes (unified diff)\n" + (diff_text or "(no changes)"),
+    ]
+    if verify_summary:
+        parts.append("# The project's tests on this branch\n" + verify_summary)
+    parts.append("Review the changes.")
+    return "\n\n".join(parts)
 
 
 def path_findings(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -197,3 +197,19 @@ def diff_changes(
         files.append(_file_diff(path, action, current, new))
     files.sort(key=lambda f: f.path)
     return ChangeSetDiff(files, rejected)
+
+
+def diff_file_versions(files: list[dict[str, Any]]) -> ChangeSetDiff:
+    """Diffs of files given with both versions (``old_content``/``new_content``), as a
+    branch's changes are read from git."""
+    diffs = [
+        _file_diff(
+            str(file["file_path"]),
+            str(file.get("action", "modify")),
+            "" if file.get("binary") else str(file.get("old_content", "")),
+            "" if file.get("binary") else str(file.get("new_content", "")),
+        )
+        for file in files
+    ]
+    diffs.sort(key=lambda f: f.path)
+    return ChangeSetDiff(diffs, [])

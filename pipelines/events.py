@@ -57,6 +57,10 @@ def as_message(event: RunEvent) -> dict[str, Any]:
     return {"id": event.pk, "type": event.type, "data": event.data}
 
 
+SEND_FAILURE_TRACEBACK_EVERY_SECONDS = 60.0
+_last_traceback_at = -SEND_FAILURE_TRACEBACK_EVERY_SECONDS
+
+
 def _group_send(groups: list[str], message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
@@ -64,10 +68,16 @@ def _group_send(groups: list[str], message: dict[str, Any]) -> None:
     for group in groups:
         try:
             async_to_sync(layer.group_send)(group, {"type": CONSUMER_MESSAGE_TYPE, "event": message})
-        except Exception:
+        except Exception as exc:
             # Live delivery is best effort: the event is persisted and a page catches up
-            # from the database when it reconnects.
-            logger.warning("Could not send %s to %s", message.get("type"), group, exc_info=True)
+            # from the database when it reconnects. While the layer is down this happens
+            # for every flush (~20 a second): the traceback once a minute is enough.
+            global _last_traceback_at
+            now = time.monotonic()
+            verbose = now - _last_traceback_at > SEND_FAILURE_TRACEBACK_EVERY_SECONDS
+            if verbose:
+                _last_traceback_at = now
+            logger.warning("Could not send %s to %s: %s", message.get("type"), group, exc, exc_info=verbose)
 
 
 def event_publish(

@@ -13,6 +13,7 @@ class RunStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     PLANNING = "planning", "Planning"
     CODING = "coding", "Coding"
+    VERIFYING = "verifying", "Verifying"
     REVIEWING = "reviewing", "Reviewing"
     FIXING = "fixing", "Fixing"
     AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
@@ -23,7 +24,7 @@ class RunStatus(models.TextChoices):
 
 
 # Phases a worker executes, in pipeline order.
-WORKING_STATUSES = (RunStatus.PLANNING, RunStatus.CODING, RunStatus.REVIEWING, RunStatus.FIXING)
+WORKING_STATUSES = (RunStatus.PLANNING, RunStatus.CODING, RunStatus.VERIFYING, RunStatus.REVIEWING, RunStatus.FIXING)
 # A run in one of these owns its task: at most one per task (database constraint).
 ACTIVE_STATUSES = (RunStatus.QUEUED, *WORKING_STATUSES, RunStatus.AWAITING_APPROVAL, RunStatus.PAUSED)
 FINAL_STATUSES = (RunStatus.APPROVED, RunStatus.FAILED, RunStatus.CANCELLED)
@@ -33,11 +34,17 @@ FINAL_STATUSES = (RunStatus.APPROVED, RunStatus.FAILED, RunStatus.CANCELLED)
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     RunStatus.QUEUED: frozenset({RunStatus.PLANNING, RunStatus.CANCELLED, RunStatus.FAILED}),
     RunStatus.PLANNING: frozenset({RunStatus.CODING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}),
-    RunStatus.CODING: frozenset({RunStatus.REVIEWING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}),
+    # Coding and fixing go through verifying when the project has a test command.
+    RunStatus.CODING: frozenset(
+        {RunStatus.VERIFYING, RunStatus.REVIEWING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}
+    ),
+    RunStatus.VERIFYING: frozenset({RunStatus.REVIEWING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}),
     RunStatus.REVIEWING: frozenset(
         {RunStatus.AWAITING_APPROVAL, RunStatus.FIXING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}
     ),
-    RunStatus.FIXING: frozenset({RunStatus.REVIEWING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}),
+    RunStatus.FIXING: frozenset(
+        {RunStatus.VERIFYING, RunStatus.REVIEWING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}
+    ),
     RunStatus.AWAITING_APPROVAL: frozenset({RunStatus.APPROVED, RunStatus.CODING, RunStatus.CANCELLED}),
     # A paused run resumes the phase it was paused in (run.phase).
     RunStatus.PAUSED: frozenset({*WORKING_STATUSES, RunStatus.CANCELLED, RunStatus.FAILED}),
@@ -51,6 +58,7 @@ TASK_STATUS_FOR_RUN: dict[str, str] = {
     RunStatus.PLANNING: "spec",
     RunStatus.CODING: "building",
     RunStatus.FIXING: "building",
+    RunStatus.VERIFYING: "building",
     RunStatus.REVIEWING: "building",
     RunStatus.AWAITING_APPROVAL: "review",
     RunStatus.APPROVED: "done",
@@ -71,6 +79,20 @@ class PipelineRun(TimeStampedModel):
     review_findings = models.JSONField(default=list, blank=True, help_text="Findings of the latest review.")
     review_history = models.JSONField(default=list, blank=True, help_text="One entry per review iteration.")
     feedback = models.TextField(blank=True, help_text="The person's requested changes, for the Coder.")
+    # Changes the Coder submitted that could not be applied to the worktree (a create of
+    # an existing file, say): findings for the next review, never applied blindly.
+    change_problems = models.JSONField(default=list, blank=True)
+    # Working on a linked repository: the run's own branch and git worktree.
+    branch = models.CharField(max_length=255, blank=True)
+    worktree_path = models.CharField(max_length=1000, blank=True)
+    base_commit = models.CharField(max_length=64, blank=True, help_text="Where the branch started.")
+    head_commit = models.CharField(max_length=64, blank=True, help_text="The branch's latest commit.")
+    worktree_removed_at = models.DateTimeField(null=True, blank=True)
+    branch_discarded_at = models.DateTimeField(null=True, blank=True)
+    # The project's test command in the worktree: {passed, exit_code, timed_out, output, …}.
+    verify_result = models.JSONField(null=True, blank=True)
+    # The last attempt to merge on approval: {merged, commit, conflicts, message}.
+    merge_result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     error_retryable = models.BooleanField(default=False)
     provider = models.CharField(max_length=64, blank=True)

@@ -9,32 +9,42 @@ call) happens outside any database transaction.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
+from dataclasses import asdict
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import F, Q
 from django.utils import timezone
 
 from config.celery import shutdown_requested
 from core.crypto import decrypt_secret
+from core.exceptions import ApplicationError
 from memory.selectors import memory_prompt_context
 from memory.selectors.facts import memory_system_instructions
 from memory.services.context import context_record_agent_call
 
-from . import agents
+from . import agents, workspace
 from .diff import diff_changes
 from .events import AgentLogStream, EventType, event_publish
 from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, AgentCall, PipelineRun, RunStatus
 from .pricing import call_cost
-from .providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError
+from .providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError, Tool, ToolCall
 from .services import StaleRun, run_transition
 
 logger = logging.getLogger(__name__)
+
+VERIFIER = "verifier"
+
+# A phase whose database connection dropped is queued again this many seconds later.
+DATABASE_RETRY_SECONDS = 2
 
 # How often a streaming call looks at its run row (cancel must stop it within a second).
 LEASE_CHECK_SECONDS = 0.5
@@ -135,12 +145,25 @@ def run_advance(*, run_id: int) -> None:
     lease = Lease(run)
     if not lease.claim():
         return
+    database_dropped = False
     try:
         _execute_phase(run, lease)
     except PhaseInterrupted:
         logger.info("Run %s: phase %s interrupted", run.pk, run.status)
+    except (OperationalError, InterfaceError) as exc:
+        # The database connection broke mid-phase (a restart, a failover, a killed
+        # backend): nothing of the phase was saved. Drop the broken connection (the
+        # next query opens a new one), give the phase back and queue it again, instead
+        # of leaving it leased until the lease runs out and the sweeper finds it.
+        logger.warning("Run %s: database connection lost during %s (%s); retrying the phase", run.pk, run.status, exc)
+        connection.close()
+        database_dropped = True
     finally:
         lease.release()
+    if database_dropped:
+        from .tasks import pipeline_advance
+
+        pipeline_advance.apply_async((run.pk,), countdown=DATABASE_RETRY_SECONDS)
 
 
 def _execute_phase(run: PipelineRun, lease: Lease) -> None:
@@ -149,6 +172,8 @@ def _execute_phase(run: PipelineRun, lease: Lease) -> None:
             _plan(run, lease)
         elif run.status in (RunStatus.CODING, RunStatus.FIXING):
             _code(run, lease)
+        elif run.status == RunStatus.VERIFYING:
+            _verify(run, lease)
         elif run.status == RunStatus.REVIEWING:
             _review(run, lease)
     except ProviderError as exc:
@@ -160,6 +185,10 @@ def _execute_phase(run: PipelineRun, lease: Lease) -> None:
     except StaleRun:
         # Cancelled (or otherwise moved on) while this phase ran: its output is dropped.
         raise PhaseInterrupted from None
+    except ApplicationError as exc:
+        # The repository went away or git refused (WorkspaceUnavailable, GitError): a
+        # person has to look, then Retry.
+        _stop_run(run, RunStatus.PAUSED, exc.message)
 
 
 def _stop_run(run: PipelineRun, status: RunStatus, message: str) -> None:
@@ -171,9 +200,14 @@ def _stop_run(run: PipelineRun, status: RunStatus, message: str) -> None:
 
 def _plan(run: PipelineRun, lease: Lease) -> None:
     task = run.task
-    tool_input = _call_agent(
-        run, lease, agents.PLANNER, agents.planner_prompt(title=task.title, description=task.description)
-    )
+    worktree = workspace.workspace_ensure(run)
+    tree = ""
+    if worktree:
+        from repos.tools import file_tree
+
+        tree = file_tree(worktree=worktree)
+    prompt = agents.planner_prompt(title=task.title, description=task.description, file_tree=tree)
+    tool_input = _call_agent(run, lease, agents.PLANNER, prompt)
     plan = sorted(tool_input["subtasks"], key=lambda subtask: subtask["order"])
     from tasks.models import Task
 
@@ -183,34 +217,110 @@ def _plan(run: PipelineRun, lease: Lease) -> None:
 
 def _code(run: PipelineRun, lease: Lease) -> None:
     task = run.task
+    worktree = workspace.workspace_ensure(run)
+    if worktree:
+        workspace.workspace_reset(run, worktree)
+    findings = run.review_findings if run.status == RunStatus.FIXING else []
     prompt = agents.coder_prompt(
         title=task.title,
         description=task.description,
         plan=run.plan,
         current_changes=run.file_changes if (run.review_findings or run.feedback) else [],
-        findings=run.review_findings if run.status == RunStatus.FIXING else [],
+        findings=findings,
         feedback=run.feedback,
+        branch_diff=workspace.workspace_diff_text(run) if worktree else None,
     )
-    tool_input = _call_agent(run, lease, agents.CODER, prompt)
+    tool_input = _call_agent(run, lease, agents.CODER, prompt, worktree=worktree)
     changes = tool_input["changes"]
-    run_transition(
-        run=run,
-        to_status=RunStatus.REVIEWING,
-        reason=f"{len(changes)} file change(s)",
-        fields={"file_changes": changes},
+    fields: dict[str, Any] = {"file_changes": changes, "change_problems": [], "verify_result": None}
+    next_status = RunStatus.REVIEWING
+    if worktree:
+        problems, head = workspace.workspace_apply(run, worktree, changes)
+        fields.update(change_problems=problems, head_commit=head)
+        repository = workspace.run_repository(run)
+        if not problems and repository is not None and repository.test_command.strip():
+            next_status = RunStatus.VERIFYING
+    run_transition(run=run, to_status=next_status, reason=f"{len(changes)} file change(s)", fields=fields)
+
+
+def _verify(run: PipelineRun, lease: Lease) -> None:
+    """Run the project's test command in the worktree; its output streams live as the
+    ``verifier`` agent. Failing tests become findings in the review that follows."""
+    from repos.verify import run_test_command
+
+    worktree = workspace.workspace_ensure(run)
+    repository = workspace.run_repository(run)
+    if worktree is None or repository is None or not repository.test_command.strip():
+        run_transition(run=run, to_status=RunStatus.REVIEWING, reason="no test command")
+        return
+    log = AgentLogStream(task=run.task, run=run, agent=VERIFIER)
+    log.write(f"$ {repository.test_command}\n")
+    result = run_test_command(
+        command=repository.test_command,
+        cwd=worktree,
+        timeout=settings.VERIFY_TIMEOUT_SECONDS,
+        memory_mb=settings.VERIFY_MEMORY_MB,
+        cpu_seconds=settings.VERIFY_CPU_SECONDS,
+        isolate_network=settings.VERIFY_ISOLATE_NETWORK,
+        max_output_chars=settings.VERIFY_OUTPUT_MAX_CHARS,
+        on_output=log.write,
+        should_cancel=lambda: _should_stop(lease),
     )
+    if result.cancelled:
+        log.flush()
+        raise PhaseInterrupted
+    verdict = "passed" if result.passed else ("timed out" if result.timed_out else f"failed (exit {result.exit_code})")
+    log.write(f"\n[tests {verdict} in {result.duration_ms / 1000:.1f} s]\n")
+    log.flush()
+    context_record_agent_call(
+        run=run,
+        agent=VERIFIER,
+        outcome="ok" if result.passed else "error",
+        duration_ms=result.duration_ms,
+        error="" if result.passed else f"tests {verdict}",
+    )
+    run_transition(
+        run=run, to_status=RunStatus.REVIEWING, reason=f"tests {verdict}", fields={"verify_result": asdict(result)}
+    )
+
+
+def _verify_summary(verify_result: dict[str, Any] | None) -> str:
+    if not verify_result:
+        return ""
+    if verify_result.get("passed"):
+        return "The test command passed."
+    state = "timed out" if verify_result.get("timed_out") else f"failed with exit code {verify_result.get('exit_code')}"
+    return f"The test command {state}. The end of its output:\n" + str(verify_result.get("output", ""))[-6000:]
 
 
 def _review(run: PipelineRun, lease: Lease) -> None:
     task = run.task
-    diff = diff_changes(run.file_changes)
-    path_findings = agents.path_findings(run.file_changes)
-    prompt = agents.reviewer_prompt(
-        title=task.title, description=task.description, plan=run.plan, diff_text=diff.unified
-    )
-    review = _call_agent(run, lease, agents.REVIEWER, prompt)
-    findings = [*path_findings, *review["findings"]]
-    passed = bool(review["pass"]) and not path_findings
+    worktree = workspace.workspace_ensure(run)
+    if worktree:
+        from repos.verify import VerifyResult, verify_findings
+
+        # Changes that could not be applied go straight back to the Coder: reviewing
+        # the untouched branch would only pay for a review of nothing.
+        known = list(run.change_problems)
+        if run.verify_result and not run.verify_result.get("passed"):
+            known += verify_findings(VerifyResult(**run.verify_result))
+        diff_text = workspace.workspace_diff_text(run)
+    else:
+        known = agents.path_findings(run.file_changes)
+        diff_text = diff_changes(run.file_changes).unified
+    if run.change_problems:
+        review: dict[str, Any] = {"pass": False, "findings": []}
+    else:
+        prompt = agents.reviewer_prompt(
+            title=task.title,
+            description=task.description,
+            plan=run.plan,
+            diff_text=diff_text,
+            verify_summary=_verify_summary(run.verify_result),
+        )
+        review = _call_agent(run, lease, agents.REVIEWER, prompt, worktree=worktree)
+    findings = [*known, *review["findings"]]
+    passed = bool(review["pass"]) and not known
     iteration = run.iteration + 1
     history = [*run.review_history, {"iteration": iteration, "pass": passed, "findings": findings}]
     fields = {"iteration": iteration, "review_findings": findings, "review_history": history}
@@ -230,37 +340,112 @@ def _should_stop(lease: Lease) -> bool:
     return shutdown_requested.is_set() or not lease.check()
 
 
-def _call_agent(run: PipelineRun, lease: Lease, agent_name: str, prompt: str) -> dict[str, Any]:
-    """Call the agent until its answer validates (one retry with the errors)."""
+def _call_agent(
+    run: PipelineRun, lease: Lease, agent_name: str, prompt: str, *, worktree: Path | None = None
+) -> dict[str, Any]:
+    """Call the agent until its answer validates (one retry with the errors).
+
+    Given a worktree (and a provider that can), the agent may first explore the
+    repository with read-only tools: at most AGENT_TOOL_MAX_TURNS tool turns and
+    AGENT_TOOL_TOKEN_LIMIT tokens, then its answer is forced. Every turn is a recorded,
+    costed call, and every tool call shows in the agent's live log."""
     spec = agents.AGENTS[agent_name]
     memory = memory_prompt_context(user=run.task.project.owner, project=run.task.project)
     system = spec.system_prompt("\n\n".join(filter(None, [memory, memory_system_instructions()])))
     log = AgentLogStream(task=run.task, run=run, agent=agent_name)
+    provider = provider_for(run)
+    explore: tuple[Tool, ...] = ()
+    if worktree is not None and provider.supports_tools:
+        from repos.tools import REPO_TOOLS
+
+        explore = tuple(REPO_TOOLS)
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     problems: list[str] = []
+    turns = tokens = 0
     for attempt in (1, 2):
-        request = LLMRequest(
-            system=system, messages=messages, model=run.model, max_tokens=run.max_tokens, tool=spec.tool
-        )
-        result = _call_with_backoff(run, lease, request, log)
+        while True:
+            out_of_turns = turns >= settings.AGENT_TOOL_MAX_TURNS or tokens >= settings.AGENT_TOOL_TOKEN_LIMIT
+            request = LLMRequest(
+                system=system,
+                messages=messages,
+                model=run.model,
+                max_tokens=run.max_tokens,
+                tool=spec.tool,
+                explore_tools=explore,
+                force_answer=bool(explore) and out_of_turns,
+            )
+            result = _call_with_backoff(run, lease, request, log, provider)
+            tokens += result.input_tokens + result.output_tokens
+            explorations = [call for call in result.tool_calls if call.name != spec.tool.name]
+            answered = len(explorations) < len(result.tool_calls)
+            if not explore or request.force_answer or answered or not explorations:
+                break
+            assert worktree is not None
+            _record_call(run, agent_name, attempt, request, result, [])
+            turns += 1
+            tool_results = _run_repo_tools(worktree, explorations, log)
+            messages = [
+                *messages,
+                {"role": "assistant", "content": result.content},
+                {"role": "user", "content": tool_results},
+            ]
         problems = spec.validate(result.tool_input)
         _record_call(run, agent_name, attempt, request, result, problems)
         if not problems:
             return result.tool_input or {}
         log.write(f"\n[{spec.tool.name} input was invalid: {'; '.join(problems[:3])}]\n")
         log.flush()
-        messages = [
-            {
-                "role": "user",
-                "content": prompt
-                + f"\n\nYour previous call to {spec.tool.name} was invalid:\n- "
-                + "\n- ".join(problems)
-                + f"\nCall {spec.tool.name} again with input that fixes every problem.",
-            }
-        ]
+        correction = (
+            f"Your previous call to {spec.tool.name} was invalid:\n- "
+            + "\n- ".join(problems)
+            + f"\nCall {spec.tool.name} again with input that fixes every problem."
+        )
+        if explore:
+            # Keep what the agent has read: answer its call with the errors and force a
+            # new answer.
+            messages = [*messages, *_correction_turn(result, correction)]
+            turns = settings.AGENT_TOOL_MAX_TURNS
+        else:
+            messages = [{"role": "user", "content": prompt + "\n\n" + correction}]
     raise InvalidAgentOutput(
         f"The {agent_name} gave invalid output twice, so the run stopped. Last problems: {'; '.join(problems[:3])}"
     )
+
+
+def _run_repo_tools(worktree: Path, calls: list[ToolCall], log: AgentLogStream) -> list[dict[str, Any]]:
+    """Execute the agent's read-only tool calls; their results for the next turn."""
+    from repos.tools import execute_repo_tool
+
+    results = []
+    for call in calls:
+        if call.input is None:
+            text, is_error = f"The input of {call.name} was not valid JSON.", True
+        else:
+            output = execute_repo_tool(
+                worktree=worktree, name=call.name, tool_input=call.input, max_chars=settings.AGENT_TOOL_OUTPUT_MAX_CHARS
+            )
+            text, is_error = output.text, output.is_error
+        arguments = json.dumps(call.input or {}, ensure_ascii=False)[:200]
+        outcome = f"error: {text.splitlines()[0][:200]}" if is_error and text else f"{text.count(chr(10)) + 1} lines"
+        log.write(f"\n→ {call.name} {arguments} · {outcome}\n")
+        results.append(
+            {"type": "tool_result", "tool_use_id": call.id, "content": text or "(empty)", "is_error": is_error}
+        )
+    log.flush()
+    return results
+
+
+def _correction_turn(result: LLMResult, correction: str) -> list[dict[str, Any]]:
+    """The messages that tell the agent its answer was invalid, continuing its
+    conversation: every tool call of its reply needs a result."""
+    if not result.tool_calls:
+        content = result.content or [{"type": "text", "text": "(no answer)"}]
+        return [{"role": "assistant", "content": content}, {"role": "user", "content": correction}]
+    tool_results = [
+        {"type": "tool_result", "tool_use_id": call.id, "content": correction, "is_error": True}
+        for call in result.tool_calls
+    ]
+    return [{"role": "assistant", "content": result.content}, {"role": "user", "content": tool_results}]
 
 
 def _check_budget(run: PipelineRun) -> None:
@@ -268,8 +453,9 @@ def _check_budget(run: PipelineRun) -> None:
         raise BudgetExceeded(BUDGET_EXCEEDED.format(used=run.total_tokens, budget=run.token_budget))
 
 
-def _call_with_backoff(run: PipelineRun, lease: Lease, request: LLMRequest, log: AgentLogStream) -> LLMResult:
-    provider = provider_for(run)
+def _call_with_backoff(
+    run: PipelineRun, lease: Lease, request: LLMRequest, log: AgentLogStream, provider: Provider
+) -> LLMResult:
     delays = list(settings.LLM_RETRY_DELAYS)
     for attempt in range(len(delays) + 1):
         _check_budget(run)
@@ -322,9 +508,9 @@ def _record_call(
         iteration=run.iteration,
         attempt=attempt,
         model=result.model,
-        prompt=request.messages[-1]["content"],
+        prompt=_prompt_text(request),
         response_text=result.text,
-        tool_input=result.tool_input if result.tool_input is not None else {"raw": result.raw_tool_input[:100_000]},
+        tool_input=_recorded_tool_input(result),
         outcome=AgentCall.Outcome.INVALID if problems else AgentCall.Outcome.OK,
         error="; ".join(problems)[:5000],
         input_tokens=result.input_tokens,
@@ -337,7 +523,7 @@ def _record_call(
         run=run,
         agent=agent_name,
         outcome=AgentCall.Outcome.INVALID if problems else AgentCall.Outcome.OK,
-        prompt=request.messages[-1]["content"],
+        prompt=_prompt_text(request),
         output=result.tool_input,
         duration_ms=result.extra.get("duration_ms", 0),
         error="; ".join(problems),
@@ -364,6 +550,20 @@ def _record_call(
             "cost_usd": str(Decimal(run.cost_usd).quantize(Decimal("0.0001"))),
         },
     )
+
+
+def _prompt_text(request: LLMRequest) -> str:
+    """What the agent was last told: the prompt, or the tool results of a tool turn."""
+    content = request.messages[-1]["content"]
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)[:200_000]
+
+
+def _recorded_tool_input(result: LLMResult) -> dict[str, Any]:
+    if result.tool_input is not None:
+        return result.tool_input
+    if result.tool_calls:
+        return {"tool_calls": [{"name": call.name, "input": call.input} for call in result.tool_calls]}
+    return {"raw": result.raw_tool_input[:100_000]}
 
 
 # --- Recovery --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from accounts.models import User
 from core.exceptions import NotFound
 from tasks.models import Task
 
-from .diff import ChangeSetDiff, diff_changes
+from .diff import ChangeSetDiff, diff_changes, diff_file_versions
 from .events import EventType
 from .models import ACTIVE_STATUSES, WORKING_STATUSES, PipelineRun, RunEvent, RunStatus, RunTransition
 
@@ -50,12 +50,35 @@ def run_allowed_actions(*, run: PipelineRun) -> list[str]:
         actions.append("retry")
     if run.status == RunStatus.AWAITING_APPROVAL:
         actions += ["request_changes", "approve"]
+    if run.branch and not run.branch_discarded_at:
+        actions.append("download_patch")
+        if run.status not in ACTIVE_STATUSES:
+            actions.append("discard_branch")
     return actions
 
 
 def run_diff(*, run: PipelineRun) -> ChangeSetDiff:
-    # No repository is linked yet: every file is new, so diffs are against nothing.
+    """The run's changes: the real diff of its branch against where the branch started
+    on a linked repository; otherwise the Coder's files against nothing (new files)."""
+    from .workspace import workspace_changed_files
+
+    if run.branch:
+        files = workspace_changed_files(run)
+        if files is not None:
+            return diff_file_versions(files)
     return diff_changes(run.file_changes)
+
+
+def run_patch(*, run: PipelineRun) -> str:
+    """The branch's commits as ``git format-patch`` text ('' when there is no branch)."""
+    from repos.services import branch_format_patch
+
+    from .workspace import run_repository
+
+    repository = run_repository(run)
+    if repository is None or not run.branch or run.branch_discarded_at:
+        return ""
+    return branch_format_patch(repository=repository, base=run.base_commit, branch=run.branch)
 
 
 def run_events(*, task: Task, after_id: int = 0, limit: int = 5000) -> QuerySet[RunEvent]:
@@ -65,7 +88,7 @@ def run_events(*, task: Task, after_id: int = 0, limit: int = 5000) -> QuerySet[
 # --- Task page: the pipeline panel ---------------------------------------------------------
 
 # The agents in pipeline order: one log pane each on the task page.
-LOG_AGENTS = ("planner", "coder", "reviewer")
+LOG_AGENTS = ("planner", "coder", "verifier", "reviewer")
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,16 @@ NO_API_KEY = (
 NOTHING_TO_RETRY = "Only a paused, failed, cancelled or finished run can be retried."
 FEEDBACK_REQUIRED = "Say what should change."
 BROKER_DOWN = "The job queue is not reachable right now, so the run was not started. Try again in a moment."
+MERGE_REFUSED = (
+    "The branch {branch} was not merged into {base}: {reason} The branch and its worktree are kept; "
+    "download the patch, resolve it in the repository, or request changes."
+)
+NO_BRANCH = "This run has no branch to discard."
+BRANCH_IN_USE = "Cancel the run before discarding its branch."
+
+
+# A start that collides with runs ending as fast as they start tries again this often.
+START_ATTEMPTS = 3
 
 
 class RunActive(Conflict):
@@ -66,6 +76,10 @@ class StaleRun(ApplicationError):
 class QueueUnavailable(ApplicationError):
     code = "queue_unavailable"
     status_code = 503
+
+
+class MergeRefused(Conflict):
+    code = "merge_refused"
 
 
 def _enqueue_advance(run_id: int) -> None:
@@ -175,7 +189,9 @@ def run_transition(
                 board=True,
             )
         if enqueue and to_status in WORKING_STATUSES:
-            transaction.on_commit(lambda: _enqueue_advance(run.pk))
+            # robust: with the broker down the transition stands and the sweeper queues
+            # the phase once the broker is back (the run is never stuck half-made).
+            transaction.on_commit(lambda: _enqueue_advance(run.pk), robust=True)
     return run
 
 
@@ -210,27 +226,34 @@ def run_start(*, task: Task, user: User | None, api_key: str | None = None) -> P
     encrypted_key = _resolve_api_key(api_key)
     options = _run_settings(task)
     previous_state = task.pipeline_state
-    try:
-        with transaction.atomic():
-            number = (PipelineRun.objects.filter(task=task).aggregate(last=Max("number"))["last"] or 0) + 1
-            run = PipelineRun.objects.create(
-                task=task, number=number, started_by=user, api_key_encrypted=encrypted_key, **options
-            )
-            RunTransition.objects.create(
-                run=run, from_status="", to_status=RunStatus.QUEUED, reason="started", actor=user
-            )
-            Task.objects.filter(pk=task.pk).update(pipeline_state=_pipeline_state(run))
-            event_publish(
-                task=task,
-                run=run,
-                event_type=EventType.PHASE_CHANGE,
-                data={"phase": run.phase, "status": run.status, "iteration": 0, "run_id": run.pk},
-                board=True,
-            )
-    except IntegrityError:
-        if PipelineRun.objects.filter(task=task, status__in=ACTIVE_STATUSES).exists():
-            raise RunActive(RUN_ALREADY_ACTIVE) from None
-        raise
+    for attempt in range(START_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                number = (PipelineRun.objects.filter(task=task).aggregate(last=Max("number"))["last"] or 0) + 1
+                run = PipelineRun.objects.create(
+                    task=task, number=number, started_by=user, api_key_encrypted=encrypted_key, **options
+                )
+                RunTransition.objects.create(
+                    run=run, from_status="", to_status=RunStatus.QUEUED, reason="started", actor=user
+                )
+                Task.objects.filter(pk=task.pk).update(pipeline_state=_pipeline_state(run))
+                event_publish(
+                    task=task,
+                    run=run,
+                    event_type=EventType.PHASE_CHANGE,
+                    data={"phase": run.phase, "status": run.status, "iteration": 0, "run_id": run.pk},
+                    board=True,
+                )
+            break
+        except IntegrityError:
+            # A concurrent start won (one active run per task, or the same run number).
+            # Its run may have ended again before this check: then this start may go on,
+            # with the next number.
+            if (
+                attempt == START_ATTEMPTS - 1
+                or PipelineRun.objects.filter(task=task, status__in=ACTIVE_STATUSES).exists()
+            ):
+                raise RunActive(RUN_ALREADY_ACTIVE) from None
     try:
         _enqueue_advance(run.pk)
     except Exception as exc:
@@ -291,4 +314,79 @@ def run_request_changes(*, run: PipelineRun, feedback: str, actor: User | None =
 
 
 def run_approve(*, run: PipelineRun, actor: User | None = None) -> PipelineRun:
-    return run_transition(run=run, to_status=RunStatus.APPROVED, reason="approved", actor=actor)
+    """Approve the run; on a linked repository, merge its branch into the base branch
+    first. A merge that does not apply cleanly approves nothing: the run stays awaiting
+    approval with the conflicts recorded, and its branch stays."""
+    if run.status != RunStatus.AWAITING_APPROVAL:
+        raise InvalidTransition(
+            f"A run that is {run.status} cannot become {RunStatus.APPROVED}.",
+            extra={"allowed": [str(s) for s in sorted(RUN_TRANSITIONS[run.status])]},
+        )
+    fields: dict[str, Any] = {}
+    if run.branch:
+        from dataclasses import asdict
+
+        from repos.services import branch_merge
+
+        from .workspace import run_repository
+
+        repository = run_repository(run)
+        if repository is None:
+            raise MergeRefused(
+                MERGE_REFUSED.format(
+                    branch=run.branch, base="the base branch", reason="the project no longer links it."
+                )
+            )
+        # Git is slow I/O: the merge runs before, not inside, the transition's transaction.
+        result = {
+            **asdict(branch_merge(repository=repository, branch=run.branch)),
+            "base_branch": repository.base_branch,
+        }
+        PipelineRun.objects.filter(pk=run.pk).update(merge_result=result)
+        run.merge_result = result
+        if not result["merged"]:
+            raise MergeRefused(
+                MERGE_REFUSED.format(branch=run.branch, base=repository.base_branch, reason=result["message"]),
+                extra={"conflicts": result["conflicts"]},
+            )
+        fields["merge_result"] = result
+    return run_transition(run=run, to_status=RunStatus.APPROVED, reason="approved", actor=actor, fields=fields)
+
+
+def run_discard_branch(*, run: PipelineRun, actor: User | None = None) -> PipelineRun:
+    """Remove a finished run's worktree and delete its branch, merged or not: the
+    person's explicit choice (an unmerged branch is never deleted otherwise)."""
+    from .workspace import workspace_remove
+
+    if not run.branch or run.branch_discarded_at:
+        raise InvalidTransition(NO_BRANCH, extra={"allowed": []})
+    if run.status in ACTIVE_STATUSES:
+        raise InvalidTransition(BRANCH_IN_USE, extra={"allowed": []})
+    workspace_remove(run, discard_branch=True)
+    logger.info("Run %s: branch %s discarded by %s", run.pk, run.branch, actor)
+    return run
+
+
+def runs_cleanup_worktrees(*, older_than_hours: int | None = None) -> int:
+    """Remove the worktrees of runs that ended more than the retention period ago.
+    Branches stay (they hold the work until merged or discarded). Returns how many."""
+    from datetime import timedelta
+
+    from .workspace import workspace_remove
+
+    hours = older_than_hours if older_than_hours is not None else settings.WORKTREE_RETENTION_HOURS
+    cutoff = timezone.now() - timedelta(hours=hours)
+    runs = (
+        PipelineRun.objects.select_related("task")
+        .filter(status__in=FINAL_STATUSES, finished_at__lt=cutoff, worktree_removed_at__isnull=True)
+        .exclude(worktree_path="")
+    )
+    removed = 0
+    for run in runs:
+        try:
+            workspace_remove(run)
+        except ApplicationError as exc:
+            logger.warning("Run %s: could not remove its worktree: %s", run.pk, exc.message)
+            continue
+        removed += 1
+    return removed

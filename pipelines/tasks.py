@@ -18,3 +18,10 @@ def pipeline_advance(run_id: int) -> None:
 @shared_task(ignore_result=True)
 def pipeline_sweep() -> int:
     return len(orchestrator.runs_sweep())
+
+
+@shared_task(ignore_result=True)
+def pipeline_cleanup_worktrees() -> int:
+    from .services import runs_cleanup_worktrees
+
+    return runs_cleanup_worktrees()

@@ -14,4 +14,6 @@ urlpatterns = [
     path("runs/<int:run_id>/retry", views.run_retry, name="retry"),
     path("runs/<int:run_id>/request-changes", views.run_request_changes, name="request_changes"),
     path("runs/<int:run_id>/approve", views.run_approve, name="approve"),
+    path("runs/<int:run_id>/patch", views.run_patch, name="patch"),
+    path("runs/<int:run_id>/discard-branch", views.run_discard_branch, name="discard_branch"),
 ]

@@ -45,30 +45,33 @@ RUN_RESTARTED = "Run {number} started again from planning."
 RUN_CANCELLED = "Run {number} cancelled."
 CHANGES_REQUESTED = "Changes requested: the Coder is working on your feedback."
 RUN_APPROVED = "Approved. The task moved to Done."
+RUN_APPROVED_MERGED = "Approved and merged into {base} ({commit}). The task moved to Done."
+BRANCH_DISCARDED = "Branch {branch} deleted."
 
 # The stepper, in pipeline order: (key, label). Reviewing and fixing share a step.
 STEPS: tuple[tuple[str, str], ...] = (
     (RunStatus.QUEUED, "Queued"),
     (RunStatus.PLANNING, "Planning"),
     (RunStatus.CODING, "Coding"),
+    (RunStatus.VERIFYING, "Testing"),
     (RunStatus.REVIEWING, "Reviewing"),
     (RunStatus.AWAITING_APPROVAL, "Awaiting approval"),
     (RunStatus.APPROVED, "Approved"),
 )
-STEP_INDEX: dict[str, int] = {
-    **{str(key): index for index, (key, _) in enumerate(STEPS)},
-    RunStatus.FIXING: 3,
-}
+# Steps that share another's place: fixing is shown in the review step.
+STEP_ALIASES: dict[str, str] = {RunStatus.FIXING: RunStatus.REVIEWING}
 AGENT_FOR_PHASE: dict[str, str] = {
     RunStatus.PLANNING: "planner",
     RunStatus.CODING: "coder",
     RunStatus.FIXING: "coder",
+    RunStatus.VERIFYING: "verifier",
     RunStatus.REVIEWING: "reviewer",
 }
 AGENT_INFO = {
     "planner": ("Planner", "Splits the task into subtasks"),
     "coder": ("Coder", "Writes the file changes"),
     "reviewer": ("Reviewer", "Checks the changes"),
+    "verifier": ("Tests", "Runs the project's test command"),
 }
 # How a run's status reads at a glance: the colour family of its pill.
 STATUS_TONE: dict[str, str] = {
@@ -85,22 +88,28 @@ STATUS_TONE: dict[str, str] = {
 # --- Panel context ------------------------------------------------------------------------
 
 
-def _steps(run: PipelineRun | None, stopped_in: str) -> list[dict[str, str]]:
+def _steps(run: PipelineRun | None, stopped_in: str, *, with_tests: bool) -> list[dict[str, str]]:
+    shown = [(key, label) for key, label in STEPS if with_tests or key != RunStatus.VERIFYING]
+    index_of = {str(key): index for index, (key, _) in enumerate(shown)}
+
+    def step_of(status: str, default: int) -> int:
+        return index_of.get(STEP_ALIASES.get(status, status), default)
+
     if run is None:
         at, mark = -1, "upcoming"
     elif run.status == RunStatus.PAUSED:
-        at, mark = STEP_INDEX.get(run.phase, 1), "paused"
+        at, mark = step_of(run.phase, 1), "paused"
     elif run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
-        at, mark = STEP_INDEX.get(stopped_in, 0), str(run.status)
+        at, mark = step_of(stopped_in, 0), str(run.status)
     elif run.status == RunStatus.APPROVED:
-        at, mark = len(STEPS) - 1, "done"
+        at, mark = len(shown) - 1, "done"
     else:
-        at, mark = STEP_INDEX[run.status], "current"
+        at, mark = step_of(run.status, 0), "current"
     fixing = run is not None and (
         run.status == RunStatus.FIXING or (run.status != RunStatus.REVIEWING and run.phase == RunStatus.FIXING)
     )
     steps = []
-    for index, (key, label) in enumerate(STEPS):
+    for index, (key, label) in enumerate(shown):
         if key == RunStatus.REVIEWING and fixing and index == at:
             label = "Fixing"
         state = "done" if index < at else mark if index == at else "upcoming"
@@ -173,11 +182,17 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
     focus_agent = active_agent
     if run and run.status in (RunStatus.PAUSED, RunStatus.FAILED):
         focus_agent = AGENT_FOR_PHASE.get(stopped_in if run.status == RunStatus.FAILED else run.phase, "")
-    diff = run_diff(run=run) if run and run.file_changes else None
+    diff = (
+        run_diff(run=run) if run and (run.file_changes or (run.branch and run.head_commit != run.base_commit)) else None
+    )
     totals = run_totals_for_task(task=task) if run and run.number > 1 else None
+    repository = getattr(task.project, "repository", None)
+    with_tests = bool((run and run.verify_result) or (repository and repository.test_command.strip()))
     logs = []
     if transcript is not None:
         for agent in LOG_AGENTS:
+            if agent == "verifier" and not with_tests:
+                continue
             name, role = AGENT_INFO[agent]
             segments = transcript.agents.get(agent, [])
             logs.append(
@@ -197,7 +212,9 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "run": run,
         "actions": actions,
         "can_start": run is None or run.status == RunStatus.APPROVED,
-        "steps": _steps(run, stopped_in),
+        "steps": _steps(run, stopped_in, with_tests=with_tests),
+        "with_tests": with_tests,
+        "repository": repository,
         "status_tone": STATUS_TONE.get(run.status, "neutral") if run else "neutral",
         "iteration_label": _iteration_label(run) if run else "",
         "active_agent": active_agent,
@@ -341,7 +358,36 @@ def run_approve(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_or_404(request, run_id)
 
     def approve() -> str:
-        services.run_approve(run=run, actor=request_user(request))
+        approved = services.run_approve(run=run, actor=request_user(request))
+        merge = approved.merge_result or {}
+        if merge.get("merged"):
+            return RUN_APPROVED_MERGED.format(
+                base=merge.get("base_branch") or "the base branch", commit=merge["commit"][:10]
+            )
         return RUN_APPROVED
 
     return _act(request, run.task, approve)
+
+
+@login_required
+@require_GET
+def run_patch(request: HttpRequest, run_id: int) -> HttpResponse:
+    from .api.views import patch_response
+
+    run = _run_or_404(request, run_id)
+    try:
+        return patch_response(run)
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+
+
+@login_required
+@require_POST
+def run_discard_branch(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _run_or_404(request, run_id)
+
+    def discard() -> str:
+        services.run_discard_branch(run=run, actor=request_user(request))
+        return BRANCH_DISCARDED.format(branch=run.branch)
+
+    return _act(request, run.task, discard)

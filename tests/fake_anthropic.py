@@ -98,6 +98,32 @@ class RecordedRequest:
         return choice.get("name") if choice.get("type") == "tool" else None
 
     @property
+    def answer_tool(self) -> str | None:
+        """The tool that ends the agent's turn: the forced one, or the ``submit_…`` tool
+        when the model may choose among tools (a tool-use loop)."""
+        if self.forced_tool:
+            return self.forced_tool
+        for tool in self.body.get("tools") or []:
+            if str(tool.get("name", "")).startswith("submit_"):
+                return str(tool["name"])
+        return None
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [str(tool.get("name")) for tool in self.body.get("tools") or []]
+
+    @property
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The ``tool_result`` blocks sent back so far in this conversation."""
+        return [
+            block
+            for message in self.body.get("messages", [])
+            if isinstance(message.get("content"), list)
+            for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+        ]
+
+    @property
     def prompt_text(self) -> str:
         parts: list[str] = []
         system = self.body.get("system")
@@ -118,7 +144,15 @@ class RecordedRequest:
 
 
 def default_reply(request: RecordedRequest, delay: float = 0.01) -> Reply:
-    tool = request.forced_tool
+    tool = request.answer_tool
+    if "list_files" in request.tool_names and not request.forced_tool and not request.tool_results:
+        # Given the repository tools, look around once before answering.
+        return ToolReply(
+            name="list_files",
+            text="Looking at the repository before changing it.\n",
+            input={"path": "."},
+            chunk_delay=delay,
+        )
     if tool == "submit_plan":
         return ToolReply(
             text=(
@@ -317,7 +351,7 @@ class FakeAnthropicServer:
         handler.wfile.write(data)
 
     def _tool_name(self, request: RecordedRequest, reply: ToolReply | RawToolInputReply) -> str:
-        return reply.name or request.forced_tool or "tool"
+        return reply.name or request.answer_tool or "tool"
 
     def _usage(self, request: RecordedRequest, reply: Reply, output: str) -> tuple[int, int]:
         input_tokens = getattr(reply, "input_tokens", None) or _estimate_tokens(request.prompt_text)

@@ -53,8 +53,19 @@ def start(**env: str) -> subprocess.CompletedProcess[str]:
         ({"DEBUG": "false"}, "SECRET_KEY"),
         ({"DEBUG": "false", "SECRET_KEY": "short"}, "SECRET_KEY"),
         ({"DEBUG": "true", "EMBEDDED_WORKER": "sometimes"}, "EMBEDDED_WORKER"),
+        ({"DEBUG": "true", "LLM_RETRY_DELAYS": "2,soon"}, "LLM_RETRY_DELAYS"),
+        ({"DEBUG": "true", "LLM_RETRY_DELAYS": "-1"}, "LLM_RETRY_DELAYS"),
     ],
-    ids=["debug", "database-url", "redis-url", "secret-key-unset", "secret-key-short", "embedded-worker"],
+    ids=[
+        "debug",
+        "database-url",
+        "redis-url",
+        "secret-key-unset",
+        "secret-key-short",
+        "embedded-worker",
+        "retry-delays",
+        "retry-delays-negative",
+    ],
 )
 def test_bad_value_stops_start_up_naming_the_variable(env: dict[str, str], named: str) -> None:
     result = start(**env)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
+from redis.exceptions import ConnectionError as RedisConnectionError
 
-from .env import BASE_DIR, env_bool, env_database, env_int, env_list, env_redis_url, env_str
+from .env import BASE_DIR, env_bool, env_database, env_float_list, env_int, env_list, env_redis_url, env_str
 
 # --- Core ---------------------------------------------------------------------------
 
@@ -53,6 +54,7 @@ INSTALLED_APPS = [
     "tasks",
     "pipelines",
     "memory",
+    "repos",
 ]
 
 MIDDLEWARE = [
@@ -122,7 +124,12 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": "autocoder"},
+            "CONFIG": {
+                # A pooled connection goes stale when Redis restarts: retry a command once
+                # on a fresh connection instead of failing the websocket handshake.
+                "hosts": [{"address": REDIS_URL, "retry_on_error": [RedisConnectionError]}],
+                "prefix": "autocoder",
+            },
         }
     }
 else:
@@ -290,7 +297,7 @@ LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", default=300, minimum=1)
 # Tokens (input + output) one run may spend before it pauses; 0 = no limit.
 RUN_TOKEN_BUDGET = env_int("RUN_TOKEN_BUDGET", default=400_000)
 # Waits between retries of a failing LLM call before the run pauses (seconds).
-LLM_RETRY_DELAYS = [2.0, 4.0, 8.0]
+LLM_RETRY_DELAYS = env_float_list("LLM_RETRY_DELAYS", [2.0, 4.0, 8.0])
 LLM_RETRY_AFTER_CAP_SECONDS = 60.0
 # The demo (`make demo`) talks to the scripted fake server; the UI says so.
 LLM_DEMO_MODE = env_bool("LLM_DEMO_MODE", default=False)
@@ -318,3 +325,34 @@ CELERY_BEAT_SCHEDULE["memory-cleanup-contexts"] = {"task": "memory.tasks.memory_
 CELERY_BEAT_SCHEDULE["memory-cleanup-daily"] = {"task": "memory.tasks.memory_cleanup_daily", "schedule": 6 * 3600.0}
 CELERY_BEAT_SCHEDULE["memory-summarise-notes"] = {"task": "memory.tasks.memory_summarise_notes", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE["chat-expire-sessions"] = {"task": "memory.chat_tasks.chat_expire_sessions", "schedule": 60.0}
+
+# --- Repositories ---------------------------------------------------------------------
+
+# A project may link a git repository under this folder only (symlinks escaping it are
+# refused); clones from a URL land here too.
+REPOS_ROOT = env_str("REPOS_ROOT", str(BASE_DIR / "var" / "repos"))
+# Each run works in its own git worktree under this folder.
+WORKTREES_ROOT = env_str("WORKTREES_ROOT", str(BASE_DIR / "var" / "worktrees"))
+# Worktrees of finished runs are removed this long after the run ended (branches stay).
+WORKTREE_RETENTION_HOURS = env_int("WORKTREE_RETENTION_HOURS", default=72, minimum=1)
+GIT_TIMEOUT_SECONDS = env_int("GIT_TIMEOUT_SECONDS", default=60, minimum=1)
+GIT_CLONE_TIMEOUT_SECONDS = env_int("GIT_CLONE_TIMEOUT_SECONDS", default=600, minimum=1)
+CELERY_BEAT_SCHEDULE["pipeline-cleanup-worktrees"] = {
+    "task": "pipelines.tasks.pipeline_cleanup_worktrees",
+    "schedule": 3600.0,
+}
+
+# The read-only tools agents use to explore a repository (list_files, read_file,
+# search_code): at most this many tool turns per agent call, this many tokens spent on
+# the exploration, and this many characters of output per tool result.
+AGENT_TOOL_MAX_TURNS = env_int("AGENT_TOOL_MAX_TURNS", default=12, minimum=1)
+AGENT_TOOL_TOKEN_LIMIT = env_int("AGENT_TOOL_TOKEN_LIMIT", default=200_000, minimum=1000)
+AGENT_TOOL_OUTPUT_MAX_CHARS = env_int("AGENT_TOOL_OUTPUT_MAX_CHARS", default=20_000, minimum=1000)
+
+# The verify step (a project's test command, run in the run's worktree).
+VERIFY_TIMEOUT_SECONDS = env_int("VERIFY_TIMEOUT_SECONDS", default=600, minimum=1)
+VERIFY_MEMORY_MB = env_int("VERIFY_MEMORY_MB", default=2048, minimum=64)
+VERIFY_CPU_SECONDS = env_int("VERIFY_CPU_SECONDS", default=900, minimum=1)
+VERIFY_OUTPUT_MAX_CHARS = env_int("VERIFY_OUTPUT_MAX_CHARS", default=200_000, minimum=1000)
+# Cut the test command off the network where the platform allows it (unshare -n).
+VERIFY_ISOLATE_NETWORK = env_bool("VERIFY_ISOLATE_NETWORK", default=True)

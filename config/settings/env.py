@@ -74,6 +74,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_float_list(name: str, default: list[float]) -> list[float]:
+    """Comma-separated non-negative numbers, e.g. ``2,4,8``."""
+    items = env_list(name, [])
+    if not items:
+        return default
+    try:
+        values = [float(item) for item in items]
+    except ValueError:
+        raise _fail(name, ",".join(items), "comma-separated seconds, e.g. 2,4,8") from None
+    if any(value < 0 or value != value for value in values):
+        raise _fail(name, ",".join(items), "comma-separated seconds, e.g. 2,4,8") from None
+    return values
+
+
 def env_database(name: str, default: str) -> dict[str, Any]:
     raw = env_str(name, default)
     config = environ.Env.db_url_config(raw) if "://" in raw else {}

@@ -37,3 +37,10 @@ if CELERY_BROKER_URL.startswith("redis"):
     # a queue of this process's own, deleted when the session ends (conftest.py), not
     # to the default queue a real worker on this Redis would run them from.
     CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE") or f"autocoder-test-{os.getpid()}"
+
+# Repositories and worktrees that tests make go to a folder of this process (tests that
+# link repositories point REPOS_ROOT at their own tmp_path).
+_repos_dir = Path(tempfile.mkdtemp(prefix="autocoder-test-repos-"))
+atexit.register(shutil.rmtree, _repos_dir, ignore_errors=True)
+REPOS_ROOT = str(_repos_dir / "repos")
+WORKTREES_ROOT = str(_repos_dir / "worktrees")

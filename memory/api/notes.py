@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 from typing import Any
 
@@ -46,7 +47,10 @@ class MarkdownRenderer(BaseRenderer):
 
 
 def _markdown(text: str, filename: str) -> Response:
-    return Response(text, headers={"Content-Disposition": f'inline; filename="{filename}"'})
+    # The name comes from the URL: only plain characters go into the header (a newline
+    # there would make Django refuse to send the response at all).
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", filename)[:100] or "export.md"
+    return Response(text, headers={"Content-Disposition": f'inline; filename="{safe}"'})
 
 
 def _wants_markdown(request: Request) -> bool:
@@ -120,7 +124,7 @@ class AgentNotesApi(_MarkdownExportApi):
         summary="An agent's notes",
         description="An agent without notes yet has empty content.",
         parameters=[AGENT_ID, FORMAT],
-        responses={200: NotesSerializer, **error_responses(401)},
+        responses={200: NotesSerializer, **error_responses(401, 404)},
     )
     def get(self, request: Request, agent_id: str) -> Response:
         user = request_user(request)
@@ -133,7 +137,7 @@ class AgentNotesApi(_MarkdownExportApi):
         operation_id="memory_agents_notes_append",
         summary="Append to an agent's notes",
         request=NotesAppendSerializer,
-        responses={201: NotesSerializer, **error_responses(400, 401, 403)},
+        responses={201: NotesSerializer, **error_responses(400, 401, 403, 404)},
     )
     def post(self, request: Request, agent_id: str) -> Response:
         user = request_user(request)
@@ -165,7 +169,7 @@ class AgentDailyLogApi(_MarkdownExportApi):
         operation_id="memory_agents_daily_retrieve",
         summary="An agent's daily log",
         parameters=[AGENT_ID, DAY, FORMAT],
-        responses={200: DailyLogSerializer, **error_responses(400, 401)},
+        responses={200: DailyLogSerializer, **error_responses(400, 401, 404)},
     )
     def get(self, request: Request, agent_id: str, day: str) -> Response:
         try:

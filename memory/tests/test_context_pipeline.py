@@ -11,12 +11,13 @@ from django.utils import timezone
 
 from memory.models import ContextItem, DailyLogEntry
 from memory.services.context import context_decode
-from pipelines.models import WORKING_STATUSES, AgentCall, PipelineRun, RunEvent, RunStatus
+from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
 from pipelines.orchestrator import run_advance
 from pipelines.services import run_cancel, run_start
 from tasks.models import Task
 from tests.factories import TaskFactory
 from tests.fake_anthropic import HttpError, ToolReply
+from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
@@ -25,15 +26,6 @@ CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action":
 FIXED = {"changes": [{"file_path": "app/x.py", "content": "x = 2\n", "action": "create"}]}
 PASS = {"pass": True, "findings": []}
 FAIL = {"pass": False, "findings": [{"file": "app/x.py", "line": 1, "severity": "major", "message": "x must be 2"}]}
-
-
-def drive(run: PipelineRun, max_steps: int = 20) -> PipelineRun:
-    for _ in range(max_steps):
-        run.refresh_from_db()
-        if run.status not in (RunStatus.QUEUED, *WORKING_STATUSES):
-            return run
-        run_advance(run_id=run.pk)
-    raise AssertionError(f"run did not settle: {run.status}")
 
 
 @pytest.fixture
@@ -54,7 +46,7 @@ def test_a_run_leaves_its_lineage_and_daily_log(fake_llm, task, owner, owner_cli
         ToolReply(input=FIXED),
         ToolReply(input=PASS),
     )
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
 
     (task_item,) = _output(run, "task")
@@ -153,10 +145,10 @@ def test_a_cancelled_call_is_logged_as_cancelled(fake_llm, task, owner) -> None:
 
 def test_two_runs_do_not_share_items(fake_llm, task, owner) -> None:
     fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
-    first = drive(run_start(task=task, user=owner))
+    first = drive_in_process(run_start(task=task, user=owner))
     other_task = TaskFactory(project=task.project, title="Add x", description="x should exist")
     fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
-    second = drive(run_start(task=other_task, user=owner))
+    second = drive_in_process(run_start(task=other_task, user=owner))
     assert ContextItem.objects.filter(run=first).count() == ContextItem.objects.filter(run=second).count() == 6
 
 

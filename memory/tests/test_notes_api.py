@@ -173,3 +173,11 @@ def test_pages_need_login(client) -> None:
         assert response.status_code == 302 and "login" in response["Location"]
     assert client.post("/memory/agents/coder/append", {"text": "x"}).status_code == 302
     assert not AgentNote.objects.exists()
+
+
+def test_a_markdown_export_of_an_odd_agent_id_has_a_safe_file_name(owner_client) -> None:
+    # A newline and a quote in the URL's agent id (the fuzzer's find: Django refused to
+    # send a header with a newline, a 500).
+    response = owner_client.get("/api/memory/agents/co%0Ader%22x/notes?format=markdown")
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'inline; filename="co_der_x-notes.md"'

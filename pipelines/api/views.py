@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
@@ -10,11 +12,12 @@ from rest_framework.response import Response
 
 from accounts.selectors import request_user
 from core.api import ApiView, error_responses
+from core.exceptions import NotFound
 from tasks.selectors import task_get_for_user
 
 from ..models import PipelineRun
-from ..selectors import run_diff, run_get_for_user, run_list_for_task
-from ..services import run_approve, run_cancel, run_request_changes, run_retry, run_start
+from ..selectors import run_diff, run_get_for_user, run_list_for_task, run_patch
+from ..services import run_approve, run_cancel, run_discard_branch, run_request_changes, run_retry, run_start
 from .serializers import DiffSerializer, RequestChangesSerializer, RunSerializer
 
 API_KEY_HEADER = "X-Anthropic-Key"
@@ -125,9 +128,50 @@ class RunApproveApi(ApiView):
     @extend_schema(
         operation_id="runs_approve",
         summary="Approve a run awaiting approval; the task moves to done",
+        description="On a linked repository the run's branch is merged into the base branch first. "
+        "If it does not merge cleanly the answer is 409 `merge_refused` with `extra.conflicts`, "
+        "and the run stays awaiting approval with its branch.",
         request=None,
         responses={200: RunSerializer, **error_responses(400, 401, 404, 409)},
     )
     def post(self, request: Request, run_id: str) -> Response:
         run = run_get_for_user(user=request_user(request), run_id=run_id)
         return Response(RunSerializer(run_approve(run=run, actor=request_user(request))).data)
+
+
+NO_PATCH = "This run has no branch, so there is no patch."
+
+
+def patch_response(run: PipelineRun) -> HttpResponse:
+    """The run's branch as ``git format-patch`` text, as a download."""
+    text = run_patch(run=run)
+    if not text:
+        raise NotFound(NO_PATCH)
+    response = HttpResponse(text, content_type="text/x-patch; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="task-{run.task_id}-run-{run.number}.patch"'
+    return response
+
+
+class RunPatchApi(ApiView):
+    @extend_schema(
+        operation_id="runs_patch",
+        summary="The run's branch as a patch (git format-patch), to apply with git am",
+        responses={
+            (200, "text/x-patch"): OpenApiResponse(OpenApiTypes.STR, description="mbox patch text"),
+            **error_responses(401, 404),
+        },
+    )
+    def get(self, request: Request, run_id: str) -> HttpResponse:
+        return patch_response(run_get_for_user(user=request_user(request), run_id=run_id))
+
+
+class RunDiscardBranchApi(ApiView):
+    @extend_schema(
+        operation_id="runs_discard_branch",
+        summary="Delete a finished run's branch and worktree, merged or not",
+        request=None,
+        responses={200: RunSerializer, **error_responses(400, 401, 404)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
+        return Response(RunSerializer(run_discard_branch(run=run, actor=request_user(request))).data)

@@ -15,7 +15,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError
+from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,12 @@ def _error_type(exc: anthropic.APIStatusError) -> str:
     return str((error or {}).get("type") or getattr(exc, "type", "") or "")
 
 
+def _error_message(exc: anthropic.APIStatusError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    return str((error or {}).get("message") or "")
+
+
 def classify(exc: Exception) -> ProviderError:
     """Turn an SDK exception into a ProviderError a person can act on."""
     if isinstance(exc, anthropic.APITimeoutError):
@@ -58,7 +64,8 @@ def classify(exc: Exception) -> ProviderError:
         return ProviderError("The Anthropic API rate limit was hit.", retryable=True, retry_after=_retry_after(exc))
     if isinstance(exc, anthropic.APIStatusError):
         error_type = _error_type(exc)
-        message = getattr(exc, "message", str(exc))
+        # The API's own sentence, not the SDK's "Error code: 400 - {'type': 'error', …}".
+        message = _error_message(exc) or getattr(exc, "message", str(exc))
         # A mid-stream `event: error` arrives as a plain APIStatusError with status 200.
         if exc.status_code >= 500 or exc.status_code == 408 or error_type in RETRYABLE_ERROR_TYPES:
             label = "overloaded" if error_type == "overloaded_error" else f"failing ({exc.status_code})"
@@ -71,6 +78,8 @@ def classify(exc: Exception) -> ProviderError:
 
 class AnthropicProvider:
     """Streams calls to the Messages API (or any compatible endpoint via base_url)."""
+
+    supports_tools = True
 
     def __init__(
         self, *, api_key: str, base_url: str | None = None, timeout: float = 120.0, label: str = "Anthropic"
@@ -106,36 +115,51 @@ class AnthropicProvider:
         )
         caller.start()
         text_parts: list[str] = []
-        json_parts: list[str] = []
-        while True:
-            try:
-                kind, value = feed.get(timeout=CANCEL_POLL_SECONDS)
-            except queue.Empty:
-                kind, value = "", None
-            if should_cancel():
-                abort.set()
-                client.close()
-                raise Cancelled
-            if kind == "text":
-                text_parts.append(value)
-                on_chunk(value)
-            elif kind == "json":
-                json_parts.append(value)
-                on_chunk(value)
-            elif kind == "error":
-                raise value
-            elif kind == "done":
-                message = value
-                break
-        raw_tool_input = "".join(json_parts)
+        # Streamed tool input per content block index, parsed strictly at the end.
+        json_parts: dict[int, list[str]] = {}
+        try:
+            while True:
+                try:
+                    kind, value = feed.get(timeout=CANCEL_POLL_SECONDS)
+                except queue.Empty:
+                    kind, value = "", None
+                if should_cancel():
+                    abort.set()
+                    client.close()
+                    raise Cancelled
+                if kind == "text":
+                    text_parts.append(value)
+                    on_chunk(value)
+                elif kind == "json":
+                    index, piece = value
+                    json_parts.setdefault(index, []).append(piece)
+                    on_chunk(piece)
+                elif kind == "error":
+                    raise value
+                elif kind == "done":
+                    message = value
+                    break
+        except BaseException:
+            # Leaving early for any reason (a cancel, or should_cancel or on_chunk
+            # failing because the database went away) abandons the call: stop its
+            # stream, or it runs on, and is paid for, to the end.
+            abort.set()
+            client.close()
+            raise
+        raw_by_block = {index: "".join(parts) for index, parts in json_parts.items()}
+        tool_calls, content = _tool_calls(message, raw_by_block)
+        answer = _answer_call(tool_calls, request)
+        raw_tool_input = raw_by_block.get(answer[0], "") if answer else "".join(raw_by_block.values())
         return LLMResult(
             text="".join(text_parts),
-            tool_input=_tool_input(message, request, raw_tool_input),
+            tool_input=answer[1].input if answer else None,
             raw_tool_input=raw_tool_input,
             input_tokens=message.usage.input_tokens,
             output_tokens=message.usage.output_tokens,
             model=message.model,
             stop_reason=message.stop_reason,
+            tool_calls=[call for _, call in tool_calls],
+            content=content,
         )
 
     @staticmethod
@@ -148,9 +172,10 @@ class AnthropicProvider:
             "system": request.system,
             "messages": request.messages,
         }
-        if request.tool is not None:
-            kwargs["tools"] = [request.tool.as_api()]
-            kwargs["tool_choice"] = {"type": "tool", "name": request.tool.name}
+        tools, tool_choice = request.api_tools()
+        if tools:
+            kwargs["tools"] = tools
+            kwargs["tool_choice"] = tool_choice
         try:
             with client.messages.stream(**kwargs) as stream:
                 for event in stream:
@@ -160,10 +185,13 @@ class AnthropicProvider:
                         if event.delta.type == "text_delta":
                             feed.put(("text", event.delta.text))
                         elif event.delta.type == "input_json_delta":
-                            feed.put(("json", event.delta.partial_json))
+                            feed.put(("json", (event.index, event.delta.partial_json)))
                 feed.put(("done", stream.get_final_message()))
         except anthropic.APIError as exc:
             feed.put(("error", classify(exc)))
+        except httpx2.TimeoutException:
+            # A stream that stalls longer than the read timeout: the same as no answer.
+            feed.put(("error", ProviderError("The Anthropic API did not answer in time.", retryable=True)))
         except httpx2.HTTPError as exc:
             feed.put(("error", ProviderError(f"The connection to the Anthropic API broke off: {exc}", retryable=True)))
         except Exception as exc:
@@ -173,20 +201,40 @@ class AnthropicProvider:
             client.close()
 
 
-def _tool_input(message: Any, request: LLMRequest, raw_tool_input: str) -> dict[str, Any] | None:
-    """The forced tool's input, parsed strictly.
+def _strict_input(raw: str, lenient: Any) -> dict[str, Any] | None:
+    """A tool call's input, parsed strictly.
 
     The SDK parses streamed tool input leniently (a truncated ``{"a": [1, 2`` comes
     back as ``{"a": [1, 2]}``); the agents must see broken output as broken, so the
     streamed JSON is parsed again with ``json.loads``.
     """
-    if raw_tool_input:
+    if raw:
         try:
-            parsed = json.loads(raw_tool_input)
+            parsed = json.loads(raw)
         except json.JSONDecodeError:
             return None
         return parsed if isinstance(parsed, dict) else None
-    for block in message.content:
-        if block.type == "tool_use" and (request.tool is None or block.name == request.tool.name):
-            return block.input if isinstance(block.input, dict) else None
+    return lenient if isinstance(lenient, dict) else None
+
+
+def _tool_calls(message: Any, raw_by_block: dict[int, str]) -> tuple[list[tuple[int, ToolCall]], list[dict[str, Any]]]:
+    """The reply's tool calls (with their block index) and its content blocks in the
+    form the next request of a tool-use loop sends back."""
+    calls: list[tuple[int, ToolCall]] = []
+    content: list[dict[str, Any]] = []
+    for index, block in enumerate(message.content):
+        if block.type == "text":
+            content.append({"type": "text", "text": block.text})
+        elif block.type == "tool_use":
+            call = ToolCall(id=block.id, name=block.name, input=_strict_input(raw_by_block.get(index, ""), block.input))
+            calls.append((index, call))
+            content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.input or {}})
+    return calls, content
+
+
+def _answer_call(calls: list[tuple[int, ToolCall]], request: LLMRequest) -> tuple[int, ToolCall] | None:
+    """The call of the request's answer tool (any call when the request names none)."""
+    for index, call in calls:
+        if request.tool is None or call.name == request.tool.name:
+            return index, call
     return None

@@ -26,9 +26,33 @@ class LLMRequest:
     messages: list[dict[str, Any]]
     model: str
     max_tokens: int
+    # The tool whose input is the agent's answer ("submit_…").
     tool: Tool | None = None
+    # Read-only tools the model may call before answering (repository exploration).
+    # Without them ``tool`` is forced; with them the model must call one of the tools,
+    # and ``force_answer`` forces ``tool`` (when the exploration is out of turns).
+    explore_tools: tuple[Tool, ...] = ()
+    force_answer: bool = False
     # Providers with server-side sessions (the Claude CLI) continue this one.
     resume_session: str = ""
+
+    def api_tools(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """The request's ``tools`` and ``tool_choice`` for the Messages API."""
+        if self.tool is None:
+            return [], None
+        tools = [tool.as_api() for tool in self.explore_tools] + [self.tool.as_api()]
+        if self.explore_tools and not self.force_answer:
+            return tools, {"type": "any"}
+        return tools, {"type": "tool", "name": self.tool.name}
+
+
+@dataclass
+class ToolCall:
+    """One ``tool_use`` block of a reply; ``input`` is None when its JSON was broken."""
+
+    id: str
+    name: str
+    input: dict[str, Any] | None
 
 
 @dataclass
@@ -41,6 +65,10 @@ class LLMResult:
     model: str
     stop_reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Every tool call of the reply, and the reply's content blocks as the API takes
+    # them back in the next request's messages (a tool-use loop continues with them).
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    content: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ProviderError(ApplicationError):
@@ -61,6 +89,8 @@ class Cancelled(Exception):
 
 class Provider(Protocol):
     label: str
+    # Whether the provider can run a tool-use loop (LLMRequest.explore_tools).
+    supports_tools: bool
 
     def complete(self, request: LLMRequest, *, on_chunk: ChunkCallback, should_cancel: CancelCheck) -> LLMResult:
         """Run one streamed call. Raises ProviderError or Cancelled."""

@@ -41,6 +41,8 @@ def _extract_json(text: str) -> dict[str, Any] | None:
 
 class ClaudeCliProvider:
     label = "Claude CLI"
+    # The CLI answers once per call: agents get no exploration tools through it.
+    supports_tools = False
 
     def __init__(self, *, executable: str = "claude", timeout: float = 600, model: str = "") -> None:
         self.executable = executable

@@ -20,6 +20,7 @@ from pipelines.services import run_approve, run_cancel, run_request_changes, run
 from tasks.models import Task
 from tests.factories import TaskFactory
 from tests.fake_anthropic import HttpError, MidStreamError, RawToolInputReply, ToolReply
+from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
@@ -29,22 +30,6 @@ PASS = {"pass": True, "findings": []}
 FAIL = {"pass": False, "findings": [{"file": "app/x.py", "line": 1, "severity": "major", "message": "x must be 2"}]}
 
 
-def drive(run: PipelineRun, max_steps: int = 20) -> PipelineRun:
-    """Execute phases until the run stops needing a worker."""
-    for _ in range(max_steps):
-        run.refresh_from_db()
-        if run.status not in (
-            RunStatus.QUEUED,
-            RunStatus.PLANNING,
-            RunStatus.CODING,
-            RunStatus.REVIEWING,
-            RunStatus.FIXING,
-        ):
-            return run
-        run_advance(run_id=run.pk)
-    raise AssertionError(f"run did not settle: {run.status}")
-
-
 @pytest.fixture
 def task(project) -> Task:
     return TaskFactory(project=project, title="Add x", description="x should exist")
@@ -52,7 +37,7 @@ def task(project) -> Task:
 
 def test_pass_on_first_review(fake_llm, task, owner) -> None:
     fake_llm.script(ToolReply(input=PLAN, text="Planning. "), ToolReply(input=CHANGES), ToolReply(input=PASS))
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
 
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.plan == PLAN["subtasks"]
@@ -90,7 +75,7 @@ def test_pass_after_fixes(fake_llm, task, owner) -> None:
         ToolReply(input={"changes": [{"file_path": "app/x.py", "content": "x = 2\n", "action": "create"}]}),
         ToolReply(input=PASS),
     )
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.iteration == 2
     assert [entry["pass"] for entry in run.review_history] == [False, True]
@@ -113,7 +98,7 @@ def test_fails_after_three_reviews(fake_llm, task, owner) -> None:
         ToolReply(input=CHANGES),
         ToolReply(input=FAIL),
     )
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.FAILED
     assert run.iteration == 3
     assert run.error == REVIEW_GAVE_UP.format(n=3)
@@ -132,7 +117,7 @@ def test_transient_errors_are_retried_then_succeed(fake_llm, task, owner) -> Non
         ToolReply(input=CHANGES),
         ToolReply(input=PASS),
     )
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert len(fake_llm.requests) == 5
 
@@ -142,7 +127,7 @@ def test_persistent_overload_pauses_and_retry_resumes_the_same_phase(fake_llm, t
         ToolReply(input=PLAN),
         *[HttpError(529, "overloaded_error") for _ in range(4)],
     )
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.PAUSED
     assert run.phase == RunStatus.CODING
     assert run.error_retryable is True
@@ -153,7 +138,7 @@ def test_persistent_overload_pauses_and_retry_resumes_the_same_phase(fake_llm, t
     calls_before = AgentCall.objects.filter(run=run).count()
 
     fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
-    run = drive(run_retry(run=run, actor=owner))
+    run = drive_in_process(run_retry(run=run, actor=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.error == ""
     # The plan was not bought twice: planning ran once.
@@ -163,7 +148,7 @@ def test_persistent_overload_pauses_and_retry_resumes_the_same_phase(fake_llm, t
 
 def test_rejected_key_fails_with_a_message_saying_what_to_fix(fake_llm, task, owner) -> None:
     fake_llm.script(HttpError(401, "authentication_error"))
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.FAILED
     assert run.error == KEY_REJECTED
     assert len(fake_llm.requests) == 1, "a rejected key is not retried"
@@ -176,7 +161,7 @@ def test_invalid_output_is_retried_once_with_the_errors(fake_llm, task, owner) -
         ToolReply(input=CHANGES),
         ToolReply(input=PASS),
     )
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert "'title' is a required property" in fake_llm.requests[1].prompt_text
     outcomes = list(AgentCall.objects.filter(run=run, agent="planner").values_list("outcome", flat=True))
@@ -185,7 +170,7 @@ def test_invalid_output_is_retried_once_with_the_errors(fake_llm, task, owner) -
 
 def test_invalid_output_twice_fails_the_run(fake_llm, task, owner) -> None:
     fake_llm.script(RawToolInputReply(partial_json='{"subtasks": [1'), ToolReply(input={"nope": 1}))
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.FAILED
     assert run.error.startswith("The planner gave invalid output twice")
 
@@ -194,7 +179,7 @@ def test_budget_pauses_before_spending_more(fake_llm, task, owner, settings) -> 
     settings.RUN_TOKEN_BUDGET = 1000
     settings.LLM_MAX_TOKENS = 600
     fake_llm.script(ToolReply(input=PLAN, input_tokens=300, output_tokens=200))
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.PAUSED
     assert run.phase == RunStatus.CODING
     assert "budget" in run.error
@@ -203,9 +188,9 @@ def test_budget_pauses_before_spending_more(fake_llm, task, owner, settings) -> 
 
 def test_request_changes_then_approve(fake_llm, task, owner) -> None:
     fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
     fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
-    run = drive(run_request_changes(run=run, feedback="Please name it y", actor=owner))
+    run = drive_in_process(run_request_changes(run=run, feedback="Please name it y", actor=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert "Please name it y" in fake_llm.requests[3].prompt_text
     run = run_approve(run=run, actor=owner)
@@ -216,10 +201,10 @@ def test_request_changes_then_approve(fake_llm, task, owner) -> None:
 
 def test_retry_after_failure_starts_a_new_run(fake_llm, task, owner) -> None:
     fake_llm.script(HttpError(400, "invalid_request_error"))
-    first = drive(run_start(task=task, user=owner))
+    first = drive_in_process(run_start(task=task, user=owner))
     assert first.status == RunStatus.FAILED
     fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
-    second = drive(run_retry(run=first, actor=owner))
+    second = drive_in_process(run_retry(run=first, actor=owner))
     assert second.pk != first.pk
     assert second.number == 2
     assert second.status == RunStatus.AWAITING_APPROVAL
@@ -275,7 +260,7 @@ def test_a_leased_phase_is_not_run_twice_and_an_expired_lease_is_swept(fake_llm,
     PipelineRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert run.pk in runs_needing_a_worker(grace_seconds=0)
     fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
-    run = drive(run)
+    run = drive_in_process(run)
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert AgentCall.objects.filter(run=run, agent="planner").count() == 1
 
@@ -285,7 +270,7 @@ def test_a_whole_run_through_the_claude_cli_provider(task, owner, settings) -> N
 
     settings.LLM_PROVIDER = "claude-cli"
     settings.CLAUDE_CLI_PATH = str(Path(__file__).resolve().parents[2] / "tests" / "bin" / "claude")
-    run = drive(run_start(task=task, user=owner))
+    run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.provider == "claude-cli"
     assert run.file_changes == [{"file_path": "hello.py", "content": "print('hi')\n", "action": "create"}]

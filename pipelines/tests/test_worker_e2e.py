@@ -13,9 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,12 +23,11 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
-from config.celery import app
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
 from pipelines.orchestrator import runs_sweep
 from tests.factories import TaskFactory
 from tests.fake_anthropic import ToolReply
-from tests.workers import delete_queue, embedded_worker, start_celery_worker, subprocess_env, wait_until
+from tests.workers import subprocess_env, topology_worker, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -40,29 +37,9 @@ FAIL = {"pass": False, "findings": [{"file": "app/x.py", "line": 1, "severity": 
 PASS = {"pass": True, "findings": []}
 
 
-@contextmanager
-def topology_worker(fake_llm, tmp_path: Path) -> Iterator[None]:
-    """A real worker for this run's topology, pointed at the fake LLM."""
-    if settings.REDIS_URL is None:
-        with embedded_worker(concurrency=2, beat=False):
-            yield
-        return
-    queue = f"autocoder-e2e-{uuid.uuid4().hex[:10]}"
-    previous = app.conf.task_default_queue
-    app.conf.task_default_queue = queue
-    process = start_celery_worker(queue, tmp_path / "worker.log", **_llm_env(fake_llm))
-    try:
-        yield
-    finally:
-        app.conf.task_default_queue = previous
-        process.terminate()
-        process.wait(15)
-        delete_queue(queue)
-
-
 @pytest.fixture
 def worker(fake_llm, tmp_path: Path) -> Iterator[None]:
-    with topology_worker(fake_llm, tmp_path):
+    with topology_worker(tmp_path / "worker.log", **_llm_env(fake_llm)):
         yield
 
 
@@ -194,7 +171,7 @@ def test_a_worker_killed_mid_phase_is_resumed_from_the_last_completed_phase(
     assert run.lease_owner, "the dead worker's lease is still on the row"
 
     fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
-    with topology_worker(fake_llm, tmp_path):
+    with topology_worker(tmp_path / "worker.log", **_llm_env(fake_llm)):
         # The lease (5 s in this test) runs out; the sweeper (celery beat, every 30 s
         # in production) finds the run and queues it again.
         wait_until(lambda: run_id in runs_sweep(grace_seconds=0), timeout=30)

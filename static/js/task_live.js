@@ -20,7 +20,7 @@
   var BACKOFF_MS = [1000, 2000, 5000];
   var REFRESH_DEBOUNCE_MS = 150;
   var REFRESH_TYPES = { "phase-change": 1, "run-update": 1, error: 1, "pipeline-complete": 1, "task-status": 1 };
-  var AGENT_FOR_STATUS = { planning: "planner", coding: "coder", fixing: "coder", reviewing: "reviewer" };
+  var AGENT_FOR_STATUS = { planning: "planner", coding: "coder", fixing: "coder", verifying: "verifier", reviewing: "reviewer" };
   // 4401 not logged in, 4404 not found or not yours: reconnecting cannot help.
   var FINAL_CLOSE_CODES = { 4401: 1, 4403: 1, 4404: 1 };
 

@@ -1,0 +1,169 @@
+"""A run's workspace on a linked repository: its own branch in its own git worktree.
+
+Runs of projects without a repository have no workspace (every function here answers
+None or does nothing for them). Git work is slow I/O: callers run it outside database
+transactions, and each step is idempotent so that a phase redone after a crash lands
+in the same place.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from core.exceptions import ApplicationError
+
+from .models import PipelineRun
+
+if TYPE_CHECKING:
+    from repos.models import Repository
+
+logger = logging.getLogger(__name__)
+
+REPOSITORY_NOT_READY = (
+    "The project's repository is not ready ({status}). Wait for the clone to finish or fix the link "
+    "on the project's Repository page, then Retry."
+)
+WORKTREE_GONE = (
+    "This run's worktree was removed (runs keep theirs for WORKTREE_RETENTION_HOURS after they end). "
+    "Its branch {branch} is still in the repository."
+)
+
+
+class WorkspaceUnavailable(ApplicationError):
+    code = "workspace_unavailable"
+
+
+def run_repository(run: PipelineRun) -> Repository | None:
+    """The repository the run's project links, if any."""
+    from repos.models import Repository
+
+    return Repository.objects.filter(project_id=run.task.project_id).first()
+
+
+def _project_links_a_repository(run: PipelineRun) -> bool:
+    return getattr(run.task.project, "repository", None) is not None
+
+
+def branch_name(run: PipelineRun) -> str:
+    return f"autocoder/task-{run.task_id}-run-{run.number}"
+
+
+def worktree_path(run: PipelineRun) -> Path:
+    return Path(settings.WORKTREES_ROOT) / f"task-{run.task_id}-run-{run.number}"
+
+
+def workspace_ensure(run: PipelineRun) -> Path | None:
+    """The run's worktree, made on first use (branch from the project's base branch).
+
+    None for a run without a repository. A run that started without one keeps working
+    without one even if a repository is linked meanwhile (its diffs are of its own
+    changes, not of a branch)."""
+    if run.worktree_path:
+        path = Path(run.worktree_path)
+        if run.worktree_removed_at or not path.exists():
+            raise WorkspaceUnavailable(WORKTREE_GONE.format(branch=run.branch))
+        return path
+    if run.file_changes or run.iteration or not _project_links_a_repository(run):
+        return None
+    repository = run_repository(run)
+    if repository is None:
+        return None
+    from repos.models import RepositoryStatus
+    from repos.services import worktree_create
+
+    if repository.status != RepositoryStatus.READY:
+        raise WorkspaceUnavailable(REPOSITORY_NOT_READY.format(status=repository.get_status_display().lower()))
+    path = worktree_path(run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    base_commit = worktree_create(repository=repository, branch=branch_name(run), path=path)
+    fields: dict[str, Any] = {
+        "branch": branch_name(run),
+        "worktree_path": str(path),
+        "base_commit": base_commit,
+        "head_commit": base_commit,
+    }
+    PipelineRun.objects.filter(pk=run.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(run, name, value)
+    return path
+
+
+def workspace_reset(run: PipelineRun, worktree: Path) -> None:
+    """Put the worktree back at the run's last saved commit: a coding phase redone
+    after a crash must not find the files of the attempt that was lost."""
+    from repos.git import run_git
+
+    run_git(["reset", "--hard", "--quiet", run.head_commit or run.base_commit], cwd=worktree)
+    run_git(["clean", "-fdq"], cwd=worktree)
+
+
+def workspace_apply(
+    run: PipelineRun, worktree: Path, changes: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str]:
+    """Apply the Coder's changes and commit them on the run's branch.
+
+    Returns (problems, head commit). With problems nothing is applied: they become
+    findings for the next review."""
+    from repos.services import worktree_apply_changes, worktree_commit
+
+    problems = worktree_apply_changes(worktree=worktree, changes=changes)
+    if problems:
+        return problems, run.head_commit
+    message = commit_message(run, changes)
+    head = worktree_commit(worktree=worktree, message=message)
+    return [], head or run.head_commit
+
+
+def commit_message(run: PipelineRun, changes: list[dict[str, Any]]) -> str:
+    task = run.task
+    if run.status == "fixing":
+        why = f"fixes after review {run.iteration}"
+    elif run.feedback:
+        why = "changes requested in review"
+    else:
+        why = "implementation"
+    files = "\n".join(f"- {change.get('action')} {change.get('file_path')}" for change in changes[:50])
+    return f"{task.title[:60]} ({why})\n\nAutoCoder run {run.number} of task #{task.pk}.\n\n{files}\n"
+
+
+def workspace_diff_text(run: PipelineRun) -> str:
+    """The real ``git diff`` of the run's branch against where it started."""
+    from repos.services import branch_diff
+
+    repository = run_repository(run)
+    if repository is None or not run.branch:
+        return ""
+    return branch_diff(repository=repository, base=run.base_commit, head=run.branch)
+
+
+def workspace_changed_files(run: PipelineRun) -> list[dict[str, Any]] | None:
+    """What the run's branch changed, file by file (None without a branch)."""
+    from repos.services import branch_changed_files
+
+    repository = run_repository(run)
+    if repository is None or not run.branch or run.branch_discarded_at:
+        return None
+    return branch_changed_files(repository=repository, base=run.base_commit, head=run.branch)
+
+
+def workspace_remove(run: PipelineRun, *, discard_branch: bool = False) -> None:
+    """Remove the run's worktree (and, when the user discards it, its branch)."""
+    from repos.services import branch_delete, worktree_remove
+
+    repository = run_repository(run)
+    fields: dict[str, Any] = {}
+    if repository is not None and run.worktree_path and not run.worktree_removed_at:
+        worktree_remove(repository=repository, path=Path(run.worktree_path))
+        fields["worktree_removed_at"] = timezone.now()
+    if discard_branch and repository is not None and run.branch and not run.branch_discarded_at:
+        branch_delete(repository=repository, branch=run.branch, force=True)
+        fields["branch_discarded_at"] = timezone.now()
+    if fields:
+        PipelineRun.objects.filter(pk=run.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(run, name, value)

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from core.api import StrictCharField
+
+from ..models import MergeStrategy, Repository
+
+
+class RepositoryStateSerializer(serializers.Serializer[Any]):
+    branch = serializers.CharField()
+    head_commit = serializers.CharField()
+    head_subject = serializers.CharField()
+    head_author = serializers.CharField()
+    head_date = serializers.CharField()
+    clean = serializers.BooleanField()
+    changed_files = serializers.IntegerField()
+    base_branch_exists = serializers.BooleanField()
+    branches = serializers.ListField(child=serializers.CharField())
+    error = serializers.CharField()
+
+
+class RepositorySerializer(serializers.ModelSerializer[Repository]):
+    project = serializers.IntegerField(source="project_id", read_only=True)
+    state = RepositoryStateSerializer(read_only=True, help_text="The checkout as it is now.")
+    worktrees_bytes = serializers.IntegerField(read_only=True, help_text="Disk used by the runs' worktrees.")
+
+    class Meta:
+        model = Repository
+        fields = [
+            "project",
+            "path",
+            "origin_url",
+            "base_branch",
+            "merge_strategy",
+            "test_command",
+            "status",
+            "error",
+            "state",
+            "worktrees_bytes",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class RepositoryLinkSerializer(serializers.Serializer[Any]):
+    path = StrictCharField(max_length=1000, help_text="A folder under the server's REPOS_ROOT (absolute or relative).")
+    base_branch = StrictCharField(max_length=255, required=False, allow_blank=True, default="")
+    merge_strategy = serializers.ChoiceField(choices=MergeStrategy.choices, default=MergeStrategy.MERGE)
+    test_command = StrictCharField(max_length=1000, required=False, allow_blank=True, default="")
+
+
+class RepositoryCloneSerializer(serializers.Serializer[Any]):
+    url = StrictCharField(
+        max_length=1000, help_text="https://, ssh://, git://, user@host:path, or a local path under REPOS_ROOT."
+    )
+    base_branch = StrictCharField(max_length=255, required=False, allow_blank=True, default="")
+    merge_strategy = serializers.ChoiceField(choices=MergeStrategy.choices, default=MergeStrategy.MERGE)
+    test_command = StrictCharField(max_length=1000, required=False, allow_blank=True, default="")
+
+
+class RepositoryUpdateSerializer(serializers.Serializer[Any]):
+    base_branch = StrictCharField(max_length=255, required=False)
+    merge_strategy = serializers.ChoiceField(choices=MergeStrategy.choices, required=False)
+    test_command = StrictCharField(max_length=1000, required=False, allow_blank=True)

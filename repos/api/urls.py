@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("projects/<str:project_id>/repository", views.RepositoryApi.as_view(), name="project-repository"),
+    path(
+        "projects/<str:project_id>/repository/clone",
+        views.RepositoryCloneApi.as_view(),
+        name="project-repository-clone",
+    ),
+]

@@ -1,0 +1,89 @@
+"""A project's linked repository over the API: read, link, clone, change, unlink."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.selectors import request_user
+from core.api import ApiView, error_responses
+from projects.selectors import project_get_for_user
+
+from ..models import Repository
+from ..selectors import repository_get_for_user, repository_state, repository_worktrees_disk_usage
+from ..services import repository_clone, repository_link, repository_unlink, repository_update
+from .serializers import (
+    RepositoryCloneSerializer,
+    RepositoryLinkSerializer,
+    RepositorySerializer,
+    RepositoryUpdateSerializer,
+)
+
+
+def _body(repository: Repository) -> dict[str, Any]:
+    repository.state = asdict(repository_state(repository=repository))  # type: ignore[attr-defined]
+    repository.worktrees_bytes = repository_worktrees_disk_usage(repository=repository)  # type: ignore[attr-defined]
+    return RepositorySerializer(repository).data  # type: ignore[return-value]
+
+
+class RepositoryApi(ApiView):
+    @extend_schema(
+        operation_id="projects_repository_retrieve",
+        summary="The project's linked repository and its state",
+        responses={200: RepositorySerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, project_id: str) -> Response:
+        return Response(_body(repository_get_for_user(user=request_user(request), project_id=project_id)))
+
+    @extend_schema(
+        operation_id="projects_repository_link",
+        summary="Link a git repository on the server (under REPOS_ROOT) to the project",
+        request=RepositoryLinkSerializer,
+        responses={200: RepositorySerializer, **error_responses(400, 401, 404)},
+    )
+    def put(self, request: Request, project_id: str) -> Response:
+        project = project_get_for_user(user=request_user(request), project_id=project_id)
+        body = RepositoryLinkSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(_body(repository_link(project=project, **body.validated_data)))
+
+    @extend_schema(
+        operation_id="projects_repository_update",
+        summary="Change the base branch, merge strategy or test command",
+        request=RepositoryUpdateSerializer,
+        responses={200: RepositorySerializer, **error_responses(400, 401, 404)},
+    )
+    def patch(self, request: Request, project_id: str) -> Response:
+        repository = repository_get_for_user(user=request_user(request), project_id=project_id)
+        body = RepositoryUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(_body(repository_update(repository=repository, **body.validated_data)))
+
+    @extend_schema(
+        operation_id="projects_repository_unlink",
+        summary="Unlink the repository (its files and branches stay on disk)",
+        responses={204: None, **error_responses(401, 404)},
+    )
+    def delete(self, request: Request, project_id: str) -> Response:
+        repository_unlink(repository=repository_get_for_user(user=request_user(request), project_id=project_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RepositoryCloneApi(ApiView):
+    @extend_schema(
+        operation_id="projects_repository_clone",
+        summary="Clone a repository into REPOS_ROOT and link it (cloning runs in the background)",
+        request=RepositoryCloneSerializer,
+        responses={202: RepositorySerializer, **error_responses(400, 401, 404)},
+    )
+    def post(self, request: Request, project_id: str) -> Response:
+        project = project_get_for_user(user=request_user(request), project_id=project_id)
+        body = RepositoryCloneSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        repository = repository_clone(project=project, **body.validated_data)
+        return Response(_body(repository), status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,94 @@
+"""Reads about linked repositories: the link (yours only), the repository's state on
+disk, and the disk its runs' worktrees use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.exceptions import NotFound
+
+from .git import GitError, git_output, git_succeeds, run_git
+from .models import Repository, RepositoryStatus
+from .services import path_disk_usage
+
+if TYPE_CHECKING:
+    from accounts.models import User
+    from projects.models import Project
+
+NOT_LINKED = "This project has no linked repository."
+FOLDER_GONE = "The folder {path} is not there any more (moved or deleted?). Link it again."
+
+
+def repository_get_for_user(*, user: User, project_id: object) -> Repository:
+    """The repository of a project the user owns; NotFound otherwise (not yours and
+    not there look the same)."""
+    try:
+        pk = int(str(project_id))
+    except (TypeError, ValueError):
+        raise NotFound(NOT_LINKED) from None
+    repository = Repository.objects.select_related("project").filter(project_id=pk, project__owner=user).first()
+    if repository is None:
+        raise NotFound(NOT_LINKED)
+    return repository
+
+
+def repository_for_project(*, project: Project) -> Repository | None:
+    return Repository.objects.filter(project=project).first()
+
+
+@dataclass
+class RepositoryState:
+    branch: str = ""
+    head_commit: str = ""
+    head_subject: str = ""
+    head_author: str = ""
+    head_date: str = ""
+    clean: bool = True
+    changed_files: int = 0
+    base_branch_exists: bool = False
+    branches: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+def repository_state(*, repository: Repository) -> RepositoryState:
+    """What the repository's checkout looks like now. Never raises: a vanished folder
+    or a git failure is reported in ``error``."""
+    if repository.status != RepositoryStatus.READY:
+        return RepositoryState(error=repository.error)
+    path = Path(repository.path)
+    if not path.is_dir():
+        return RepositoryState(error=FOLDER_GONE.format(path=path))
+    try:
+        branch = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, check=False).stdout.strip()
+        head = git_output(["log", "-1", "--format=%H%x00%s%x00%an%x00%cI"], cwd=path).split("\x00")
+        status = git_output(["status", "--porcelain"], cwd=path)
+        branches = git_output(["for-each-ref", "--format=%(refname:short)", "refs/heads/"], cwd=path).splitlines()
+        base_exists = git_succeeds(
+            ["rev-parse", "--verify", "--quiet", f"refs/heads/{repository.base_branch}"], cwd=path
+        )
+    except GitError as exc:
+        return RepositoryState(error=exc.message)
+    changed = [line for line in status.splitlines() if line.strip()]
+    return RepositoryState(
+        branch=branch or "(detached)",
+        head_commit=head[0] if head else "",
+        head_subject=head[1] if len(head) > 1 else "",
+        head_author=head[2] if len(head) > 2 else "",
+        head_date=head[3] if len(head) > 3 else "",
+        clean=not changed,
+        changed_files=len(changed),
+        base_branch_exists=base_exists,
+        branches=sorted(branches),
+    )
+
+
+def repository_worktrees_disk_usage(*, repository: Repository) -> int:
+    """Bytes used by the worktrees of this project's runs that still have one."""
+    from pipelines.models import PipelineRun
+
+    paths = PipelineRun.objects.filter(task__project_id=repository.project_id, worktree_removed_at__isnull=True)
+    return sum(
+        path_disk_usage(Path(p)) for p in paths.exclude(worktree_path="").values_list("worktree_path", flat=True)
+    )

@@ -1,0 +1,467 @@
+"""Linked repositories: link or clone, and the git work of a run — its worktree and
+branch, applying and committing the Coder's changes, diffs, merge, patch, clean-up.
+
+Git is slow I/O: nothing here runs git inside a database transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils.text import slugify
+
+from pipelines.diff import check_path
+
+from .git import GitError, git_blob, git_output, git_succeeds, run_git
+from .models import MergeStrategy, Repository, RepositoryStatus
+
+if TYPE_CHECKING:
+    from projects.models import Project
+
+PATH_REQUIRED = "Give the repository's folder."
+PATH_OUTSIDE_ROOT = "The repository must be inside the server's repositories folder ({root})."
+PATH_NOT_FOUND = "There is no folder at {path}."
+NOT_A_REPOSITORY = "{path} is not the top folder of a git working tree."
+BARE_REPOSITORY = "{path} is a bare repository; link a working tree (a clone with files)."
+NO_COMMITS = "The repository has no commits yet; commit something first."
+DETACHED_HEAD = "The repository is not on a branch; name the base branch."
+UNKNOWN_BRANCH = "The repository has no branch named {branch}."
+BAD_URL = "Give an https://, ssh://, git:// or user@host:path URL, or a local path inside the repositories folder."
+MERGE_DIRTY = "the repository's checkout of {base} has uncommitted changes; commit or stash them first."
+MERGE_CONFLICTS = "merging changes the same lines as {base} since the branch started."
+MERGE_NOT_FAST_FORWARD = "{base} moved on since the branch started, and the project merges by fast-forward only."
+MERGE_RACED = "{base} moved while merging; try again."
+BRANCH_NOT_MERGED = "The branch {branch} is not merged; discard it explicitly to delete it."
+CHANGE_PATH_ESCAPES = "The path leads outside the repository: {path}"
+CHANGE_EXISTS = "create: {path} already exists; use modify to change it."
+CHANGE_MISSING = "{action}: {path} does not exist; use create for a new file."
+CHANGE_NOT_A_FILE = "{action}: {path} is not a regular file."
+CHANGE_DUPLICATE = "{path} is changed more than once in one submission."
+
+_SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")
+_NETWORK_SCHEMES = ("https://", "ssh://", "git://")
+MAX_DIFF_FILE_BYTES = 1_000_000
+
+
+# --- Linking ---------------------------------------------------------------------------
+
+
+def _root() -> Path:
+    root = Path(settings.REPOS_ROOT).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _resolve_under_root(raw: str, field_name: str) -> Path:
+    """The real path (symlinks followed) of ``raw``, refused unless under REPOS_ROOT."""
+    root = _root()
+    given = Path(raw.strip()).expanduser()
+    candidate = given if given.is_absolute() else root / given
+    resolved = Path(os.path.realpath(candidate))
+    if resolved != root and root not in resolved.parents:
+        raise ValidationError({field_name: [PATH_OUTSIDE_ROOT.format(root=root)]})
+    return resolved
+
+
+def _validate_working_tree(path: Path, field_name: str) -> None:
+    if not path.is_dir():
+        raise ValidationError({field_name: [PATH_NOT_FOUND.format(path=path)]})
+    inside = run_git(["rev-parse", "--is-bare-repository", "--show-toplevel"], cwd=path, check=False)
+    lines = inside.stdout.strip().splitlines()
+    if inside.returncode != 0:
+        raise ValidationError({field_name: [NOT_A_REPOSITORY.format(path=path)]})
+    if lines and lines[0] == "true":
+        raise ValidationError({field_name: [BARE_REPOSITORY.format(path=path)]})
+    if len(lines) < 2 or Path(os.path.realpath(lines[1])) != path:
+        raise ValidationError({field_name: [NOT_A_REPOSITORY.format(path=path)]})
+    if not git_succeeds(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=path):
+        raise ValidationError({field_name: [NO_COMMITS]})
+
+
+def _resolve_base_branch(path: Path, base_branch: str) -> str:
+    branch = base_branch.strip()
+    if not branch:
+        current = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, check=False)
+        if current.returncode != 0:
+            raise ValidationError({"base_branch": [DETACHED_HEAD]})
+        branch = current.stdout.strip()
+    if not git_succeeds(["check-ref-format", "--branch", branch], cwd=path) or not git_succeeds(
+        ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=path
+    ):
+        raise ValidationError({"base_branch": [UNKNOWN_BRANCH.format(branch=branch)]})
+    return branch
+
+
+def _validate_settings(merge_strategy: str, test_command: str) -> None:
+    errors: dict[str, list[str]] = {}
+    if merge_strategy not in MergeStrategy.values:
+        errors["merge_strategy"] = [f"Choose one of: {', '.join(MergeStrategy.values)}."]
+    if len(test_command) > 1000:
+        errors["test_command"] = ["At most 1000 characters."]
+    if "\x00" in test_command:
+        errors["test_command"] = ["The command contains a NUL character."]
+    if errors:
+        raise ValidationError(errors)
+
+
+def repository_link(
+    *,
+    project: Project,
+    path: str,
+    base_branch: str = "",
+    merge_strategy: str = MergeStrategy.MERGE,
+    test_command: str = "",
+) -> Repository:
+    """Link the git working tree at ``path`` (absolute, or relative to REPOS_ROOT) to
+    the project, replacing an earlier link. The files stay where they are."""
+    if not path or not path.strip():
+        raise ValidationError({"path": [PATH_REQUIRED]})
+    _validate_settings(merge_strategy, test_command)
+    resolved = _resolve_under_root(path, "path")
+    _validate_working_tree(resolved, "path")
+    branch = _resolve_base_branch(resolved, base_branch)
+    with transaction.atomic():
+        repository, _ = Repository.objects.update_or_create(
+            project=project,
+            defaults={
+                "path": str(resolved),
+                "origin_url": "",
+                "base_branch": branch,
+                "merge_strategy": merge_strategy,
+                "test_command": test_command.strip(),
+                "status": RepositoryStatus.READY,
+                "error": "",
+            },
+        )
+    return repository
+
+
+def _validate_clone_source(url: str) -> str:
+    url = url.strip()
+    if not url or any(ch.isspace() for ch in url) or "::" in url or url.startswith("-"):
+        raise ValidationError({"url": [BAD_URL]})
+    if url.startswith(_NETWORK_SCHEMES) or _SCP_LIKE.match(url):
+        return url
+    local = url.removeprefix("file://")
+    if local.startswith("/") or not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", local):
+        # A local source: only repositories the server already offers (under the root).
+        return str(_resolve_under_root(local, "url"))
+    raise ValidationError({"url": [BAD_URL]})
+
+
+def _clone_destination(project: Project, url: str) -> Path:
+    name = slugify(Path(url.rstrip("/").split(":")[-1]).name.removesuffix(".git")) or "repository"
+    destination = _root() / f"{project.pk}-{name}"
+    while destination.exists():
+        destination = _root() / f"{project.pk}-{name}-{uuid.uuid4().hex[:6]}"
+    return destination
+
+
+def repository_clone(
+    *,
+    project: Project,
+    url: str,
+    base_branch: str = "",
+    merge_strategy: str = MergeStrategy.MERGE,
+    test_command: str = "",
+) -> Repository:
+    """Record the link as cloning and clone in the background (repository_clone_run)."""
+    source = _validate_clone_source(url)
+    _validate_settings(merge_strategy, test_command)
+    with transaction.atomic():
+        repository, _ = Repository.objects.update_or_create(
+            project=project,
+            defaults={
+                "path": str(_clone_destination(project, source)),
+                "origin_url": source,
+                "base_branch": base_branch.strip(),
+                "merge_strategy": merge_strategy,
+                "test_command": test_command.strip(),
+                "status": RepositoryStatus.CLONING,
+                "error": "",
+            },
+        )
+        from .tasks import repository_clone_run
+
+        transaction.on_commit(lambda: repository_clone_run.delay(repository.pk))
+    return repository
+
+
+def repository_clone_execute(*, repository_id: int) -> Repository | None:
+    """Clone a repository recorded as cloning; a no-op for any other (redelivery-safe).
+    The clone is made beside its destination and moved in only when complete."""
+    repository = Repository.objects.filter(pk=repository_id, status=RepositoryStatus.CLONING).first()
+    if repository is None:
+        return None
+    destination = Path(repository.path)
+    staging = Path(tempfile.mkdtemp(prefix=".clone-", dir=_root()))
+    try:
+        run_git(
+            ["clone", "--quiet", "--", repository.origin_url, str(staging / "tree")],
+            cwd=_root(),
+            timeout=settings.GIT_CLONE_TIMEOUT_SECONDS,
+        )
+        tree = staging / "tree"
+        branch = _resolve_base_branch(tree, repository.base_branch)
+        if destination.exists():
+            raise GitError(f"{destination} appeared while cloning; nothing was overwritten.")
+        tree.rename(destination)
+    except (GitError, ValidationError) as exc:
+        message = exc.message if isinstance(exc, GitError) else " ".join(exc.messages)
+        Repository.objects.filter(pk=repository.pk, status=RepositoryStatus.CLONING).update(
+            status=RepositoryStatus.FAILED, error=message
+        )
+        repository.refresh_from_db()
+        return repository
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    Repository.objects.filter(pk=repository.pk).update(status=RepositoryStatus.READY, base_branch=branch, error="")
+    repository.refresh_from_db()
+    return repository
+
+
+def repository_update(
+    *,
+    repository: Repository,
+    base_branch: str | None = None,
+    merge_strategy: str | None = None,
+    test_command: str | None = None,
+) -> Repository:
+    strategy = repository.merge_strategy if merge_strategy is None else merge_strategy
+    command = repository.test_command if test_command is None else test_command
+    _validate_settings(strategy, command)
+    fields: dict[str, Any] = {"merge_strategy": strategy, "test_command": command.strip()}
+    if base_branch is not None and base_branch.strip() != repository.base_branch:
+        if repository.status != RepositoryStatus.READY:
+            raise ValidationError({"base_branch": ["Wait until the repository is ready."]})
+        fields["base_branch"] = _resolve_base_branch(Path(repository.path), base_branch)
+    for name, value in fields.items():
+        setattr(repository, name, value)
+    repository.save(update_fields=[*fields, "updated_at"])
+    return repository
+
+
+def repository_unlink(*, repository: Repository) -> None:
+    """Forget the link; the repository's files and branches stay on disk."""
+    repository.delete()
+
+
+# --- A run's worktree and branch ---------------------------------------------------------
+
+
+def worktree_create(*, repository: Repository, branch: str, path: Path) -> str:
+    """A worktree at ``path`` on a new ``branch`` from the base branch; returns the
+    commit the branch starts from. Idempotent: an existing worktree or branch of an
+    earlier attempt is reused."""
+    repo = Path(repository.path)
+    base = repository.base_branch
+    if path.exists() and git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo):
+        current = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, check=False).stdout.strip()
+        if current == branch:
+            return git_output(["merge-base", base, branch], cwd=repo)
+    run_git(["worktree", "prune"], cwd=repo)
+    if git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo):
+        run_git(["worktree", "add", "--quiet", str(path), branch], cwd=repo)
+        return git_output(["merge-base", base, branch], cwd=repo)
+    base_commit = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo)
+    run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo)
+    return base_commit
+
+
+def _change_problem(path: str, message: str, severity: str = "critical") -> dict[str, Any]:
+    return {"file": path[:500], "line": None, "severity": severity, "message": message}
+
+
+def worktree_apply_changes(*, worktree: Path, changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Write the Coder's changes into the worktree — all of them, or (when any does not
+    fit the files as they are) none, returning the problems as review findings."""
+    root = worktree.resolve()
+    problems: list[dict[str, Any]] = []
+    planned: list[tuple[Path, str, str]] = []
+    seen: set[Path] = set()
+    for change in changes:
+        raw = str(change.get("file_path", ""))
+        action = str(change.get("action", "modify"))
+        problem = check_path(raw)
+        if problem:
+            problems.append(_change_problem(raw, problem))
+            continue
+        target = root / raw.replace("\\", "/")
+        resolved = Path(os.path.realpath(target))
+        if root not in resolved.parents:
+            problems.append(_change_problem(raw, CHANGE_PATH_ESCAPES.format(path=raw)))
+            continue
+        if resolved in seen:
+            problems.append(_change_problem(raw, CHANGE_DUPLICATE.format(path=raw), "major"))
+            continue
+        seen.add(resolved)
+        if action == "create":
+            if os.path.lexists(target):
+                problems.append(_change_problem(raw, CHANGE_EXISTS.format(path=raw), "major"))
+                continue
+        elif not os.path.lexists(target):
+            problems.append(_change_problem(raw, CHANGE_MISSING.format(action=action, path=raw), "major"))
+            continue
+        elif target.is_symlink() or not target.is_file():
+            problems.append(_change_problem(raw, CHANGE_NOT_A_FILE.format(action=action, path=raw)))
+            continue
+        planned.append((target, action, str(change.get("content", ""))))
+    if problems:
+        return problems
+    for target, action, content in planned:
+        if action == "delete":
+            target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content.encode("utf-8"))
+    return []
+
+
+def worktree_commit(*, worktree: Path, message: str) -> str | None:
+    """Commit everything in the worktree; the new commit, or None if nothing changed."""
+    run_git(["add", "--all"], cwd=worktree)
+    if git_succeeds(["diff", "--cached", "--quiet"], cwd=worktree):
+        return None
+    run_git(["commit", "--quiet", "--no-verify", "-F", "-"], cwd=worktree, input=message)
+    return git_output(["rev-parse", "HEAD"], cwd=worktree)
+
+
+def _merge_base(repo: Path, base: str, head: str) -> str:
+    return git_output(["merge-base", base, head], cwd=repo)
+
+
+def _blob(repo: Path, rev: str, path: str) -> tuple[str, bool]:
+    """A file's text at ``rev`` and whether it is binary (or too large to show)."""
+    data = git_blob(f"{rev}:{path}", cwd=repo)
+    if len(data) > MAX_DIFF_FILE_BYTES or b"\x00" in data[:8000]:
+        return "", True
+    return data.decode("utf-8", errors="replace"), False
+
+
+def branch_changed_files(*, repository: Repository, base: str, head: str) -> list[dict[str, Any]]:
+    """What ``head`` changed since it left ``base``, file by file, both versions."""
+    repo = Path(repository.path)
+    start = _merge_base(repo, base, head)
+    listing = git_output(["diff", "--name-status", "--no-renames", "-z", start, head], cwd=repo)
+    parts = [part for part in listing.split("\x00") if part]
+    files: list[dict[str, Any]] = []
+    for status, path in zip(parts[0::2], parts[1::2], strict=False):
+        action = {"A": "create", "D": "delete"}.get(status[:1], "modify")
+        old, old_binary = ("", False) if action == "create" else _blob(repo, start, path)
+        new, new_binary = ("", False) if action == "delete" else _blob(repo, head, path)
+        entry: dict[str, Any] = {"file_path": path, "action": action, "old_content": old, "new_content": new}
+        if old_binary or new_binary:
+            entry.update(old_content="", new_content="", binary=True)
+        files.append(entry)
+    return sorted(files, key=lambda entry: entry["file_path"])
+
+
+def branch_diff(*, repository: Repository, base: str, head: str) -> str:
+    repo = Path(repository.path)
+    start = _merge_base(repo, base, head)
+    return run_git(["diff", "--no-color", "--no-ext-diff", start, head], cwd=repo).stdout
+
+
+@dataclass
+class MergeResult:
+    merged: bool
+    commit: str = ""
+    conflicts: list[str] = field(default_factory=list)
+    message: str = ""
+
+
+def _checked_out_in_main_tree(repo: Path, base: str) -> bool:
+    head = run_git(["symbolic-ref", "--quiet", "HEAD"], cwd=repo, check=False).stdout.strip()
+    return head == f"refs/heads/{base}"
+
+
+def branch_merge(*, repository: Repository, branch: str) -> MergeResult:
+    """Merge ``branch`` into the base branch without touching any working tree until
+    the result is known: the merge is computed by ``git merge-tree``, committed with
+    ``commit-tree`` and published with a compare-and-set ``update-ref``. When the base
+    is checked out in the repository's own folder, that checkout follows (and a dirty
+    one refuses the merge). Conflicts leave everything as it was."""
+    repo = Path(repository.path)
+    base = repository.base_branch
+    old = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo)
+    tip = git_output(["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"], cwd=repo)
+    if git_succeeds(["merge-base", "--is-ancestor", tip, old], cwd=repo):
+        return MergeResult(True, old, [], f"{branch} is already in {base}.")
+    checked_out = _checked_out_in_main_tree(repo, base)
+    if checked_out and git_output(["status", "--porcelain", "--untracked-files=no"], cwd=repo):
+        return MergeResult(False, "", [], MERGE_DIRTY.format(base=base))
+    fast_forward = git_succeeds(["merge-base", "--is-ancestor", old, tip], cwd=repo)
+    if repository.merge_strategy == MergeStrategy.FF_ONLY:
+        if not fast_forward:
+            return MergeResult(False, "", [], MERGE_NOT_FAST_FORWARD.format(base=base))
+        new = tip
+    else:
+        merged = run_git(
+            ["merge-tree", "--write-tree", "--name-only", "--no-messages", old, tip], cwd=repo, check=False
+        )
+        lines = merged.stdout.strip().splitlines()
+        if merged.returncode == 1:
+            conflicts = sorted(set(lines[1:]))
+            return MergeResult(False, "", conflicts, MERGE_CONFLICTS.format(base=base))
+        if merged.returncode != 0 or not lines:
+            raise GitError(f"git merge-tree failed: {merged.stderr.strip()[:300]}")
+        message = f"Merge branch '{branch}' into {base}\n\nMerged by AutoCoder on approval.\n"
+        commit = run_git(["commit-tree", lines[0], "-p", old, "-p", tip, "-F", "-"], cwd=repo, input=message)
+        new = commit.stdout.strip()
+    if not git_succeeds(["update-ref", "-m", f"autocoder: merge {branch}", f"refs/heads/{base}", new, old], cwd=repo):
+        return MergeResult(False, "", [], MERGE_RACED.format(base=base))
+    if checked_out:
+        # The checkout's HEAD now names the merged commit: bring its files along.
+        moved = run_git(["read-tree", "-m", "-u", old, new], cwd=repo, check=False)
+        if moved.returncode != 0:
+            run_git(["update-ref", f"refs/heads/{base}", old, new], cwd=repo, check=False)
+            detail = moved.stderr.strip().splitlines()
+            return MergeResult(False, "", [], f"the checkout of {base} could not be updated: {' '.join(detail[-2:])}")
+    return MergeResult(True, new, [], f"Merged {branch} into {base}.")
+
+
+def branch_format_patch(*, repository: Repository, base: str, branch: str) -> str:
+    repo = Path(repository.path)
+    start = _merge_base(repo, base, branch)
+    return run_git(["format-patch", "--stdout", "--no-signature", f"{start}..{branch}"], cwd=repo).stdout
+
+
+def branch_delete(*, repository: Repository, branch: str, force: bool = False) -> None:
+    repo = Path(repository.path)
+    if not git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo):
+        return
+    if not force and not git_succeeds(["merge-base", "--is-ancestor", branch, repository.base_branch], cwd=repo):
+        raise GitError(BRANCH_NOT_MERGED.format(branch=branch))
+    run_git(["branch", "--quiet", "-D", branch], cwd=repo)
+
+
+def worktree_remove(*, repository: Repository, path: Path) -> None:
+    repo = Path(repository.path)
+    if path.exists():
+        removed = run_git(["worktree", "remove", "--force", "--force", str(path)], cwd=repo, check=False)
+        if removed.returncode != 0:
+            shutil.rmtree(path, ignore_errors=True)
+    if repo.is_dir():
+        run_git(["worktree", "prune"], cwd=repo, check=False)
+
+
+def path_disk_usage(path: Path) -> int:
+    """Bytes used under ``path`` (symlinks not followed)."""
+    total = 0
+    for folder, _, files in os.walk(path, followlinks=False):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue
+    return total

@@ -1,0 +1,98 @@
+"""The Repository API and page: link, clone, change, unlink — yours only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from repos.models import Repository, RepositoryStatus
+from repos.services import repository_clone_execute
+from repos.tests.test_services import git, make_repo
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def repo(tmp_path: Path, settings) -> Path:
+    settings.REPOS_ROOT = str(tmp_path / "repos")
+    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
+    return make_repo(tmp_path / "repos" / "app")
+
+
+def url(project) -> str:
+    return f"/api/projects/{project.pk}/repository"
+
+
+def test_link_read_change_and_unlink_over_the_api(owner_client, project, repo: Path) -> None:
+    assert owner_client.get(url(project)).status_code == 404
+
+    linked = owner_client.put(url(project), {"path": "app", "test_command": "pytest -q"}, format="json")
+    assert linked.status_code == 200, linked.json()
+    body = linked.json()
+    assert body["path"] == str(repo.resolve()) and body["base_branch"] == "main"
+    assert body["state"]["clean"] is True and body["state"]["head_subject"] == "Initial"
+    assert body["state"]["branches"] == ["main"]
+
+    git(repo, "branch", "develop")
+    changed = owner_client.patch(url(project), {"base_branch": "develop", "merge_strategy": "ff_only"}, format="json")
+    assert changed.status_code == 200
+    assert changed.json()["base_branch"] == "develop" and changed.json()["merge_strategy"] == "ff_only"
+
+    assert owner_client.delete(url(project)).status_code == 204
+    assert not Repository.objects.exists()
+    assert repo.is_dir()  # the files stay
+
+
+def test_bad_input_is_400_with_field_errors_and_writes_nothing(owner_client, project, repo: Path) -> None:
+    for body, field in (
+        ({"path": "/etc"}, "path"),
+        ({"path": "app", "base_branch": "nope"}, "base_branch"),
+        ({"path": "app", "merge_strategy": "rebase"}, "merge_strategy"),
+        ({"path": 42}, "path"),
+        ({}, "path"),
+    ):
+        response = owner_client.put(url(project), body, format="json")
+        assert response.status_code == 400, body
+        assert field in response.json()["extra"]["fields"], body
+    assert owner_client.post(url(project) + "/clone", {"url": "ext::sh -c id"}, format="json").status_code == 400
+    assert not Repository.objects.exists()
+
+
+def test_clone_over_the_api(owner_client, project, repo: Path, django_capture_on_commit_callbacks) -> None:
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = owner_client.post(url(project) + "/clone", {"url": str(repo)}, format="json")
+    assert response.status_code == 202 and response.json()["status"] == "cloning"
+    assert len(callbacks) == 1  # the clone job is queued on commit
+    repository_clone_execute(repository_id=Repository.objects.get().pk)
+    body = owner_client.get(url(project)).json()
+    assert body["status"] == RepositoryStatus.READY and body["origin_url"] == str(repo.resolve())
+
+
+def test_another_users_project_is_404(other_client, project, repo: Path) -> None:
+    assert other_client.put(url(project), {"path": "app"}, format="json").status_code == 404
+    assert other_client.get(url(project)).status_code == 404
+    assert other_client.post(url(project) + "/clone", {"url": str(repo)}, format="json").status_code == 404
+    assert not Repository.objects.exists()
+
+
+def test_the_page_links_and_shows_the_state(client, owner, project, repo: Path) -> None:
+    client.force_login(owner)
+    page = f"/projects/{project.pk}/repository"
+    assert "No repository is linked" in client.get(page).content.decode()
+
+    refused = client.post(page + "/link", {"path": "../elsewhere", "merge_strategy": "merge"})
+    assert refused.status_code == 400
+    assert "inside the server" in refused.content.decode()
+
+    response = client.post(page + "/link", {"path": "app", "merge_strategy": "merge", "test_command": "make test"})
+    assert response.status_code == 302
+    (repo / "a.txt").write_text("dirty\n")
+    html = client.get(page).content.decode()
+    assert "1 uncommitted change" in html and "make test" in html and "Initial" in html
+
+
+def test_the_page_of_another_users_project_is_404(client, other_user, project) -> None:
+    client.force_login(other_user)
+    assert client.get(f"/projects/{project.pk}/repository").status_code == 404
+    assert client.post(f"/projects/{project.pk}/repository/link", {"path": "app"}).status_code == 404

@@ -1,0 +1,292 @@
+"""Linking repositories and the git work of a run, on real repositories in tmp_path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from repos import services
+from repos.git import GitError
+from repos.models import MergeStrategy, Repository, RepositoryStatus
+from repos.selectors import FOLDER_GONE, repository_state
+
+pytestmark = pytest.mark.django_db
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com"}
+    env |= {"GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def make_repo(path: Path, files: dict[str, str] | None = None, branch: str = "main") -> Path:
+    path.mkdir(parents=True)
+    for name, content in (files or {"a.txt": "one\ntwo\nthree\n"}).items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(content)
+    git(path, "init", "--quiet", f"--initial-branch={branch}")
+    git(path, "add", "-A")
+    git(path, "commit", "--quiet", "-m", "Initial")
+    return path
+
+
+@pytest.fixture
+def root(tmp_path: Path, settings) -> Path:
+    settings.REPOS_ROOT = str(tmp_path / "repos")
+    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
+    (tmp_path / "repos").mkdir()
+    return tmp_path / "repos"
+
+
+@pytest.fixture
+def repo(root: Path) -> Path:
+    return make_repo(root / "app")
+
+
+@pytest.fixture
+def linked(project, repo: Path) -> Repository:
+    return services.repository_link(project=project, path="app")
+
+
+def field_errors(exc: pytest.ExceptionInfo[ValidationError]) -> dict[str, list[str]]:
+    return exc.value.message_dict
+
+
+# --- Linking ----------------------------------------------------------------------------
+
+
+def test_link_by_name_under_the_root_defaults_to_the_current_branch(project, repo: Path) -> None:
+    repository = services.repository_link(project=project, path="app", test_command=" pytest -q ")
+    assert repository.path == str(repo.resolve())
+    assert repository.base_branch == "main"
+    assert repository.test_command == "pytest -q"
+    assert repository.status == RepositoryStatus.READY
+    state = repository_state(repository=repository)
+    assert state.branch == "main" and state.clean and state.head_subject == "Initial"
+
+
+@pytest.mark.parametrize("path", ["/etc", "../outside", "/tmp"])
+def test_paths_outside_the_root_are_refused(project, root: Path, path: str) -> None:
+    (root.parent / "outside").mkdir()
+    with pytest.raises(ValidationError) as refused:
+        services.repository_link(project=project, path=path)
+    assert "inside the server's repositories folder" in field_errors(refused)["path"][0]
+    assert not Repository.objects.exists()
+
+
+def test_a_symlink_escaping_the_root_is_refused(project, root: Path, tmp_path: Path) -> None:
+    make_repo(tmp_path / "elsewhere")
+    (root / "sneaky").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValidationError) as refused:
+        services.repository_link(project=project, path="sneaky")
+    assert "path" in field_errors(refused)
+
+
+def test_not_a_repository_unknown_branch_and_subfolder_are_refused(project, root: Path, repo: Path) -> None:
+    (root / "plain").mkdir()
+    (repo / "sub").mkdir()
+    with pytest.raises(ValidationError) as plain:
+        services.repository_link(project=project, path="plain")
+    assert field_errors(plain)["path"] == [services.NOT_A_REPOSITORY.format(path=(root / "plain").resolve())]
+    with pytest.raises(ValidationError) as sub:
+        services.repository_link(project=project, path="app/sub")
+    assert "path" in field_errors(sub)
+    with pytest.raises(ValidationError) as branch:
+        services.repository_link(project=project, path="app", base_branch="nope")
+    assert field_errors(branch)["base_branch"] == [services.UNKNOWN_BRANCH.format(branch="nope")]
+
+
+def test_clone_from_a_local_repository_under_the_root(project, repo: Path) -> None:
+    repository = services.repository_clone(project=project, url=str(repo))
+    assert repository.status == RepositoryStatus.CLONING
+    services.repository_clone_execute(repository_id=repository.pk)
+    repository.refresh_from_db()
+    assert repository.status == RepositoryStatus.READY, repository.error
+    assert repository.base_branch == "main"
+    assert (Path(repository.path) / "a.txt").read_text() == "one\ntwo\nthree\n"
+    # Running the task again (a redelivery) changes nothing.
+    assert services.repository_clone_execute(repository_id=repository.pk) is None
+
+
+@pytest.mark.parametrize(
+    "url", ["ext::sh -c touch% /tmp/pwned", "/etc", "file:///etc", "--upload-pack=evil", "ftp://host/x.git", ""]
+)
+def test_unsafe_clone_sources_are_refused(project, root: Path, url: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        services.repository_clone(project=project, url=url)
+    assert "url" in field_errors(refused)
+    assert not Repository.objects.exists()
+
+
+def test_a_failed_clone_says_why(project, root: Path) -> None:
+    repository = services.repository_clone(project=project, url=str(root / "missing"))
+    services.repository_clone_execute(repository_id=repository.pk)
+    repository.refresh_from_db()
+    assert repository.status == RepositoryStatus.FAILED
+    assert "git clone failed" in repository.error
+    assert not Path(repository.path).exists()
+
+
+# --- A run's worktree -----------------------------------------------------------------------
+
+
+def test_worktree_apply_commit_and_diff(linked: Repository, repo: Path, tmp_path: Path) -> None:
+    worktree = tmp_path / "worktrees" / "run-1"
+    base = services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
+    assert base == git(repo, "rev-parse", "main")
+    # Idempotent: a redone phase finds the same worktree.
+    assert services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree) == base
+
+    problems = services.worktree_apply_changes(
+        worktree=worktree,
+        changes=[
+            {"file_path": "a.txt", "action": "modify", "content": "one\nTWO\nthree\n"},
+            {"file_path": "new/b.txt", "action": "create", "content": "bee\n"},
+        ],
+    )
+    assert problems == []
+    head = services.worktree_commit(worktree=worktree, message="Change a, add b\n")
+    assert head and services.worktree_commit(worktree=worktree, message="nothing") is None
+
+    files = services.branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
+    assert [(f["file_path"], f["action"]) for f in files] == [("a.txt", "modify"), ("new/b.txt", "create")]
+    assert files[0]["old_content"] == "one\ntwo\nthree\n" and files[0]["new_content"] == "one\nTWO\nthree\n"
+    diff = services.branch_diff(repository=linked, base=base, head="autocoder/task-1-run-1")
+    assert "-two\n+TWO\n" in diff and "+++ b/new/b.txt" in diff
+    assert git(repo, "status", "--porcelain") == ""  # the user's checkout is untouched
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"file_path": "a.txt", "action": "create", "content": "x"}, "already exists"),
+        ({"file_path": "missing.txt", "action": "modify", "content": "x"}, "does not exist"),
+        ({"file_path": "missing.txt", "action": "delete"}, "does not exist"),
+        ({"file_path": "../evil.txt", "action": "create", "content": "x"}, "leave the repository"),
+        ({"file_path": "/etc/evil", "action": "create", "content": "x"}, "Absolute paths"),
+        ({"file_path": ".git/config", "action": "modify", "content": "x"}, ".git"),
+        ({"file_path": "link/evil.txt", "action": "create", "content": "x"}, "outside the repository"),
+    ],
+)
+def test_changes_that_do_not_fit_are_refused_and_nothing_is_applied(
+    linked: Repository, tmp_path: Path, change: dict[str, str], message: str
+) -> None:
+    worktree = tmp_path / "worktrees" / "run-1"
+    services.worktree_create(repository=linked, branch="autocoder/x", path=worktree)
+    (worktree / "link").symlink_to(tmp_path)
+    good = {"file_path": "fine.txt", "action": "create", "content": "fine\n"}
+    problems = services.worktree_apply_changes(worktree=worktree, changes=[good, change])
+    assert len(problems) == 1 and message in problems[0]["message"]
+    assert not (worktree / "fine.txt").exists()
+    assert not (tmp_path / "evil.txt").exists()
+
+
+def _branch_with_change(linked: Repository, tmp_path: Path, content: str, name: str = "autocoder/t") -> str:
+    worktree = tmp_path / "worktrees" / name.replace("/", "-")
+    services.worktree_create(repository=linked, branch=name, path=worktree)
+    services.worktree_apply_changes(
+        worktree=worktree, changes=[{"file_path": "a.txt", "action": "modify", "content": content}]
+    )
+    services.worktree_commit(worktree=worktree, message="Ours\n")
+    return name
+
+
+def test_merge_commit_into_a_clean_checkout_updates_its_files(linked: Repository, repo: Path, tmp_path: Path) -> None:
+    branch = _branch_with_change(linked, tmp_path, "one\nTWO\nthree\n")
+    (repo / "c.txt").write_text("theirs\n")
+    git(repo, "add", "c.txt")
+    git(repo, "commit", "-qm", "Theirs, elsewhere")
+
+    result = services.branch_merge(repository=linked, branch=branch)
+
+    assert result.merged and result.conflicts == []
+    assert git(repo, "rev-parse", "main") == result.commit
+    assert git(repo, "log", "-1", "--format=%P", "main").count(" ") == 1  # two parents
+    assert (repo / "a.txt").read_text() == "one\nTWO\nthree\n"
+    assert git(repo, "status", "--porcelain") == ""
+    # Merged branches may go; approving again is harmless.
+    assert services.branch_merge(repository=linked, branch=branch).merged
+    services.worktree_remove(repository=linked, path=tmp_path / "worktrees" / "autocoder-t")
+    services.branch_delete(repository=linked, branch=branch)
+    assert not git(repo, "branch", "--list", branch)
+
+
+def test_fast_forward_only(linked: Repository, repo: Path, tmp_path: Path) -> None:
+    linked.merge_strategy = MergeStrategy.FF_ONLY
+    branch = _branch_with_change(linked, tmp_path, "one\nTWO\nthree\n")
+    tip = git(repo, "rev-parse", branch)
+    result = services.branch_merge(repository=linked, branch=branch)
+    assert result.merged and git(repo, "rev-parse", "main") == tip
+
+
+def test_fast_forward_only_refuses_when_the_base_moved(linked: Repository, repo: Path, tmp_path: Path) -> None:
+    linked.merge_strategy = MergeStrategy.FF_ONLY
+    branch = _branch_with_change(linked, tmp_path, "one\nTWO\nthree\n")
+    (repo / "c.txt").write_text("theirs\n")
+    git(repo, "add", "c.txt")
+    git(repo, "commit", "-qm", "Theirs")
+    before = git(repo, "rev-parse", "main")
+    result = services.branch_merge(repository=linked, branch=branch)
+    assert not result.merged and "fast-forward" in result.message
+    assert git(repo, "rev-parse", "main") == before
+
+
+def test_a_conflict_changes_nothing_and_lists_the_files(linked: Repository, repo: Path, tmp_path: Path) -> None:
+    branch = _branch_with_change(linked, tmp_path, "one\nOURS\nthree\n")
+    (repo / "a.txt").write_text("one\nTHEIRS\nthree\n")
+    git(repo, "commit", "-qam", "Theirs")
+    before, tip = git(repo, "rev-parse", "main"), git(repo, "rev-parse", branch)
+
+    result = services.branch_merge(repository=linked, branch=branch)
+
+    assert not result.merged and result.conflicts == ["a.txt"]
+    assert git(repo, "rev-parse", "main") == before and git(repo, "rev-parse", branch) == tip
+    assert git(repo, "status", "--porcelain") == ""
+    assert not (repo / ".git" / "MERGE_HEAD").exists()
+
+
+def test_a_dirty_checkout_refuses_the_merge_and_keeps_the_users_work(
+    linked: Repository, repo: Path, tmp_path: Path
+) -> None:
+    branch = _branch_with_change(linked, tmp_path, "one\nTWO\nthree\n")
+    (repo / "a.txt").write_text("my unsaved work\n")
+    before = git(repo, "rev-parse", "main")
+    result = services.branch_merge(repository=linked, branch=branch)
+    assert not result.merged and "uncommitted changes" in result.message
+    assert (repo / "a.txt").read_text() == "my unsaved work\n"
+    assert git(repo, "rev-parse", "main") == before
+
+
+def test_the_patch_applies_with_git_am_on_a_fresh_clone(linked: Repository, repo: Path, tmp_path: Path) -> None:
+    branch = _branch_with_change(linked, tmp_path, "one\nTWO\nthree\n")
+    patch = services.branch_format_patch(repository=linked, base="main", branch=branch)
+    assert patch.startswith("From ") and "Subject: [PATCH] Ours" in patch
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "--quiet", str(repo), str(clone))
+    subprocess.run(
+        ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", "am", "--quiet"],
+        cwd=clone, input=patch, text=True, check=True, capture_output=True,
+    )  # fmt: skip
+    assert (clone / "a.txt").read_text() == "one\nTWO\nthree\n"
+
+
+def test_an_unmerged_branch_is_deleted_only_when_forced(linked: Repository, repo: Path, tmp_path: Path) -> None:
+    branch = _branch_with_change(linked, tmp_path, "one\nTWO\nthree\n")
+    services.worktree_remove(repository=linked, path=tmp_path / "worktrees" / branch.replace("/", "-"))
+    with pytest.raises(GitError):
+        services.branch_delete(repository=linked, branch=branch)
+    assert git(repo, "branch", "--list", branch)
+    services.branch_delete(repository=linked, branch=branch, force=True)
+    assert not git(repo, "branch", "--list", branch)
+
+
+def test_state_of_a_dirty_and_of_a_vanished_repository(linked: Repository, repo: Path) -> None:
+    (repo / "a.txt").write_text("dirty\n")
+    state = repository_state(repository=linked)
+    assert not state.clean and state.changed_files == 1 and state.base_branch_exists
+    linked.path = str(repo.parent / "gone")
+    assert repository_state(repository=linked).error == FOLDER_GONE.format(path=repo.parent / "gone")

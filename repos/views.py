@@ -1,0 +1,124 @@
+"""The Repository page of a project: link or clone, see the checkout's state, change
+the settings, unlink. Thin: forms validate, services act, errors go beside fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from core.forms import add_service_errors
+from projects.models import Project
+from projects.views import get_project_or_404
+
+from . import services
+from .forms import CloneForm, LinkForm, SettingsForm
+from .models import RepositoryStatus
+from .selectors import repository_for_project, repository_state, repository_worktrees_disk_usage
+
+LINKED = "Repository linked: runs of this project now work on branches of {path}."
+CLONING = "Cloning {url}… this page updates when it is done."
+SAVED = "Repository settings saved."
+UNLINKED = "Repository unlinked. Its files and branches are still on the server."
+
+
+def _page(request: HttpRequest, project: Project, status: int = 200, **forms: Any) -> HttpResponse:
+    repository = repository_for_project(project=project)
+    state = repository_state(repository=repository) if repository else None
+    context: dict[str, Any] = {
+        "project": project,
+        "repository": repository,
+        "state": state,
+        "worktrees_bytes": repository_worktrees_disk_usage(repository=repository) if repository else 0,
+        "cloning": bool(repository and repository.status == RepositoryStatus.CLONING),
+        "link_form": forms.get("link_form") or LinkForm(),
+        "clone_form": forms.get("clone_form") or CloneForm(),
+        "settings_form": forms.get("settings_form"),
+    }
+    if repository and context["settings_form"] is None and state and state.branches:
+        context["settings_form"] = SettingsForm(
+            branches=state.branches,
+            initial={
+                "base_branch": repository.base_branch,
+                "merge_strategy": repository.merge_strategy,
+                "test_command": repository.test_command,
+            },
+        )
+    template = (
+        "repos/_status.html" if request.headers.get("HX-Request") and request.GET.get("poll") else "repos/page.html"
+    )
+    return render(request, template, context, status=status)
+
+
+@login_required
+@require_GET
+def repository_page(request: HttpRequest, project_id: int) -> HttpResponse:
+    return _page(request, get_project_or_404(request, project_id))
+
+
+@login_required
+@require_POST
+def repository_link_view(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = get_project_or_404(request, project_id)
+    form = LinkForm(request.POST)
+    if form.is_valid():
+        try:
+            repository = services.repository_link(project=project, **form.cleaned_data)
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            messages.success(request, LINKED.format(path=repository.path))
+            return redirect("repos:page", project_id=project.pk)
+    return _page(request, project, status=400, link_form=form)
+
+
+@login_required
+@require_POST
+def repository_clone_view(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = get_project_or_404(request, project_id)
+    form = CloneForm(request.POST)
+    if form.is_valid():
+        try:
+            repository = services.repository_clone(project=project, **form.cleaned_data)
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            messages.info(request, CLONING.format(url=repository.origin_url))
+            return redirect("repos:page", project_id=project.pk)
+    return _page(request, project, status=400, clone_form=form)
+
+
+@login_required
+@require_POST
+def repository_settings_view(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = get_project_or_404(request, project_id)
+    repository = repository_for_project(project=project)
+    if repository is None:
+        return redirect("repos:page", project_id=project.pk)
+    state = repository_state(repository=repository)
+    form = SettingsForm(request.POST, branches=state.branches or [repository.base_branch])
+    if form.is_valid():
+        try:
+            services.repository_update(repository=repository, **form.cleaned_data)
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            messages.success(request, SAVED)
+            return redirect("repos:page", project_id=project.pk)
+    return _page(request, project, status=400, settings_form=form)
+
+
+@login_required
+@require_POST
+def repository_unlink_view(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = get_project_or_404(request, project_id)
+    repository = repository_for_project(project=project)
+    if repository is not None:
+        services.repository_unlink(repository=repository)
+        messages.success(request, UNLINKED)
+    return redirect("repos:page", project_id=project.pk)
