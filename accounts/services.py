@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import time
 from datetime import datetime
@@ -16,11 +17,14 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from django.utils import timezone
+from redis.exceptions import RedisError
 
-from core.exceptions import ApplicationError, Conflict, RateLimited
+from core.exceptions import ApplicationError, Conflict, RateLimited, RateLimiterUnavailable
 from projects.services import project_create_default
 
 from .models import ApiToken, User, hash_token, normalize_email
+
+logger = logging.getLogger(__name__)
 
 INVALID_CREDENTIALS = "Invalid email or password"
 EMAIL_TAKEN = "This email address cannot be used to register. If it is yours, log in instead."
@@ -84,6 +88,9 @@ def api_token_authenticate(*, raw: str) -> User | None:
     return token.user
 
 
+RATE_LIMITER_UNAVAILABLE = "Signing in is briefly unavailable. Try again in a few seconds."
+
+
 def auth_rate_limit_hit(*, action: str, client_address: str, email: str) -> None:
     """Count one login or registration attempt; raise RateLimited past the limit.
 
@@ -98,18 +105,22 @@ def auth_rate_limit_hit(*, action: str, client_address: str, email: str) -> None
     email_key = hashlib.sha256(normalize_email(email).encode()).hexdigest()[:32]
     keys = [f"auth-rl:{action}:addr:{client_address[:64]}", f"auth-rl:{action}:email:{email_key}"]
     retry_after = 0
-    for key in keys:
-        cache.add(f"{key}:start", now, timeout=window)
-        cache.add(key, 0, timeout=window)
-        try:
-            count = cache.incr(key)
-        except ValueError:
-            # The window ended between add and incr: this is the first of a new one.
-            cache.set(key, 1, timeout=window)
-            count = 1
-        if count > limit:
-            started = cache.get(f"{key}:start", now)
-            retry_after = max(retry_after, int(started + window - now) + 1)
+    try:
+        for key in keys:
+            cache.add(f"{key}:start", now, timeout=window)
+            cache.add(key, 0, timeout=window)
+            try:
+                count = cache.incr(key)
+            except ValueError:
+                # The window ended between add and incr: this is the first of a new one.
+                cache.set(key, 1, timeout=window)
+                count = 1
+            if count > limit:
+                started = cache.get(f"{key}:start", now)
+                retry_after = max(retry_after, int(started + window - now) + 1)
+    except RedisError as exc:
+        logger.warning("Rate limiter unavailable (%s): refusing %s attempts for now", exc, action)
+        raise RateLimiterUnavailable(RATE_LIMITER_UNAVAILABLE, retry_after=5) from None
     if retry_after:
         raise RateLimited(RATE_LIMITED, retry_after=min(retry_after, window))
 

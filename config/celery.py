@@ -7,12 +7,17 @@ both run in threads of the web process (config/embedded.py).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any
 
 from celery import Celery, bootsteps
 from celery.signals import worker_init, worker_shutting_down
+from celery.worker.consumer import Consumer
+from celery.worker.state import active_requests
+
+logger = logging.getLogger(__name__)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
 
@@ -55,6 +60,43 @@ class WorkerHeartbeat(bootsteps.StartStopStep):
 
 
 app.steps["worker"].add(WorkerHeartbeat)
+
+
+class BrokerLossTolerantConsumer(Consumer):
+    """Celery's consumer, surviving a broker that goes away while a task runs.
+
+    Celery 5.7.0 on a lost connection first detaches the connection's transport
+    (``collect()``), then closes it. Two things then reach that detached transport and
+    raise AttributeError, which Celery treats as unrecoverable, so the worker exits on
+    any Redis restart in the middle of an ``acks_late`` job such as a pipeline phase
+    (tests/test_redis_faults.py): closing the channel restores its unacknowledged
+    messages, and the running job acknowledges its message when it ends.
+
+    Neither can succeed: a delivery tag belongs to the channel that died (Celery's own
+    ``on_close`` says so). The message stays in Redis's unacked set until its visibility
+    timeout (or went with a restarted Redis); the pipeline is idempotent and its lease
+    and sweeper resume a run whose job was lost.
+    """
+
+    def on_connection_error_after_connected(self, exc: Exception) -> None:
+        for request in tuple(active_requests):
+            # Not acknowledged on the new connection either: the tag is meaningless there.
+            request.acknowledged = True
+        connection = self.connection
+        if connection is not None:
+            close = connection.close
+
+            def close_detached() -> None:
+                try:
+                    close()
+                except AttributeError:  # only the detached transport's (see above)
+                    logger.warning("Broker connection lost; its unacknowledged messages stay on the broker")
+
+            connection.close = close_detached
+        super().on_connection_error_after_connected(exc)
+
+
+app.conf.worker_consumer = f"{__name__}:BrokerLossTolerantConsumer"
 
 #: Set when this process's worker is shutting down. Celery waits for running tasks
 #: before it exits (and in the embedded mode so does Ctrl-C), so a long task checks

@@ -38,8 +38,16 @@ class InvalidTransition(ApplicationError):
 
 class RateLimited(ApplicationError):
     code = "rate_limited"
-    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    status_code: int = status.HTTP_429_TOO_MANY_REQUESTS
 
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message, extra={"retry_after": retry_after})
         self.retry_after = retry_after
+
+
+class RateLimiterUnavailable(RateLimited):
+    """The rate limiter's store (the cache) cannot be reached: attempts are refused,
+    not let through uncounted, with a message that says it is temporary."""
+
+    code = "rate_limiter_unavailable"
+    status_code: int = status.HTTP_503_SERVICE_UNAVAILABLE

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,3 +83,40 @@ def delete_queue(name: str) -> None:
         leftover = Queue(name, exchange=name, routing_key=name)(conn)
         leftover.declare()
         leftover.delete()
+
+
+@contextmanager
+def topology_worker(log: Path, **env: str) -> Iterator[None]:
+    """A real worker of the topology the suite runs in: the embedded one (threads,
+    ``memory://``), or a ``celery worker`` process on Redis consuming a queue of its own,
+    which this process's jobs go to meanwhile. ``env`` is the worker process's extra
+    environment (e.g. the fake LLM's address)."""
+    if settings.REDIS_URL is None:
+        with embedded_worker(concurrency=2, beat=False):
+            yield
+        return
+    queue = f"autocoder-worker-{uuid.uuid4().hex[:10]}"
+    previous = app.conf.task_default_queue
+    app.conf.task_default_queue = queue
+    process = start_celery_worker(queue, log, **env)
+    try:
+        yield
+    finally:
+        app.conf.task_default_queue = previous
+        process.terminate()
+        process.wait(15)
+        delete_queue(queue)
+
+
+def drive_in_process(run: Any, max_steps: int = 30) -> Any:
+    """Execute a run's phases in this process, one ``run_advance`` at a time as the
+    Celery task would, until it stops needing a worker; the run, refreshed."""
+    from pipelines.models import WORKING_STATUSES, RunStatus
+    from pipelines.orchestrator import run_advance
+
+    for _ in range(max_steps):
+        run.refresh_from_db()
+        if run.status not in (RunStatus.QUEUED, *WORKING_STATUSES):
+            return run
+        run_advance(run_id=run.pk)
+    raise AssertionError(f"run did not settle: {run.status}")

@@ -289,3 +289,19 @@ def test_login_and_register_are_counted_separately(anon_client: APIClient) -> No
         anon_client.post(REGISTER, {"email": user.email, "password": "long enough"}, format="json")
     response = anon_client.post(LOGIN, {"email": user.email, "password": DEFAULT_PASSWORD}, format="json")
     assert response.status_code == 200
+
+
+def test_an_unreachable_rate_limiter_refuses_sign_in_with_503_not_500(anon_client: APIClient, monkeypatch) -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from accounts import services
+
+    def cache_down(*args: object, **kwargs: object) -> None:
+        raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(services.cache, "add", cache_down)
+    response = anon_client.post(TOKEN, {"email": "a@example.com", "password": "whatever"}, format="json")
+    assert response.status_code == 503
+    assert response.json()["code"] == "rate_limiter_unavailable"
+    assert response.json()["message"] == services.RATE_LIMITER_UNAVAILABLE
+    assert response["Retry-After"] == "5"
