@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.selectors import request_user
-from core.api import ApiView, StrictCharField, error_responses
+from core.api import ApiView, StrictCharField, StrictJSONField, error_responses
 from memory.models import ContextItem
 from memory.selectors.context import context_lineage, context_list_for_run, context_run_get_for_user
 from memory.services.context import context_decode, context_get, context_get_many, context_save, context_touch
@@ -21,12 +21,12 @@ CONTEXT_ID = OpenApiParameter("context_id", str, OpenApiParameter.PATH, descript
 
 
 @extend_schema_field({"description": "Any JSON value."})
-class AnyJsonField(serializers.JSONField):
+class AnyJsonField(StrictJSONField):
     pass
 
 
 @extend_schema_field({"type": "object", "additionalProperties": True})
-class ObjectField(serializers.JSONField):
+class ObjectField(StrictJSONField):
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, dict):
             raise serializers.ValidationError("Expected a JSON object.")
