@@ -1,9 +1,13 @@
 from __future__ import annotations
 
-from django.db.models import Case, IntegerField, Q, QuerySet, Sum, Value, When
+from dataclasses import dataclass
+
+from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value, When, Window
+from django.db.models.functions import RowNumber
 
 from accounts.models import User
 from core.exceptions import NotFound
+from pipelines.models import PipelineRun
 from projects.models import Project
 
 from .models import Task, TaskStatus, TaskStatusChange
@@ -51,18 +55,83 @@ def task_get_for_user(*, user: User, task_id: object) -> Task:
     return task
 
 
+# The board renders at most this many cards per column; "Show more" fetches the next
+# slice. A column of 10,000 tasks rendered whole made a 5.5 MB page (bench_board.py).
+BOARD_COLUMN_CAP = 100
+
+
+@dataclass
+class BoardColumn:
+    status: str
+    tasks: list[Task]
+    total: int  # every task of the column that matches the filters, shown or not
+    offset: int = 0  # index in the column of the first task in ``tasks``
+
+    @property
+    def remaining(self) -> int:
+        """Matching tasks after this slice."""
+        return max(0, self.total - self.offset - len(self.tasks))
+
+
+def _with_cost(tasks: QuerySet[Task]) -> QuerySet[Task]:
+    # A subquery, not Sum() over a join: no GROUP BY, so the row-number window and the
+    # slicing below apply to tasks, not to task × run rows.
+    runs = (
+        PipelineRun.objects.filter(task=OuterRef("pk"))
+        .order_by()
+        .values("task")
+        .annotate(total=Sum("cost_usd"))
+        .values("total")
+    )
+    return tasks.annotate(total_cost=Subquery(runs))
+
+
 def task_board(
-    *, user: User, project: Project, category: str | None = None, q: str | None = None
-) -> dict[str, list[Task]]:
-    """The project's tasks grouped by column, every column present, in one query.
+    *,
+    user: User,
+    project: Project,
+    category: str | None = None,
+    q: str | None = None,
+    limit: int = BOARD_COLUMN_CAP,
+) -> dict[str, BoardColumn]:
+    """The project's tasks by column, every column present: the first ``limit`` of each
+    (in one query whatever the size of the project) and each column's exact count.
 
     Each task carries ``total_cost``: what all its pipeline runs cost (None without runs).
     """
-    columns: dict[str, list[Task]] = {status: [] for status in TaskStatus.values}
-    tasks = task_list(user=user, project=project, category=category, q=q).annotate(total_cost=Sum("runs__cost_usd"))
-    for task in tasks:
-        columns[task.status].append(task)
+    tasks = task_list(user=user, project=project, category=category, q=q)
+    ranked = _with_cost(tasks).annotate(
+        column_rank=Window(RowNumber(), partition_by=[F("status")], order_by=[F("position"), F("id")]),
+        # Windows are computed before the rank filter applies: the count is the column's.
+        column_total=Window(Count("id"), partition_by=[F("status")]),
+    )
+    columns = {status: BoardColumn(status=status, tasks=[], total=0) for status in TaskStatus.values}
+    for task in ranked.filter(column_rank__lte=limit):
+        column = columns[task.status]
+        column.tasks.append(task)
+        column.total = task.column_total
     return columns
+
+
+def task_board_column(
+    *,
+    user: User,
+    project: Project,
+    status: str,
+    offset: int,
+    category: str | None = None,
+    q: str | None = None,
+    limit: int = BOARD_COLUMN_CAP,
+) -> BoardColumn:
+    """The next slice of one board column ("Show more"), with the column's exact count."""
+    tasks = task_list(user=user, project=project, status=status, category=category, q=q)
+    offset = max(0, offset)
+    return BoardColumn(
+        status=status,
+        tasks=list(_with_cost(tasks)[offset : offset + limit]),
+        total=tasks.count(),
+        offset=offset,
+    )
 
 
 def task_history(*, task: Task, limit: int = 20) -> QuerySet[TaskStatusChange]:

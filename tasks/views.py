@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -17,12 +18,13 @@ from core.exceptions import InvalidTransition, NotFound
 from core.forms import add_service_errors
 from pipelines.views import panel_context
 from projects.context_processors import get_current_project, set_current_project
+from projects.models import Project
 from projects.views import get_project_or_404
 
 from . import services
 from .forms import BoardFilterForm, TaskForm, TaskMoveForm
 from .models import MANUAL_TRANSITIONS, Task, TaskCategory, TaskStatus, allowed_moves
-from .selectors import task_board, task_get_for_user, task_history
+from .selectors import BOARD_COLUMN_CAP, BoardColumn, task_board, task_board_column, task_get_for_user, task_history
 
 # What an empty column says, in board order.
 EMPTY_HINTS: dict[str, str] = {
@@ -55,9 +57,19 @@ def board(request: HttpRequest) -> HttpResponse:
     filters.is_valid()  # A bad value is dropped (cleaned_data keeps the good ones), never an error page.
     category = filters.cleaned_data.get("category") or None
     q = filters.cleaned_data.get("q") or None
+    more_status = request.GET.get("column")
+    if more_status:
+        return _board_column_more(request, project, more_status, category=category, q=q)
     grouped = task_board(user=request.user, project=project, category=category, q=q)  # type: ignore[arg-type]
     columns = [
-        {"status": status, "label": label, "tasks": grouped[status], "empty_hint": EMPTY_HINTS[status]}
+        {
+            "status": status,
+            "label": label,
+            "tasks": grouped[status].tasks,
+            "total": grouped[status].total,
+            "more": _more_link(request, grouped[status]),
+            "empty_hint": EMPTY_HINTS[status],
+        }
         for status, label in TaskStatus.choices
     ]
     context: dict[str, Any] = {
@@ -67,7 +79,7 @@ def board(request: HttpRequest) -> HttpResponse:
         "filtered": bool(category or q),
         "q": q,
         "category_label": TaskCategory(category).label if category else "",
-        "shown_count": sum(len(tasks) for tasks in grouped.values()),
+        "shown_count": sum(column.total for column in grouped.values()),
         "transitions": {status: sorted(targets) for status, targets in MANUAL_TRANSITIONS.items()},
         "task_form": TaskForm(initial={"project": project.pk}),
     }
@@ -75,6 +87,47 @@ def board(request: HttpRequest) -> HttpResponse:
         response = render(request, "tasks/_board.html", context)
     else:
         response = render(request, "tasks/board.html", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _more_link(request: HttpRequest, column: BoardColumn) -> dict[str, Any] | None:
+    """The "Show more" link after a capped slice of a column: its URL keeps the board's
+    filters and asks for the next slice; None when the column has been shown to the end."""
+    if not column.remaining:
+        return None
+    query = request.GET.copy()
+    query.pop("project", None)  # the current project is in the session by now
+    query["column"] = column.status
+    query["offset"] = str(column.offset + len(column.tasks))
+    return {
+        "url": f"{reverse('tasks:board')}?{query.urlencode()}",
+        "next": min(column.remaining, BOARD_COLUMN_CAP),
+        "remaining": column.remaining,
+    }
+
+
+def _board_column_more(
+    request: HttpRequest, project: Project, status: str, *, category: str | None, q: str | None
+) -> HttpResponse:
+    """The next slice of one column: cards appended to the column's list out of band,
+    and the link replaced by the next one (or by nothing at the end)."""
+    if status not in TaskStatus.values:
+        raise Http404("No such column.")
+    try:
+        offset = max(0, int(request.GET.get("offset", "0")))
+    except ValueError:
+        offset = 0
+    column = task_board_column(
+        user=request.user,  # type: ignore[arg-type]
+        project=project,
+        status=status,
+        offset=offset,
+        category=category,
+        q=q,
+    )
+    context = {"column": {"status": status, "tasks": column.tasks, "more": _more_link(request, column)}}
+    response = render(request, "tasks/_column_more.html", context)
     patch_vary_headers(response, ["HX-Request"])
     return response
 

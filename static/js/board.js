@@ -37,7 +37,9 @@
 
   function updateCounts() {
     columns().forEach(function (column) {
-      var n = column.querySelectorAll("[data-task-id]").length;
+      // A capped column holds more tasks than it renders: its "Show more" says how many.
+      var more = column.querySelector("[data-more-count]");
+      var n = column.querySelectorAll("[data-task-id]").length + (more ? Number(more.getAttribute("data-more-count")) || 0 : 0);
       var count = column.querySelector("[data-count]");
       if (!count) return;
       count.textContent = String(n);

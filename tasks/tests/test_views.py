@@ -8,6 +8,7 @@ from django.urls import reverse
 from accounts.models import User
 from projects.models import Project
 from tasks.models import Task, TaskCategory, TaskPriority, TaskStatus, TaskStatusChange
+from tasks.selectors import BOARD_COLUMN_CAP
 from tasks.services import invalid_move_message
 from tests.factories import ProjectFactory, TaskFactory
 
@@ -445,3 +446,95 @@ def test_board_query_count_does_not_grow_with_tasks(
     with django_assert_max_num_queries(4):
         response = owner_client.get(BOARD)
     assert sum(int(c) for c in re.findall(r"data-count[^>]*>(\d+)<", response.content.decode())) == 30
+
+
+# --- capped columns ("Show more") ----------------------------------------------------
+
+
+def _cards(html: str) -> list[int]:
+    return [int(pk) for pk in re.findall(r'data-task-id="(\d+)"', html)]
+
+
+def _more_url(html: str) -> str:
+    match = re.search(r'hx-get="([^"]+)"[^>]*data-show-more', html)
+    assert match, "no Show more link"
+    return match.group(1).replace("&amp;", "&")
+
+
+def _column_of(n: int, project: Project, status: str = TaskStatus.BACKLOG, **fields) -> list[Task]:
+    return Task.objects.bulk_create(
+        [Task(project=project, title=f"Task {i}", status=status, position=i, **fields) for i in range(n)]
+    )
+
+
+def test_a_long_column_renders_the_cap_and_a_show_more_link_with_the_exact_count(
+    owner_client, project: Project, django_assert_max_num_queries
+) -> None:
+    tasks = _column_of(150, project)
+    TaskFactory(project=project, title="Being planned", status=TaskStatus.SPEC)
+    with django_assert_max_num_queries(4):  # the same as a board of a few tasks
+        response = owner_client.get(BOARD)
+    html = response.content.decode()
+    assert _cards(html) == [t.pk for t in tasks[:BOARD_COLUMN_CAP]] + [Task.objects.get(title="Being planned").pk]
+    counts = re.findall(r'<span class="count" data-count[^>]*>(\d+)</span>', html)
+    assert counts == ["150", "1", "0", "0", "0"]
+    assert 'data-more-count="50"' in html
+    assert "Show 50 more" in html
+    assert html.count("data-show-more") == 1  # only the long column has one
+
+
+def test_show_more_returns_the_rest_of_the_column_in_order(
+    owner_client, project: Project, django_assert_max_num_queries
+) -> None:
+    tasks = _column_of(150, project)
+    url = _more_url(owner_client.get(BOARD).content.decode())
+    with django_assert_max_num_queries(5):
+        response = owner_client.get(url, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert _cards(html) == [t.pk for t in tasks[BOARD_COLUMN_CAP:]]
+    assert 'hx-swap-oob="beforeend:#column-backlog-cards"' in html
+    assert "data-show-more" not in html  # the end of the column
+    assert 'data-more-count="0"' in html
+
+
+def test_show_more_pages_through_a_column_longer_than_two_slices(owner_client, project: Project) -> None:
+    tasks = _column_of(2 * BOARD_COLUMN_CAP + 30, project, status=TaskStatus.DONE)
+    seen = _cards(owner_client.get(BOARD).content.decode())
+    url = _more_url(owner_client.get(BOARD).content.decode())
+    second = owner_client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert "Show 30 more" in second and 'data-more-count="30"' in second
+    third = owner_client.get(_more_url(second), headers={"HX-Request": "true"}).content.decode()
+    assert seen + _cards(second) + _cards(third) == [t.pk for t in tasks]
+
+
+def test_show_more_keeps_the_filters(owner_client, project: Project) -> None:
+    matching = _column_of(120, project, description="needle")
+    Task.objects.bulk_create(
+        [Task(project=project, title=f"Other {i}", status=TaskStatus.BACKLOG, position=i) for i in range(50)]
+    )
+    html = owner_client.get(BOARD, {"q": "needle"}).content.decode()
+    assert _cards(html) == [t.pk for t in matching[:BOARD_COLUMN_CAP]]
+    assert re.findall(r'<span class="count" data-count[^>]*>(\d+)</span>', html)[0] == "120"
+    assert "Showing <strong>120</strong> of 170 tasks" in html
+    url = _more_url(html)
+    assert "q=needle" in url
+    rest = owner_client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert _cards(rest) == [t.pk for t in matching[BOARD_COLUMN_CAP:]]
+
+
+def test_show_more_never_shows_another_users_tasks(owner_client, project: Project, other_project: Project) -> None:
+    _column_of(BOARD_COLUMN_CAP + 10, other_project)
+    html = owner_client.get(BOARD, {"column": "backlog", "offset": "0"}, headers={"HX-Request": "true"}).content
+    assert _cards(html.decode()) == []
+
+
+@pytest.mark.parametrize("params", [{"column": "nope"}, {"column": "backlog", "offset": "x"}])
+def test_show_more_with_a_bad_column_or_offset(owner_client, project: Project, params: dict) -> None:
+    _column_of(3, project)
+    response = owner_client.get(BOARD, params, headers={"HX-Request": "true"})
+    if params["column"] == "nope":
+        assert response.status_code == 404
+    else:  # a bad offset starts at the top
+        assert response.status_code == 200
+        assert len(_cards(response.content.decode())) == 3
