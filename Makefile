@@ -86,10 +86,18 @@ DEMO_ENV = DEBUG=true LLM_DEMO_MODE=true DATABASE_URL=sqlite:///$(CURDIR)/demo.s
 demo: $(VENV)/.installed-run
 	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput
 	$(DEMO_ENV) $(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	$(DEMO_ENV) $(BIN)/python manage.py repos_demo
 	@echo "AutoCoder demo on http://$(HOST):$(PORT) — scripted demo model on port $(DEMO_LLM_PORT), no API key used"
 	@$(BIN)/python -m tests.fake_anthropic --port $(DEMO_LLM_PORT) & fake=$$!; \
 	trap 'kill $$fake 2>/dev/null' EXIT INT TERM; \
 	$(DEMO_ENV) $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
-bench: $(VENV)/.installed-dev
+# Everything already installed is held at its version (chromadb would otherwise upgrade
+# python-dateutil past celery's pin).
+$(VENV)/.installed-bench: requirements-bench.txt $(VENV)/.installed-dev
+	$(BIN)/pip freeze --exclude-editable > $(VENV)/constraints-bench.txt
+	$(BIN)/pip install --quiet -r requirements-bench.txt -c $(VENV)/constraints-bench.txt
+	touch $@
+
+bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/run_all.py

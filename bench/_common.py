@@ -62,8 +62,9 @@ def setup_django(name: str, db: str) -> str:
     from django.db import connection
 
     if db == "sqlite":
-        return "SQLite " + ".".join(map(str, connection.Database.sqlite_version_info))
-    return f"PostgreSQL {connection.pg_version // 10000}.{connection.pg_version % 10000}"
+        return "SQLite " + ".".join(map(str, connection.Database.sqlite_version_info))  # type: ignore[attr-defined]
+    version = int(connection.pg_version)  # type: ignore[attr-defined]
+    return f"PostgreSQL {version // 10000}.{version % 10000}"
 
 
 def time_calls(fn: Callable[[], object], n: int) -> list[float]:

@@ -16,8 +16,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import postgres_available
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["bench_board.py", "bench_context.py", "bench_memory_search.py", "bench_pipeline.py"]
-PACKAGES = ["Django", "djangorestframework", "celery", "numpy", "psycopg", "channels", "httpx"]
+BENCHES = ["bench_board.py", "bench_context.py", "bench_events.py", "bench_memory_search.py", "bench_pipeline.py"]
+PACKAGES = [
+    "Django",
+    "djangorestframework",
+    "celery",
+    "numpy",
+    "psycopg",
+    "channels",
+    "channels-redis",
+    "daphne",
+    "chromadb",
+]
 
 
 def machine(load: tuple[float, float, float]) -> str:
