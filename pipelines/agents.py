@@ -158,7 +158,9 @@ REPOSITORY_GUIDE = (
     "You work in a checkout of the project's repository. Before you answer, explore it with "
     "list_files, read_file and search_code (read-only; your turns are limited, so read what "
     "matters). In your changes, `modify` and `delete` must name files that exist now and "
-    "`create` a file that does not; give whole file contents."
+    "`create` a file that does not; give whole file contents. A `modify` replaces the whole "
+    "file, so read all of it first (read_file, in ranges for a long file); a file you wrote "
+    "earlier in this run, as given above, needs no reading."
 )
 
 

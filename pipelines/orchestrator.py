@@ -17,7 +17,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
@@ -38,6 +38,9 @@ from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, AgentCall, Pipeline
 from .pricing import call_cost
 from .providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError, Tool, ToolCall
 from .services import StaleRun, run_transition
+
+if TYPE_CHECKING:
+    from repos.tools import ReadLedger
 
 logger = logging.getLogger(__name__)
 
@@ -230,12 +233,13 @@ def _code(run: PipelineRun, lease: Lease) -> None:
         feedback=run.feedback,
         branch_diff=workspace.workspace_diff_text(run) if worktree else None,
     )
-    tool_input = _call_agent(run, lease, agents.CODER, prompt, worktree=worktree)
+    ledger = workspace.read_ledger(run, worktree) if worktree and provider_for(run).supports_tools else None
+    tool_input = _call_agent(run, lease, agents.CODER, prompt, worktree=worktree, ledger=ledger)
     changes = tool_input["changes"]
     fields: dict[str, Any] = {"file_changes": changes, "change_problems": [], "verify_result": None}
     next_status = RunStatus.REVIEWING
     if worktree:
-        problems, head = workspace.workspace_apply(run, worktree, changes)
+        problems, head = workspace.workspace_apply(run, worktree, changes, ledger=ledger)
         fields.update(change_problems=problems, head_commit=head)
         repository = workspace.run_repository(run)
         if not problems and repository is not None and repository.test_command.strip():
@@ -341,14 +345,21 @@ def _should_stop(lease: Lease) -> bool:
 
 
 def _call_agent(
-    run: PipelineRun, lease: Lease, agent_name: str, prompt: str, *, worktree: Path | None = None
+    run: PipelineRun,
+    lease: Lease,
+    agent_name: str,
+    prompt: str,
+    *,
+    worktree: Path | None = None,
+    ledger: ReadLedger | None = None,
 ) -> dict[str, Any]:
     """Call the agent until its answer validates (one retry with the errors).
 
     Given a worktree (and a provider that can), the agent may first explore the
     repository with read-only tools: at most AGENT_TOOL_MAX_TURNS tool turns and
     AGENT_TOOL_TOKEN_LIMIT tokens, then its answer is forced. Every turn is a recorded,
-    costed call, and every tool call shows in the agent's live log."""
+    costed call, every tool call shows in the agent's live log, and what it read goes
+    into ``ledger``."""
     spec = agents.AGENTS[agent_name]
     memory = memory_prompt_context(user=run.task.project.owner, project=run.task.project)
     system = spec.system_prompt("\n\n".join(filter(None, [memory, memory_system_instructions()])))
@@ -383,7 +394,7 @@ def _call_agent(
             assert worktree is not None
             _record_call(run, agent_name, attempt, request, result, [])
             turns += 1
-            tool_results = _run_repo_tools(worktree, explorations, log)
+            tool_results = _run_repo_tools(worktree, explorations, log, ledger)
             messages = [
                 *messages,
                 {"role": "assistant", "content": result.content},
@@ -412,7 +423,9 @@ def _call_agent(
     )
 
 
-def _run_repo_tools(worktree: Path, calls: list[ToolCall], log: AgentLogStream) -> list[dict[str, Any]]:
+def _run_repo_tools(
+    worktree: Path, calls: list[ToolCall], log: AgentLogStream, ledger: ReadLedger | None = None
+) -> list[dict[str, Any]]:
     """Execute the agent's read-only tool calls; their results for the next turn."""
     from repos.tools import execute_repo_tool
 
@@ -425,6 +438,8 @@ def _run_repo_tools(worktree: Path, calls: list[ToolCall], log: AgentLogStream) 
                 worktree=worktree, name=call.name, tool_input=call.input, max_chars=settings.AGENT_TOOL_OUTPUT_MAX_CHARS
             )
             text, is_error = output.text, output.is_error
+            if ledger is not None and output.read is not None:
+                ledger.note_read(output.read)
         arguments = json.dumps(call.input or {}, ensure_ascii=False)[:200]
         outcome = f"error: {text.splitlines()[0][:200]}" if is_error and text else f"{text.count(chr(10)) + 1} lines"
         log.write(f"\n→ {call.name} {arguments} · {outcome}\n")

@@ -9,6 +9,7 @@ in the same place.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from .models import PipelineRun
 
 if TYPE_CHECKING:
     from repos.models import Repository
+    from repos.tools import ReadLedger
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +104,25 @@ def workspace_reset(run: PipelineRun, worktree: Path) -> None:
     run_git(["clean", "-fdq"], cwd=worktree)
 
 
+def read_ledger(run: PipelineRun, worktree: Path) -> ReadLedger:
+    """A ledger for the Coder's next answer, knowing the files whose whole content its
+    prompt already carries: those the run's last round wrote and that still hold it."""
+    from repos.tools import ReadLedger
+
+    ledger = ReadLedger()
+    root = Path(os.path.realpath(worktree))
+    for change in run.file_changes or []:
+        if change.get("action") == "delete" or not isinstance(change.get("content"), str):
+            continue
+        path = Path(os.path.realpath(root / str(change.get("file_path", "")).replace("\\", "/")))
+        content = change["content"].encode("utf-8")
+        if root in path.parents and path.is_file() and path.read_bytes() == content:
+            ledger.note_known(path, content)
+    return ledger
+
+
 def workspace_apply(
-    run: PipelineRun, worktree: Path, changes: list[dict[str, Any]]
+    run: PipelineRun, worktree: Path, changes: list[dict[str, Any]], *, ledger: ReadLedger | None = None
 ) -> tuple[list[dict[str, Any]], str]:
     """Apply the Coder's changes and commit them on the run's branch.
 
@@ -111,7 +130,7 @@ def workspace_apply(
     findings for the next review."""
     from repos.services import worktree_apply_changes, worktree_commit
 
-    problems = worktree_apply_changes(worktree=worktree, changes=changes)
+    problems = worktree_apply_changes(worktree=worktree, changes=changes, ledger=ledger)
     if problems:
         return problems, run.head_commit
     message = commit_message(run, changes)

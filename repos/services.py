@@ -28,6 +28,8 @@ from .models import MergeStrategy, Repository, RepositoryStatus
 if TYPE_CHECKING:
     from projects.models import Project
 
+    from .tools import ReadLedger
+
 PATH_REQUIRED = "Give the repository's folder."
 PATH_OUTSIDE_ROOT = "The repository must be inside the server's repositories folder ({root})."
 PATH_NOT_FOUND = "There is no folder at {path}."
@@ -282,9 +284,14 @@ def _change_problem(path: str, message: str, severity: str = "critical") -> dict
     return {"file": path[:500], "line": None, "severity": severity, "message": message}
 
 
-def worktree_apply_changes(*, worktree: Path, changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def worktree_apply_changes(
+    *, worktree: Path, changes: list[dict[str, Any]], ledger: ReadLedger | None = None
+) -> list[dict[str, Any]]:
     """Write the Coder's changes into the worktree — all of them, or (when any does not
-    fit the files as they are) none, returning the problems as review findings."""
+    fit the files as they are) none, returning the problems as review findings.
+
+    Given the ledger of what the Coder read, a ``modify`` (a whole-file replacement) of a
+    file whose current content it has not seen in full is one of those problems."""
     root = worktree.resolve()
     problems: list[dict[str, Any]] = []
     planned: list[tuple[Path, str, str]] = []
@@ -314,6 +321,9 @@ def worktree_apply_changes(*, worktree: Path, changes: list[dict[str, Any]]) -> 
             continue
         elif target.is_symlink() or not target.is_file():
             problems.append(_change_problem(raw, CHANGE_NOT_A_FILE.format(action=action, path=raw)))
+            continue
+        elif action == "modify" and ledger is not None and (unseen := ledger.modify_problem(resolved, raw)):
+            problems.append(_change_problem(raw, unseen, "major"))
             continue
         planned.append((target, action, str(change.get("content", ""))))
     if problems:

@@ -71,6 +71,9 @@ def task(project) -> Task:
     return TaskFactory(project=project, title="Make add add", description="add(2, 3) should be 5")
 
 
+READ_CALC = ToolReply(name="read_file", input={"path": "app/calc.py"})
+
+
 def changes(*items: dict[str, str]) -> dict[str, list[dict[str, str]]]:
     return {"changes": list(items)}
 
@@ -134,6 +137,7 @@ def test_the_coder_reads_then_changes_land_on_the_runs_branch(fake_llm, linked, 
 def test_a_conflicting_base_refuses_the_merge_and_keeps_the_branch(fake_llm, linked, repo_root, task, owner) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
+        READ_CALC,
         ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
         ToolReply(input=PASS),
     )
@@ -169,6 +173,7 @@ def test_changes_that_do_not_fit_the_files_go_back_to_the_coder(fake_llm, linked
             )
         ),
         # No review call for an unapplied change: straight to fixing.
+        READ_CALC,
         ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
         ToolReply(input=PASS),
     )
@@ -178,7 +183,9 @@ def test_changes_that_do_not_fit_the_files_go_back_to_the_coder(fake_llm, linked
     first_review = run.review_history[0]
     assert first_review["pass"] is False
     assert {finding["file"] for finding in first_review["findings"]} == {"app/calc.py", "app/nope.py"}
-    assert [call.agent for call in AgentCall.objects.filter(run=run)] == ["planner", "coder", "coder", "reviewer"]
+    assert [call.agent for call in AgentCall.objects.filter(run=run)] == [
+        "planner", "coder", "coder", "coder", "reviewer",
+    ]  # fmt: skip
     assert "return a + b" in git(repo_root, "show", f"{run.branch}:app/calc.py")
     assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "1"
 
@@ -193,6 +200,7 @@ def test_the_verify_step_catches_a_failing_test_and_the_fix_loop_fixes_it(
         # First attempt: a change that leaves the bug in.
         ToolReply(input=changes({"file_path": "app/util.py", "action": "create", "content": "X = 1\n"})),
         ToolReply(input=PASS),  # the Reviewer misses it, the tests do not
+        READ_CALC,
         ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
         ToolReply(input=PASS),
     )
@@ -208,7 +216,7 @@ def test_the_verify_step_catches_a_failing_test_and_the_fix_loop_fixes_it(
     assert failed_review["pass"] is False
     assert any("add(2, 3) is -1" in finding["message"] for finding in failed_review["findings"])
     # The Reviewer was told what the tests said; the Coder got the findings to fix.
-    _, _, reviewer_first, coder_fixing, _ = fake_llm.requests
+    _, _, reviewer_first, coder_fixing, _, _ = fake_llm.requests
     assert "add(2, 3) is -1" in reviewer_first.prompt_text
     assert "add(2, 3) is -1" in coder_fixing.prompt_text
     assert run.verify_result["passed"] is True
@@ -222,6 +230,7 @@ def test_a_hanging_test_command_is_killed_at_its_timeout(fake_llm, linked, task,
     linked.save()
     fake_llm.script(
         ToolReply(input=PLAN),
+        READ_CALC,
         ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
         ToolReply(input=PASS),
     )
@@ -242,6 +251,7 @@ def test_the_test_command_cannot_read_the_servers_secrets(fake_llm, linked, task
     linked.save()
     fake_llm.script(
         ToolReply(input=PLAN),
+        READ_CALC,
         ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
         ToolReply(input=PASS),
     )
@@ -259,7 +269,7 @@ def test_the_tool_loop_stops_at_its_turn_limit(fake_llm, linked, task, owner, se
         ToolReply(input=PLAN),
         ToolReply(name="list_files", input={"path": "."}),
         ToolReply(name="search_code", input={"pattern": "def add"}),
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        ToolReply(input=changes({"file_path": "app/util.py", "action": "create", "content": "X = 1\n"})),
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -274,6 +284,7 @@ def test_tools_refuse_paths_outside_the_worktree(fake_llm, linked, task, owner) 
     fake_llm.script(
         ToolReply(input=PLAN),
         ToolReply(name="read_file", input={"path": "../../../../etc/passwd"}),
+        READ_CALC,
         ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
         ToolReply(input=PASS),
     )
@@ -290,6 +301,7 @@ def test_finished_runs_lose_their_worktree_after_retention_but_keep_the_branch(
 ) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
+        READ_CALC,
         ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
         ToolReply(input=PASS),
     )
@@ -320,6 +332,7 @@ def test_approve_conflict_over_the_api_is_409_with_the_conflicts(
 ) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
+        READ_CALC,
         ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
         ToolReply(input=PASS),
     )
@@ -344,6 +357,7 @@ def test_approve_conflict_over_the_api_is_409_with_the_conflicts(
 def test_another_users_patch_is_404(fake_llm, linked, task, owner, other_client) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
+        READ_CALC,
         ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
         ToolReply(input=PASS),
     )
@@ -380,7 +394,7 @@ def test_the_tool_loop_stops_at_its_token_limit(fake_llm, linked, task, owner, s
     fake_llm.script(
         ToolReply(input=PLAN),
         ToolReply(name="list_files", input={"path": "."}, input_tokens=1500, output_tokens=20),
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        ToolReply(input=changes({"file_path": "app/util.py", "action": "create", "content": "X = 1\n"})),
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -391,3 +405,59 @@ def test_the_tool_loop_stops_at_its_token_limit(fake_llm, linked, task, owner, s
     # Both turns are paid for and counted.
     coder_calls = AgentCall.objects.filter(run=run, agent="coder")
     assert coder_calls.count() == 2 and coder_calls.first().input_tokens == 1500
+
+
+@pytest.mark.parametrize(
+    ("first_reads", "reported"),
+    [
+        ([], "you have not read app/calc.py"),
+        (
+            [ToolReply(name="read_file", input={"path": "app/calc.py", "start": 1, "end": 1})],
+            "only lines 1 of app/calc.py (2 lines)",
+        ),
+    ],
+)
+def test_a_modify_of_content_the_coder_has_not_seen_is_reported_not_applied(
+    fake_llm, linked, repo_root, task, owner, first_reads, reported
+) -> None:
+    fake_llm.script(
+        ToolReply(input=PLAN),
+        *first_reads,
+        ToolReply(
+            input=changes(
+                {"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED},
+                {"file_path": "app/util.py", "action": "create", "content": "X = 1\n"},
+            )
+        ),
+        # Told so, it reads the file and resubmits.
+        READ_CALC,
+        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        ToolReply(input=PASS),
+    )
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    [finding] = run.review_history[0]["findings"]
+    assert finding["file"] == "app/calc.py" and reported in finding["message"]
+    # Nothing of the refused submission landed, not even its valid create.
+    assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "1"
+    assert git(repo_root, "show", f"{run.branch}:app/calc.py") + "\n" == CALC_FIXED
+    assert "app/util.py" not in git(repo_root, "ls-tree", "-r", "--name-only", run.branch)
+
+
+def test_in_a_fix_round_the_coder_may_replace_what_it_wrote_itself_without_reading_it(
+    fake_llm, linked, repo_root, task, owner
+) -> None:
+    fake_llm.script(
+        ToolReply(input=PLAN),
+        ToolReply(input=changes({"file_path": "app/util.py", "action": "create", "content": "X = 1\n"})),
+        ToolReply(input={"pass": False, "findings": [{"file": "app/util.py", "severity": "major", "message": "X=2"}]}),
+        # Its prompt carries app/util.py as it wrote it: no read needed.
+        ToolReply(input=changes({"file_path": "app/util.py", "action": "modify", "content": "X = 2\n"})),
+        ToolReply(input=PASS),
+    )
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert git(repo_root, "show", f"{run.branch}:app/util.py") == "X = 2"
+    assert not run.change_problems
