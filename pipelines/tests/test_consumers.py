@@ -143,3 +143,23 @@ def test_board_socket_gets_column_moves_of_its_project_only(owner, project, othe
         assert (theirs, code) == (False, CLOSE_NOT_FOUND)
 
     async_to_sync(scenario)()
+
+
+def test_a_client_that_falls_behind_still_gets_every_live_event(owner, task) -> None:
+    # Channel layers drop, silently, what arrives for a consumer whose queue is full; at
+    # the default capacity (100) a slow page lost live events (bench_events.py, 200 clients).
+    header = _token_header(owner)
+    sent = 600
+
+    async def scenario() -> list[int]:
+        communicator, connected, _ = await _connect(f"/ws/tasks/{task.pk}", header)
+        assert connected
+        layer = get_channel_layer()
+        for number in range(1, sent + 1):  # faster than the consumer drains its queue
+            event = {"id": number, "type": "agent-log", "data": {"agent": "coder", "chunk": "x"}}
+            await layer.group_send(task_group(task.pk), {"type": CONSUMER_MESSAGE_TYPE, "event": event})
+        received = [(await communicator.receive_json_from(timeout=5))["id"] for _ in range(sent)]
+        await communicator.disconnect()
+        return received
+
+    assert async_to_sync(scenario)() == list(range(1, sent + 1))
