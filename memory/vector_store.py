@@ -9,9 +9,11 @@ is seen at once:
 * the ids and ``updated_at`` of rows at or after the last one seen, less an overlap for
   transactions that committed late, are read; only rows the index has not seen at that
   ``updated_at`` are loaded in full (soft-deleted ones removed);
-* then the count and id sum of live rows are compared with the index: a difference
-  (rows deleted outright, a rolled-back transaction, a write that did not touch
-  ``updated_at``) rebuilds the index from scratch.
+* at most every ``MEMORY_INDEX_RECOUNT_SECONDS``, the count and id sum of live rows are
+  compared with the index: a difference (rows deleted outright, a write that did not
+  touch ``updated_at``) rebuilds the index from scratch. The count reads every live row,
+  so it is not paid on every search; in between, ``memory_search`` drops hits whose row
+  is gone (``SemanticIndex.discard``) and searches again.
 
 Writers must therefore set ``updated_at`` on every change, also in ``QuerySet.update``
 (memory.services.semantic does).
@@ -19,12 +21,16 @@ Writers must therefore set ``updated_at`` on every change, also in ``QuerySet.up
 
 from __future__ import annotations
 
+import math
 import threading
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import numpy as np
+from django.conf import settings
 from django.db.models import Count, Sum
 
 from memory.decay import clock_start, compute_confidence_array
@@ -318,6 +324,7 @@ class SemanticIndex:
             self._id_sum = 0
             self._watermark: datetime | None = None
             self._built = False
+            self._recounted_at = -math.inf
 
     def __len__(self) -> int:
         return len(self.store)
@@ -357,8 +364,11 @@ class SemanticIndex:
         for row in self._live().values(*_SYNC_FIELDS).iterator(chunk_size=2000):
             self._apply(row)
         self._built = True
+        self._recounted_at = time.monotonic()
 
-    def sync(self) -> None:
+    def sync(self, *, recount: bool = False) -> None:
+        """Bring the index up to date; ``recount`` forces the check for rows deleted
+        outright, which otherwise runs at most every MEMORY_INDEX_RECOUNT_SECONDS."""
         with self._lock:
             if not self._built:
                 self._rebuild()
@@ -379,9 +389,21 @@ class SemanticIndex:
                 chunk = stale[start : start + SYNC_FETCH_CHUNK]
                 for row in Memory.objects.filter(pk__in=chunk).order_by("updated_at", "id").values(*_SYNC_FIELDS):
                     self._apply(row)
-            totals = self._live().aggregate(n=Count("id"), s=Sum("id"))
-            if (totals["n"], int(totals["s"] or 0)) != (len(self.store), self._id_sum):
-                self._rebuild()
+            now = time.monotonic()
+            if recount or now - self._recounted_at >= settings.MEMORY_INDEX_RECOUNT_SECONDS:
+                self._recounted_at = now
+                totals = self._live().aggregate(n=Count("id"), s=Sum("id"))
+                if (totals["n"], int(totals["s"] or 0)) != (len(self.store), self._id_sum):
+                    self._rebuild()
+
+    def discard(self, memory_ids: Iterable[int]) -> None:
+        """Forget memories the database no longer has (deleted outright)."""
+        with self._lock:
+            for memory_id in memory_ids:
+                if memory_id in self.store:
+                    self.store.remove(memory_id)
+                    self._id_sum -= memory_id
+                self._seen.pop(memory_id, None)
 
     def search(self, query_vec: np.ndarray, k: int, candidate_filter: CandidateFilter) -> list[VectorHit]:
         with self._lock:

@@ -320,6 +320,12 @@ CELERY_BEAT_SCHEDULE["pipeline-sweep"] = {"task": "pipelines.tasks.pipeline_swee
 
 # Half-life of a fading memory when none is given; confidence = 1 - age / half-life.
 MEMORY_DEFAULT_HALF_LIFE_HOURS = env_int("MEMORY_DEFAULT_HALF_LIFE_HOURS", default=24 * 7, minimum=1)
+# Each process's memory index recounts the live rows at most this often, to notice rows
+# deleted outright (cascades), which leave no updated_at behind. The count scans every
+# live row: at 100,000 memories it cost ~190 ms, on every search (bench_memory_search.py).
+# A search whose hits include such a row drops it and searches again, so results stay
+# exact in between.
+MEMORY_INDEX_RECOUNT_SECONDS = env_int("MEMORY_INDEX_RECOUNT_SECONDS", default=30, minimum=0)
 # Context items expire this long after they are saved (0 = never).
 CONTEXT_TTL_DAYS = env_int("CONTEXT_TTL_DAYS", default=30)
 DAILY_LOG_RETENTION_DAYS = env_int("DAILY_LOG_RETENTION_DAYS", default=30, minimum=1)

@@ -16,6 +16,9 @@ from memory.services.semantic import MEMORY_NOT_FOUND, MemoryNotFound
 from memory.vector_store import CandidateFilter, semantic_index
 
 SEARCH_LIMIT_MAX = 50
+# Searches in one memory_search when hits keep naming rows deleted outright; a cascade
+# deletes them all at once, so the second attempt normally finds none.
+SEARCH_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -74,23 +77,28 @@ def memory_search(
     similarity × confidence; those under ``min_confidence`` are left out."""
     now = now or timezone.now()
     query_vec = embed_text(query)
-    hits = semantic_index().search(
-        query_vec,
-        limit,
-        CandidateFilter(
-            now_ts=now.timestamp(),
-            owner_id=user.pk,
-            agent=agent,
-            personality=personality,
-            project_id=project_id,
-            memory_type=memory_type,
-            is_global=is_global,
-            min_confidence=min_confidence,
-        ),
+    candidate_filter = CandidateFilter(
+        now_ts=now.timestamp(),
+        owner_id=user.pk,
+        agent=agent,
+        personality=personality,
+        project_id=project_id,
+        memory_type=memory_type,
+        is_global=is_global,
+        min_confidence=min_confidence,
     )
-    # The index was synced just now; the database stays the authority: a row deleted
-    # in between is dropped, and confidence is recomputed from the row itself.
-    rows = Memory.objects.select_related("project").in_bulk([hit.memory_id for hit in hits])
+    index = semantic_index()
+    for _ in range(SEARCH_ATTEMPTS):
+        hits = index.search(query_vec, limit, candidate_filter)
+        rows = Memory.objects.select_related("project").in_bulk([hit.memory_id for hit in hits])
+        # A hit without a row was deleted outright (a cascade), which the index notices
+        # only at its next recount: forget it and search again, so the results are full.
+        gone = [hit.memory_id for hit in hits if hit.memory_id not in rows]
+        if not gone:
+            break
+        index.discard(gone)
+    # The database stays the authority: a row deleted since the sync is dropped, and
+    # confidence is recomputed from the row itself.
     results = []
     for hit in hits:
         memory = rows.get(hit.memory_id)
@@ -113,7 +121,7 @@ def memory_status(*, user: User) -> dict[str, object]:
         memories=Count("id", filter=Q(is_deleted=False)), deleted=Count("id", filter=Q(is_deleted=True))
     )
     index = semantic_index()
-    index.sync()
+    index.sync(recount=True)
     return {
         "embedding_model": EMBEDDING_MODEL,
         "dimensions": DIMENSIONS,

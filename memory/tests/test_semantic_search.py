@@ -6,12 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.models import User
 from memory.embeddings import EMBEDDING_MODEL, embed_text, embed_texts, vector_from_bytes, vector_to_bytes
 from memory.models.semantic import DecayPolicy, Memory
-from memory.selectors.semantic import memory_search
+from memory.selectors.semantic import memory_search, memory_status
 from memory.services.semantic import (
     CANNOT_REINFORCE_DELETED,
     CANNOT_REINFORCE_PERMANENT,
@@ -232,11 +234,55 @@ def test_writes_by_another_process_are_seen_by_the_next_search(owner: User) -> N
     Memory.objects.filter(pk=late.pk).update(updated_at=now - timedelta(seconds=5))
     assert late.pk in ids(memory_search(user=owner, query="build server memory size", limit=50))
 
-    # Deleted outright (a cascade), which no updated_at records: the totals catch it.
+    # Deleted outright (a cascade), which no updated_at records: the hit without a row
+    # is forgotten at once, without rebuilding the index.
     Memory.objects.filter(pk=mine.pk).delete()
     assert mine.pk not in ids(memory_search(user=owner, query="build machine operating system", limit=50))
-    assert index.full_rebuilds == rebuilds + 1
+    assert index.full_rebuilds == rebuilds
     assert len(index) == Memory.objects.filter(is_deleted=False).count()
+
+
+def test_a_hit_deleted_outright_is_replaced_by_the_next_best(owner: User) -> None:
+    for text in (
+        "Deployments are frozen on Fridays.",
+        "No deploys on Friday afternoons.",
+        "Releases go out on Tuesdays.",
+    ):
+        write_directly(owner, text)
+    query = "when are we not allowed to deploy"
+    ranking = ids(memory_search(user=owner, query=query, limit=3))
+    assert len(ranking) == 3
+    rebuilds = semantic_index().full_rebuilds
+    Memory.objects.filter(pk=ranking[0]).delete()
+    # Still two results: the index did not yet know of the delete, so the search ran again.
+    assert ids(memory_search(user=owner, query=query, limit=2)) == ranking[1:]
+    assert semantic_index().full_rebuilds == rebuilds
+
+
+def test_rows_deleted_outright_are_recounted_at_the_interval_not_on_every_search(owner: User, settings) -> None:
+    settings.MEMORY_INDEX_RECOUNT_SECONDS = 3600
+    index = semantic_index()
+    kept = write_directly(owner, "The office cat is called Biscuit.")
+    unrelated = write_directly(owner, "Our API rate limit is 100 requests per minute per token.")
+    assert ids(memory_search(user=owner, query="name of the cat", limit=1)) == [kept.pk]
+    with CaptureQueriesContext(connection) as queries:
+        memory_search(user=owner, query="name of the cat", limit=1)
+    assert not [q for q in queries.captured_queries if "SUM(" in q["sql"].upper()]  # no recount
+
+    # Deleted outright and never a hit: unnoticed until the recount...
+    Memory.objects.filter(pk=unrelated.pk).delete()
+    assert ids(memory_search(user=owner, query="name of the cat", limit=1)) == [kept.pk]
+    assert len(index) == 2
+    # ...which the status page forces, and which a search makes once the interval passed.
+    assert memory_status(user=owner)["index_size"] == 1
+    gone = write_directly(owner, "Alice is allergic to peanuts.")
+    assert len(index) == 1  # not synced yet
+    memory_search(user=owner, query="name of the cat", limit=1)
+    Memory.objects.filter(pk=gone.pk).delete()
+    settings.MEMORY_INDEX_RECOUNT_SECONDS = 0
+    rebuilds = index.full_rebuilds
+    memory_search(user=owner, query="name of the cat", limit=1)
+    assert index.full_rebuilds == rebuilds + 1 and len(index) == 1
 
 
 def test_a_second_index_sees_what_the_first_process_wrote(owner: User) -> None:
