@@ -40,7 +40,17 @@ def _worker_not_stopping() -> None:
 @pytest.fixture(autouse=True)
 def _clear_cache() -> None:
     # Rate-limit counters live in the cache: every test starts with none.
-    cache.clear()
+    from django.conf import settings
+
+    if settings.CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
+        # Only this process's keys: cache.clear() is a FLUSHDB, which would also wipe
+        # the counters of a test running at the same moment in another xdist worker.
+        client = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
+        keys = list(client.scan_iter(f"{settings.CACHES['default']['KEY_PREFIX']}:*"))
+        if keys:
+            client.delete(*keys)
+    else:
+        cache.clear()
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import functools
 import json
+import re
 import threading
 import time
 import uuid
@@ -153,6 +154,15 @@ def default_reply(request: RecordedRequest, delay: float = 0.01) -> Reply:
             input={"path": "."},
             chunk_delay=delay,
         )
+    first_file = _first_file_listed(request)
+    if first_file and not request.forced_tool and len(request.tool_results) == 1:
+        # Then read one of the files it saw, as a model would before writing.
+        return ToolReply(
+            name="read_file",
+            text=f"Reading {first_file} to see how the code is laid out.\n",
+            input={"path": first_file},
+            chunk_delay=delay,
+        )
     if tool == "submit_plan":
         return ToolReply(
             text=(
@@ -197,6 +207,18 @@ def default_reply(request: RecordedRequest, delay: float = 0.01) -> Reply:
             chunk_delay=delay,
         )
     return TextReply(text=_chat_answer(request), chunk_delay=delay)
+
+
+def _first_file_listed(request: RecordedRequest) -> str | None:
+    """The first file in a ``list_files`` answer (lines like ``name (12 bytes)``)."""
+    results = request.tool_results
+    if not results or "read_file" not in request.tool_names:
+        return None
+    content = results[0].get("content")
+    if isinstance(content, list):
+        content = "\n".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+    match = re.search(r"^(\S[^\n]*?) \(\d+ bytes\)$", str(content or ""), re.MULTILINE)
+    return match.group(1) if match else None
 
 
 def _chat_answer(request: RecordedRequest) -> str:

@@ -19,9 +19,12 @@ from .base import CACHES, CELERY_BROKER_URL, DATABASES, STORAGES
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
 if "LOCATION" in CACHES["default"]:
-    # Tests flush the cache between tests (FLUSHDB): give it a Redis database of its
-    # own so that the broker and the channel layer on database 0 are left alone.
+    # Tests clear the cache between tests: give it a Redis database of its own so that
+    # the broker and the channel layer on database 0 are left alone...
     CACHES["default"]["LOCATION"] = CACHES["default"]["LOCATION"].rsplit("/", 1)[0] + "/9"
+    # ... and keys of this process's own: pytest-xdist workers share that database, and
+    # a FLUSHDB by one wiped the rate-limit counters another test was counting up.
+    CACHES["default"]["KEY_PREFIX"] = f"autocoder-test-{os.getpid()}"
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Worker threads and subprocesses must see the test database, and Django's default
     # SQLite test database lives in memory. A file instead, in a folder of this process
