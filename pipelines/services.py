@@ -8,6 +8,7 @@ and the live events in the same transaction (events are sent on commit).
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +89,20 @@ def _enqueue_advance(run_id: int) -> None:
     pipeline_advance.delay(run_id)
 
 
+def _enqueue_advance_or_leave_to_sweeper(run_id: int, status: str) -> None:
+    """After a committed transition, with the broker down, the transition stands: the
+    beat sweeper queues the phase once the broker is back."""
+    try:
+        _enqueue_advance(run_id)
+    except Exception as exc:  # noqa: BLE001 - whatever the broker raised, the sweeper recovers the run
+        logger.error(
+            "Run %s: could not queue its %s phase (%s); the sweeper queues it again once the broker answers",
+            run_id,
+            status,
+            exc,
+        )
+
+
 def _pipeline_state(run: PipelineRun) -> dict[str, Any]:
     return {
         "run_id": run.pk,
@@ -127,9 +142,12 @@ def run_transition(
         changes["started_at"] = now
     if to_status in FINAL_STATUSES:
         changes["finished_at"] = now
-    if to_status not in WORKING_STATUSES:
-        changes["lease_owner"] = ""
-        changes["lease_expires_at"] = None
+    # A lease is a claim on one phase: the next phase starts unclaimed. Its job is
+    # queued on commit and may start on another worker thread before the finishing
+    # phase has released its lease; a lease carried over would turn that job away and
+    # stall the run until the lease ran out and the sweeper came by.
+    changes["lease_owner"] = ""
+    changes["lease_expires_at"] = None
     if to_status in (RunStatus.PAUSED, RunStatus.FAILED):
         changes.setdefault("error_retryable", to_status == RunStatus.PAUSED)
     elif to_status in WORKING_STATUSES or to_status == RunStatus.AWAITING_APPROVAL:
@@ -189,9 +207,7 @@ def run_transition(
                 board=True,
             )
         if enqueue and to_status in WORKING_STATUSES:
-            # robust: with the broker down the transition stands and the sweeper queues
-            # the phase once the broker is back (the run is never stuck half-made).
-            transaction.on_commit(lambda: _enqueue_advance(run.pk), robust=True)
+            transaction.on_commit(functools.partial(_enqueue_advance_or_leave_to_sweeper, run.pk, to_status))
     return run
 
 

@@ -173,12 +173,23 @@ def test_a_phase_ending_while_redis_is_down_is_requeued_by_the_sweeper(
 
     # The plan is persisted with the move to coding, and nobody holds the phase.
     wait_for(lambda: run_row().status == "coding", timeout=20, why=lambda: stack.log_tail())
-    wait_for(lambda: not run_row().lease_owner, timeout=10, why=lambda: stack.log_tail())
+    assert not run_row().lease_owner
     assert run_row().plan == PLAN["subtasks"]
+    # The planning job ends once its try at queueing the coding job has failed; only
+    # then does Redis come back (sooner, and that try would simply succeed).
+    wait_for(lambda: "pipeline_advance" in _jobs_ended(stack), timeout=30, why=lambda: stack.log_tail())
     redis_server.start()
 
     wait_for(
         lambda: run_row().status == "awaiting_approval", timeout=60, why=lambda: run_row().status + stack.log_tail()
     )
-    assert "queueing it again" in stack.log.read_text(), "the sweeper, not a redelivery, resumed the run"
+    log = stack.log.read_text()
+    assert f"Run {run['id']}: could not queue its coding phase" in log, "the failed enqueue is stated"
+    assert "queueing it again" in log, "the sweeper, not a redelivery, resumed the run"
     assert AgentCall.objects.filter(run_id=run["id"], agent="planner").count() == 1, "the plan was paid for once"
+
+
+def _jobs_ended(stack: ProductionStack) -> str:
+    """The worker's lines about jobs that finished, one way or the other."""
+    lines = stack.log.read_text(errors="replace").splitlines()
+    return "\n".join(line for line in lines if "worker." in line and (" succeeded in " in line or " raised " in line))

@@ -13,10 +13,11 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 
+from pipelines import orchestrator
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
-from pipelines.orchestrator import REVIEW_GAVE_UP, run_advance, runs_needing_a_worker
+from pipelines.orchestrator import REVIEW_GAVE_UP, Lease, run_advance, runs_needing_a_worker
 from pipelines.providers.anthropic import KEY_REJECTED
-from pipelines.services import run_approve, run_cancel, run_request_changes, run_retry, run_start
+from pipelines.services import run_approve, run_cancel, run_request_changes, run_retry, run_start, run_transition
 from tasks.models import Task
 from tests.factories import TaskFactory
 from tests.fake_anthropic import HttpError, MidStreamError, RawToolInputReply, ToolReply
@@ -263,6 +264,22 @@ def test_a_leased_phase_is_not_run_twice_and_an_expired_lease_is_swept(fake_llm,
     run = drive_in_process(run)
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert AgentCall.objects.filter(run=run, agent="planner").count() == 1
+
+
+def test_the_next_phase_starts_even_before_the_finished_phase_lets_go_of_its_lease(fake_llm, task, owner) -> None:
+    # The planning phase's transition queues the coding job on commit; a second worker
+    # thread may take that job while the planning job is still on its way to releasing.
+    run = run_transition(run=run_start(task=task, user=owner), to_status=RunStatus.PLANNING, enqueue=False)
+    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES))
+    planning_lease = Lease(run)
+    assert planning_lease.claim()
+    orchestrator._plan(run, planning_lease)  # ends with the move to coding; not released yet
+
+    run_advance(run_id=run.pk)  # the coding job, on the other thread
+    run.refresh_from_db()
+    assert run.status == RunStatus.REVIEWING, "the planning phase's lease turned the coding job away"
+    planning_lease.release()  # late, and it leaves the run alone
+    assert PipelineRun.objects.get(pk=run.pk).status == RunStatus.REVIEWING
 
 
 def test_a_whole_run_through_the_claude_cli_provider(task, owner, settings) -> None:
