@@ -38,8 +38,8 @@ class EmbeddedChannelLayer(InMemoryChannelLayer):
     """An in-memory channel layer that can be sent to from any thread of the process.
 
     The plain layer's queues belong to the loop their consumers wait on: a send from a
-    worker thread (``async_to_sync(layer.group_send)``, which runs on a throwaway loop)
-    fills the queue without waking that loop, so delivery waits until something else
+    worker thread (``core.live.group_send``, which runs on a loop of its own) fills the
+    queue without waking that loop, so delivery waits until something else
     wakes it (~450 ms measured). Here every send or group_send that arrives on another
     loop is run on the server's loop with ``run_coroutine_threadsafe``, which wakes it at
     once, and all queue and group bookkeeping happens on that one loop.

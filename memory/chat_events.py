@@ -11,9 +11,9 @@ import logging
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.db import transaction
+
+from core import live
 
 if TYPE_CHECKING:
     from memory.models import ChatMessage
@@ -52,14 +52,9 @@ def chat_group(user_id: int, project_id: int | None = None) -> str:
 
 def chat_send_now(*, user_id: int, project_id: int | None, event_type: ChatEventType, data: dict[str, Any]) -> None:
     """Send to the user's open chat pages at once (outside any transaction)."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
     message = {"type": str(event_type), "data": data}
     try:
-        async_to_sync(layer.group_send)(
-            chat_group(user_id, project_id), {"type": CONSUMER_MESSAGE_TYPE, "event": message}
-        )
+        live.group_send(chat_group(user_id, project_id), {"type": CONSUMER_MESSAGE_TYPE, "event": message})
     except Exception:
         # Live delivery is best effort: the page reloads history from the database.
         logger.warning("Could not send %s to user %s", event_type, user_id, exc_info=True)

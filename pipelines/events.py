@@ -12,11 +12,11 @@ import time
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+
+from core import live
 
 from .models import RunEvent
 
@@ -62,12 +62,9 @@ _last_traceback_at = -SEND_FAILURE_TRACEBACK_EVERY_SECONDS
 
 
 def _group_send(groups: list[str], message: dict[str, Any]) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
     for group in groups:
         try:
-            async_to_sync(layer.group_send)(group, {"type": CONSUMER_MESSAGE_TYPE, "event": message})
+            live.group_send(group, {"type": CONSUMER_MESSAGE_TYPE, "event": message})
         except Exception as exc:
             # Live delivery is best effort: the event is persisted and a page catches up
             # from the database when it reconnects. While the layer is down this happens

@@ -177,3 +177,24 @@ def test_a_worker_killed_mid_phase_is_resumed_from_the_last_completed_phase(
         wait_until(lambda: run_id in runs_sweep(grace_seconds=0), timeout=30)
         wait_until(lambda: _status(run_id) == RunStatus.AWAITING_APPROVAL, timeout=60, why=lambda: _status(run_id))
     assert AgentCall.objects.filter(run_id=run_id, agent="planner").count() == 1
+
+
+def test_a_starting_worker_imports_the_llm_client_before_the_first_run_needs_it() -> None:
+    # In a fresh interpreter: this one has imported the SDK long ago.
+    script = (
+        "import sys, django; django.setup()\n"
+        "from celery.signals import worker_init\n"
+        "assert 'anthropic' not in sys.modules, 'imported before any worker started'\n"
+        "worker_init.send(sender=None)\n"
+        "print('anthropic' in sys.modules, 'pipelines.providers.anthropic' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=subprocess_env(),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True"]
