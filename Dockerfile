@@ -9,6 +9,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
+# git for linked repositories; bubblewrap for the sandbox that test commands run in
+# (core/sandbox.py; without it they do not run).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends git bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
+
 # Dependencies first: this layer is rebuilt only when requirements.txt changes.
 # (psycopg[binary] ships libpq, so no system packages are needed.)
 COPY requirements.txt requirements-nodeps.txt ./

@@ -11,7 +11,7 @@ help:
 	@echo "make run    - install, migrate and serve http://$(HOST):$(PORT) (SQLite, in-process worker)"
 	@echo "make test   - install and run lint, type checks and the whole test suite"
 	@echo "make pytest - the test suite only (PYTEST_ARGS=... passes options)"
-	@echo "make up-prod - production topology without Docker: daphne, celery worker and beat (needs DATABASE_URL, REDIS_URL)"
+	@echo "make up-prod - production topology without Docker: daphne, celery worker and beat, restarted if they exit (needs DATABASE_URL, REDIS_URL)"
 	@echo "make worker / make beat - production processes (need REDIS_URL)"
 
 $(BIN)/python:
@@ -40,13 +40,14 @@ run: $(VENV)/.installed-run
 	DEBUG=$${DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 # Production topology without Docker: PostgreSQL and Redis from the environment; daphne,
-# one Celery worker and celery beat as separate processes (Procfile), started and stopped
-# together by honcho (Ctrl-C or SIGTERM stops all three).
+# one Celery worker and celery beat as separate processes (Procfile) under supervisord
+# (deploy/supervise.py): a process that exits is restarted, the others keep running;
+# Ctrl-C or SIGTERM stops all three.
 up-prod: prod-env $(VENV)/.installed-run
 	EMBEDDED_WORKER=false $(BIN)/python manage.py migrate --noinput
 	EMBEDDED_WORKER=false $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@echo "AutoCoder (production topology) on http://$(HOST):$(PORT)  health: http://$(HOST):$(PORT)/healthz"
-	PATH="$(CURDIR)/$(BIN):$$PATH" EMBEDDED_WORKER=false HOST=$(HOST) $(BIN)/honcho start -f Procfile -p $(PORT)
+	PATH="$(CURDIR)/$(BIN):$$PATH" EMBEDDED_WORKER=false HOST=$(HOST) PORT=$(PORT) $(BIN)/python deploy/supervise.py
 
 prod-env:
 	@test -n "$$DATABASE_URL" || { echo "make up-prod: DATABASE_URL is not set (postgres://user:password@host:5432/name)" >&2; exit 2; }

@@ -4,6 +4,7 @@ fake Anthropic API."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.core.cache import cache
@@ -14,6 +15,7 @@ from accounts.services import api_token_create
 from projects.models import Project
 from tests.factories import DEFAULT_PASSWORD, ProjectFactory, UserFactory
 from tests.fake_anthropic import FakeAnthropicServer
+from tests.paths import searchable_by_sandbox
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -51,6 +53,13 @@ def _clear_cache() -> None:
             client.delete(*keys)
     else:
         cache.clear()
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Path:
+    """pytest's tmp_path, searchable by the sandbox's account (tests/paths.py): tests
+    keep repositories and worktrees there and run test commands in them."""
+    return searchable_by_sandbox(tmp_path)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
 
-from .services import api_token_authenticate
+from .services import AuthenticationFailed, api_token_authenticate
 
 
 class TokenAuthMiddleware(BaseMiddleware):
@@ -19,7 +19,10 @@ class TokenAuthMiddleware(BaseMiddleware):
             header = dict(scope.get("headers", [])).get(b"authorization", b"").decode("latin-1")
             keyword, _, raw = header.partition(" ")
             if keyword.lower() == "token" and raw.strip():
-                token_user = await database_sync_to_async(api_token_authenticate)(raw=raw.strip())
-                if token_user is not None:
-                    scope = {**scope, "user": token_user}
+                try:
+                    token = await database_sync_to_async(api_token_authenticate)(raw=raw.strip())
+                except AuthenticationFailed:
+                    pass  # revoked, expired or made up: the connection stays anonymous
+                else:
+                    scope = {**scope, "user": token.user}
         return await super().__call__(scope, receive, send)

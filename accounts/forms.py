@@ -1,4 +1,4 @@
-"""Input forms for the login and registration pages.
+"""Input forms for the login, registration and account pages.
 
 They check shape only; the rules (password strength, unique email, credentials) are
 in accounts.services.
@@ -13,6 +13,26 @@ from django import forms
 # Long enough for any passphrase, short enough that hashing it costs nothing unusual.
 PASSWORD_MAX_LENGTH = 4096
 PASSWORDS_DIFFER = "The two passwords do not match."
+NEW_PASSWORD_HELP = "At least 8 characters other than spaces; not a common or all-numeric password."
+
+
+def _new_password_field(*, label: str | None = None, help_text: str = NEW_PASSWORD_HELP) -> forms.CharField:
+    return forms.CharField(
+        label=label,
+        max_length=PASSWORD_MAX_LENGTH,
+        strip=False,
+        help_text=help_text,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+
+
+def _confirmed(form: forms.Form, field: str, confirmation: str) -> dict[str, Any]:
+    """The form's cleaned data, with an error on ``confirmation`` if it differs from ``field``."""
+    cleaned = form.cleaned_data
+    password, confirm = cleaned.get(field), cleaned.get(confirmation)
+    if password and confirm and password != confirm:
+        form.add_error(confirmation, PASSWORDS_DIFFER)
+    return cleaned
 
 
 class LoginForm(forms.Form):
@@ -38,23 +58,33 @@ class RegisterForm(forms.Form):
         max_length=254,
         widget=forms.EmailInput(attrs={"autocomplete": "email", "placeholder": "you@company.com"}),
     )
-    password = forms.CharField(
-        max_length=PASSWORD_MAX_LENGTH,
-        strip=False,
-        help_text="At least 8 characters.",
-        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
-    )
-    password_confirm = forms.CharField(
-        label="Confirm password",
-        max_length=PASSWORD_MAX_LENGTH,
-        strip=False,
-        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
-    )
+    password = _new_password_field()
+    password_confirm = _new_password_field(label="Confirm password", help_text="")
 
     def clean(self) -> dict[str, Any]:
         super().clean()
-        cleaned = self.cleaned_data
-        password, confirm = cleaned.get("password"), cleaned.get("password_confirm")
-        if password and confirm and password != confirm:
-            self.add_error("password_confirm", PASSWORDS_DIFFER)
-        return cleaned
+        return _confirmed(self, "password", "password_confirm")
+
+
+class PasswordChangeForm(forms.Form):
+    current_password = forms.CharField(
+        max_length=PASSWORD_MAX_LENGTH,
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password", "autofocus": True}),
+    )
+    new_password = _new_password_field()
+    new_password_confirm = _new_password_field(label="Confirm new password", help_text="")
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        return _confirmed(self, "new_password", "new_password_confirm")
+
+
+class TokenCreateForm(forms.Form):
+    name = forms.CharField(
+        label="Token name",
+        max_length=100,
+        required=False,
+        help_text="A label to tell tokens apart, e.g. the script or machine that uses it.",
+        widget=forms.TextInput(attrs={"placeholder": "CI on build-01"}),
+    )

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser, BaseUserManager
 from django.contrib.auth.models import PermissionsMixin
 from django.db import models
@@ -76,7 +78,7 @@ def hash_token(raw: str) -> str:
 
 class ApiToken(models.Model):
     """A token for scripts. Only its SHA-256 digest is stored; the raw value is shown
-    once, when it is made."""
+    once, when it is made. A user has as many as they make; each can be revoked."""
 
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, blank=True)
@@ -91,3 +93,15 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the token stops working: settings.API_TOKEN_TTL_DAYS after it was made
+        (the setting applies to existing tokens too), or never."""
+        days = settings.API_TOKEN_TTL_DAYS
+        return self.created_at + timedelta(days=days) if days else None
+
+    @property
+    def is_expired(self) -> bool:
+        expires_at = self.expires_at
+        return expires_at is not None and expires_at <= timezone.now()

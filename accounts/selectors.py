@@ -2,7 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .models import User
+from django.db.models import QuerySet
+
+from core.converters import parse_id
+from core.exceptions import NotFound
+
+from .models import ApiToken, User
+
+TOKEN_NOT_FOUND = "API token not found."
 
 
 def request_user(request: Any) -> User:
@@ -12,3 +19,17 @@ def request_user(request: Any) -> User:
     if not isinstance(user, User):
         raise TypeError("request_user() needs a view that requires a logged-in user")
     return user
+
+
+def api_token_list_for_user(*, user: User) -> QuerySet[ApiToken]:
+    """The user's tokens, newest first."""
+    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+def api_token_get_for_user(*, user: User, token_id: object) -> ApiToken:
+    """The user's token, or NotFound — also when it exists but is someone else's."""
+    pk = parse_id(token_id)
+    token = ApiToken.objects.filter(user=user, pk=pk).first() if pk is not None else None
+    if token is None:
+        raise NotFound(TOKEN_NOT_FOUND)
+    return token

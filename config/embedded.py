@@ -111,6 +111,11 @@ class EmbeddedWorker:
         worker_shutting_down.send(sender=self.worker.hostname, sig="SIGTERM", how="Warm", exitcode=0)
         if self.beat_service is not None:
             self.beat_service.stop()
+            # The pipeline sweeper started with beat (on beat_init) stops with it, even
+            # if beat's thread has not got that far yet.
+            from pipelines.leases import sweeper_stop
+
+            sweeper_stop(beat=self.beat_service)
         # worker.stop() blocks until running tasks finish: bound it from the outside.
         # (The worker thread itself notices within its 2 s poll; it is a daemon and
         # holds nothing by then, so nobody waits for it.)

@@ -7,7 +7,6 @@ documents it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
@@ -16,12 +15,9 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.views import APIView
 
-from .parsers import SafeJSONParser
+from .parsers import SafeJSONParser, text_problem
 
 NOT_A_STRING = "Not a valid string."
-NUL_IN_JSON = "Text in this JSON may not contain NUL (\\u0000) characters."
-SURROGATE_IN_JSON = "Text in this JSON may not contain unpaired surrogate characters."
-SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class StrictCharField(serializers.CharField):
@@ -35,32 +31,13 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
-def _text_problem(value: Any) -> str | None:
-    """Why a JSON value cannot be stored, or None: PostgreSQL refuses NUL in text and
-    jsonb, and a lone surrogate cannot be encoded as UTF-8 at all."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            if "\x00" in item:
-                return NUL_IN_JSON
-            if SURROGATE.search(item):
-                return SURROGATE_IN_JSON
-    return None
-
-
 class StrictJSONField(serializers.JSONField):
     """A JSONField whose strings and keys can be stored: the checks DRF's CharField makes
     (no NUL, no lone surrogates), made over the whole document, as a 400 not a 500."""
 
     def to_internal_value(self, data: Any) -> Any:
         value = super().to_internal_value(data)
-        if problem := _text_problem(value):
+        if problem := text_problem(value):
             raise serializers.ValidationError(problem)
         return value
 

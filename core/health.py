@@ -6,8 +6,9 @@ by that much at most, never hang. A check reports ``ok``, ``latency_ms`` and, wh
 fails, the exception's class name only (messages can carry host names and users).
 
 Verdict: the database, the broker and the channel layer are required (HTTP 503 when
-any fails); a missing worker makes the status ``degraded`` but keeps HTTP 200, so a
-load balancer keeps serving pages while workers restart.
+any fails); a missing worker, or workers that cannot sandbox test commands (they then
+refuse to run them), make the status ``degraded`` but keep HTTP 200, so a load balancer
+keeps serving pages while workers restart.
 
 Workers are seen through a heartbeat (production): each ``celery worker`` sets
 ``autocoder:worker-heartbeat:<queue>:<hostname>`` in the broker's Redis every
@@ -19,6 +20,7 @@ broker is in memory and the worker is a thread of this process: both report its 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -33,12 +35,17 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connections
 
+from core.sandbox import sandbox_status
+
 logger = logging.getLogger(__name__)
 
 CHECK_TIMEOUT = 1.5
 HEARTBEAT_INTERVAL = 15.0
 HEARTBEAT_TTL = 45
 REQUIRED = ("database", "broker", "channel_layer")
+SANDBOX_DISABLED_HEALTH = (
+    "UNSAFE_RUN_TESTS_WITHOUT_SANDBOX is on: test commands run as the server's own user, unsandboxed."
+)
 
 Check = dict[str, Any]
 
@@ -113,6 +120,31 @@ def check_worker() -> Check:
     return {"ok": count > 0, "count": count, "mode": "heartbeat"}
 
 
+def check_sandbox() -> Check:
+    """Whether the workers can sandbox test commands (they refuse to run them if not).
+
+    Embedded: this process is the worker and probes itself. Production: each worker
+    puts its own verdict in its heartbeat; the check fails if any live worker cannot."""
+    if settings.EMBEDDED:
+        return _sandbox_verdict(sandbox_status().as_dict())
+    reports = live_worker_sandboxes()
+    if not reports:
+        return {"ok": False, "reason": "No live worker has reported whether it can make a sandbox."}
+    failing = [report for report in reports if not report.get("available")]
+    verdict = _sandbox_verdict(failing[0] if failing else reports[0])
+    verdict["workers"] = len(reports)
+    verdict["workers_without_sandbox"] = len(failing)
+    return verdict
+
+
+def _sandbox_verdict(report: dict[str, Any]) -> Check:
+    if report.get("disabled"):
+        return {"ok": False, "disabled": True, "reason": SANDBOX_DISABLED_HEALTH}
+    if not report.get("available"):
+        return {"ok": False, "reason": report.get("message") or "unknown"}
+    return {"ok": True}
+
+
 # --- Worker heartbeat ---------------------------------------------------------------
 
 
@@ -129,11 +161,14 @@ def _heartbeat_prefix() -> str:
 
 
 def record_worker_heartbeat(hostname: str) -> None:
-    """Mark the worker ``hostname`` alive for ``HEARTBEAT_TTL`` seconds (never raises)."""
+    """Mark the worker ``hostname`` alive for ``HEARTBEAT_TTL`` seconds (never raises).
+
+    The value says when, and whether this worker can sandbox test commands."""
     try:
+        beat = json.dumps({"at": time.time(), "sandbox": sandbox_status().as_dict()})
         client = _redis_client(settings.CELERY_BROKER_URL, 2.0)
         try:
-            client.set(_heartbeat_prefix() + hostname, str(time.time()), ex=HEARTBEAT_TTL)
+            client.set(_heartbeat_prefix() + hostname, beat, ex=HEARTBEAT_TTL)
         finally:
             client.close()
     except Exception:  # a missed beat must not stop the worker's timer (logged)
@@ -160,6 +195,27 @@ def live_worker_count() -> int:
         client.close()
 
 
+def live_worker_sandboxes() -> list[dict[str, Any]]:
+    """The sandbox verdicts in the live workers' heartbeats."""
+    client = _redis_client(settings.CELERY_BROKER_URL, CHECK_TIMEOUT)
+    try:
+        keys = list(client.scan_iter(match=_heartbeat_prefix() + "*", count=100))
+        values = client.mget(keys) if keys else []
+    finally:
+        client.close()
+    reports = []
+    for value in values:
+        if value is None:
+            continue  # expired between the scan and the read
+        try:
+            report = json.loads(value)["sandbox"]
+        except (TypeError, ValueError, KeyError):
+            continue  # a worker of an older release: no verdict
+        if isinstance(report, dict):
+            reports.append(report)
+    return reports
+
+
 # --- Running them -------------------------------------------------------------------
 
 CHECKS: dict[str, Callable[[], Check]] = {
@@ -167,6 +223,7 @@ CHECKS: dict[str, Callable[[], Check]] = {
     "broker": check_broker,
     "channel_layer": check_channel_layer,
     "worker": check_worker,
+    "sandbox": check_sandbox,
 }
 
 

@@ -6,8 +6,8 @@ from . import notes_views
 
 urlpatterns = [
     path("agents/", notes_views.agent_list, name="notes-agents"),
-    path("agents/<str:agent_id>/", notes_views.agent_detail, name="notes-agent"),
-    path("agents/<str:agent_id>/append", notes_views.agent_append, name="notes-append"),
-    path("agents/<str:agent_id>/promote/<int:entry_id>", notes_views.agent_promote, name="notes-promote"),
-    path("runs/<int:run_id>/lineage", notes_views.run_lineage, name="run-lineage"),
+    path("agents/<key:agent_id>/", notes_views.agent_detail, name="notes-agent"),
+    path("agents/<key:agent_id>/append", notes_views.agent_append, name="notes-append"),
+    path("agents/<key:agent_id>/promote/<id:entry_id>", notes_views.agent_promote, name="notes-promote"),
+    path("runs/<id:run_id>/lineage", notes_views.run_lineage, name="run-lineage"),
 ]

@@ -8,6 +8,6 @@ urlpatterns = [
     path("recall", views.recall, name="recall"),
     path("recall/results", views.recall_results, name="recall_results"),
     path("recall/add", views.recall_add, name="recall_add"),
-    path("recall/<int:memory_id>/reinforce", views.recall_reinforce, name="recall_reinforce"),
-    path("recall/<int:memory_id>/delete", views.recall_delete, name="recall_delete"),
+    path("recall/<id:memory_id>/reinforce", views.recall_reinforce, name="recall_reinforce"),
+    path("recall/<id:memory_id>/delete", views.recall_delete, name="recall_delete"),
 ]

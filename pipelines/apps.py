@@ -10,9 +10,14 @@ class PipelinesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from celery.signals import worker_init
+        from celery.signals import beat_init, worker_init
+
+        from .leases import sweeper_start
 
         worker_init.connect(import_llm_client, weak=False, dispatch_uid="pipelines.import_llm_client")
+        # The sweeper runs wherever beat runs: the celery beat process, or the embedded
+        # server's beat thread (config/embedded.py stops it with beat).
+        beat_init.connect(sweeper_start, weak=False, dispatch_uid="pipelines.sweeper_start")
 
 
 def import_llm_client(**kwargs: Any) -> None:

@@ -1,10 +1,11 @@
 """Executes one phase of a run: the work behind the ``pipeline_advance`` Celery task.
 
-A phase is claimed with a lease (compare-and-set on the run row), its agent is called
-with streaming, and its output is saved together with the transition to the next
-phase — which queues the next task on commit. A worker killed mid-phase loses only
-that phase: its lease runs out and the sweeper queues the run again. Slow I/O (the LLM
-call) happens outside any database transaction.
+A phase is claimed with a lease (compare-and-set on the run row, pipelines/leases.py),
+its agent is called with streaming, and its output is saved together with the
+transition to the next phase — which queues the next task on commit. A worker killed
+mid-phase loses only that phase's call in flight: its lease runs out, the sweeper queues
+the run again, and the phase starts over reusing the calls it had already bought. Slow
+I/O (the LLM call) happens outside any database transaction.
 """
 
 from __future__ import annotations
@@ -12,17 +13,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
+from collections import deque
 from dataclasses import asdict
-from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
-from django.db.models import F, Q
-from django.utils import timezone
+from django.db.models import F
 
 from config.celery import shutdown_requested
 from core.crypto import decrypt_secret
@@ -34,13 +33,15 @@ from memory.services.context import context_record_agent_call
 from . import agents, workspace
 from .diff import diff_changes
 from .events import AgentLogStream, EventType, event_publish
-from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, AgentCall, PipelineRun, RunStatus
+from .leases import Lease
+from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, AgentCall, PipelineRun, RunStatus, RunTransition
 from .pricing import call_cost
 from .providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError, Tool, ToolCall
 from .services import StaleRun, run_transition
 
 if TYPE_CHECKING:
     from repos.tools import ReadLedger
+    from repos.verify import VerifyResult
 
 logger = logging.getLogger(__name__)
 
@@ -49,14 +50,12 @@ VERIFIER = "verifier"
 # A phase whose database connection dropped is queued again this many seconds later.
 DATABASE_RETRY_SECONDS = 2
 
-# How often a streaming call looks at its run row (cancel must stop it within a second).
-LEASE_CHECK_SECONDS = 0.5
-
 BUDGET_EXCEEDED = (
     "This run has used {used:,} of its {budget:,}-token budget and the next call could exceed it. "
     "Raise the budget in the project settings (or RUN_TOKEN_BUDGET), then Retry."
 )
 REVIEW_GAVE_UP = "The review still failed after {n} rounds of fixes. See the findings, then Retry or edit the task."
+REPLY_REUSED = "\n[Resumed: this reply was bought before the worker stopped, so it is reused, not bought again.]\n"
 
 
 class PhaseInterrupted(Exception):
@@ -89,49 +88,6 @@ def provider_for(run: PipelineRun) -> Provider:
     )
 
 
-class Lease:
-    """This worker's claim on the run's current phase."""
-
-    def __init__(self, run: PipelineRun) -> None:
-        self.run_id = run.pk
-        self.status = run.status
-        self.token = uuid.uuid4().hex
-        self.seconds = settings.PIPELINE_LEASE_SECONDS
-        self._renewed = 0.0
-        self._checked = 0.0
-        self._held = False
-
-    def claim(self) -> bool:
-        now = timezone.now()
-        claimed = (
-            PipelineRun.objects.filter(pk=self.run_id, status=self.status)
-            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
-            .update(lease_owner=self.token, lease_expires_at=now + timedelta(seconds=self.seconds))
-        )
-        self._renewed = self._checked = time.monotonic()
-        self._held = claimed == 1
-        return self._held
-
-    def check(self) -> bool:
-        """False once the run has left this phase (cancelled, say) or another worker
-        holds it. Looks at the row at most every LEASE_CHECK_SECONDS and renews the
-        lease every third of its length."""
-        now = time.monotonic()
-        if now - self._checked < LEASE_CHECK_SECONDS:
-            return self._held
-        self._checked = now
-        mine = PipelineRun.objects.filter(pk=self.run_id, status=self.status, lease_owner=self.token)
-        if now - self._renewed >= self.seconds / 3:
-            self._held = mine.update(lease_expires_at=timezone.now() + timedelta(seconds=self.seconds)) == 1
-            self._renewed = now
-        else:
-            self._held = mine.exists()
-        return self._held
-
-    def release(self) -> None:
-        PipelineRun.objects.filter(pk=self.run_id, lease_owner=self.token).update(lease_owner="", lease_expires_at=None)
-
-
 def run_advance(*, run_id: int) -> None:
     """Execute the phase the run is in, if any. Safe to call twice for the same run:
     a run not in a working phase, or whose phase another worker holds, is left alone."""
@@ -148,11 +104,12 @@ def run_advance(*, run_id: int) -> None:
     lease = Lease(run)
     if not lease.claim():
         return
-    database_dropped = False
+    database_dropped = stopping = False
     try:
         _execute_phase(run, lease)
     except PhaseInterrupted:
         logger.info("Run %s: phase %s interrupted", run.pk, run.status)
+        stopping = shutdown_requested.is_set()
     except (OperationalError, InterfaceError) as exc:
         # The database connection broke mid-phase (a restart, a failover, a killed
         # backend): nothing of the phase was saved. Drop the broken connection (the
@@ -162,7 +119,9 @@ def run_advance(*, run_id: int) -> None:
         connection.close()
         database_dropped = True
     finally:
-        lease.release()
+        # A worker stopping hands its phase straight to the sweeper (acks_late does not
+        # help: the job ended normally and was acknowledged).
+        lease.release(hand_on=stopping)
     if database_dropped:
         from .tasks import pipeline_advance
 
@@ -180,23 +139,23 @@ def _execute_phase(run: PipelineRun, lease: Lease) -> None:
         elif run.status == RunStatus.REVIEWING:
             _review(run, lease)
     except ProviderError as exc:
-        _stop_run(run, RunStatus.PAUSED if exc.retryable else RunStatus.FAILED, exc.message)
+        _stop_run(run, lease, RunStatus.PAUSED if exc.retryable else RunStatus.FAILED, exc.message)
     except BudgetExceeded as exc:
-        _stop_run(run, RunStatus.PAUSED, str(exc))
+        _stop_run(run, lease, RunStatus.PAUSED, str(exc))
     except InvalidAgentOutput as exc:
-        _stop_run(run, RunStatus.FAILED, str(exc))
+        _stop_run(run, lease, RunStatus.FAILED, str(exc))
     except StaleRun:
         # Cancelled (or otherwise moved on) while this phase ran: its output is dropped.
         raise PhaseInterrupted from None
     except ApplicationError as exc:
         # The repository went away or git refused (WorkspaceUnavailable, GitError): a
         # person has to look, then Retry.
-        _stop_run(run, RunStatus.PAUSED, exc.message)
+        _stop_run(run, lease, RunStatus.PAUSED, exc.message)
 
 
-def _stop_run(run: PipelineRun, status: RunStatus, message: str) -> None:
+def _stop_run(run: PipelineRun, lease: Lease, status: RunStatus, message: str) -> None:
     try:
-        run_transition(run=run, to_status=status, reason=message[:500], fields={"error": message})
+        run_transition(run=run, to_status=status, reason=message[:500], fields={"error": message}, held_by=lease.token)
     except StaleRun:
         raise PhaseInterrupted from None
 
@@ -215,7 +174,7 @@ def _plan(run: PipelineRun, lease: Lease) -> None:
     from tasks.models import Task
 
     Task.objects.filter(pk=task.pk).update(subtasks=plan)
-    run_transition(run=run, to_status=RunStatus.CODING, reason="plan ready", fields={"plan": plan})
+    run_transition(run=run, to_status=RunStatus.CODING, reason="plan ready", fields={"plan": plan}, held_by=lease.token)
 
 
 def _code(run: PipelineRun, lease: Lease) -> None:
@@ -239,37 +198,40 @@ def _code(run: PipelineRun, lease: Lease) -> None:
     fields: dict[str, Any] = {"file_changes": changes, "change_problems": [], "verify_result": None}
     next_status = RunStatus.REVIEWING
     if worktree:
+        # The worktree is outside the transaction: a worker that lost its lease while
+        # the Coder answered must not write into the one its successor now uses.
+        if not lease.confirm():
+            raise PhaseInterrupted
         problems, head = workspace.workspace_apply(run, worktree, changes, ledger=ledger)
         fields.update(change_problems=problems, head_commit=head)
         repository = workspace.run_repository(run)
         if not problems and repository is not None and repository.test_command.strip():
             next_status = RunStatus.VERIFYING
-    run_transition(run=run, to_status=next_status, reason=f"{len(changes)} file change(s)", fields=fields)
+    run_transition(
+        run=run, to_status=next_status, reason=f"{len(changes)} file change(s)", fields=fields, held_by=lease.token
+    )
 
 
 def _verify(run: PipelineRun, lease: Lease) -> None:
     """Run the project's test command in the worktree; its output streams live as the
     ``verifier`` agent. Failing tests become findings in the review that follows."""
-    from repos.verify import run_test_command
+    from core.sandbox import SandboxUnavailable
 
     worktree = workspace.workspace_ensure(run)
     repository = workspace.run_repository(run)
     if worktree is None or repository is None or not repository.test_command.strip():
-        run_transition(run=run, to_status=RunStatus.REVIEWING, reason="no test command")
+        run_transition(run=run, to_status=RunStatus.REVIEWING, reason="no test command", held_by=lease.token)
         return
     log = AgentLogStream(task=run.task, run=run, agent=VERIFIER)
     log.write(f"$ {repository.test_command}\n")
-    result = run_test_command(
-        command=repository.test_command,
-        cwd=worktree,
-        timeout=settings.VERIFY_TIMEOUT_SECONDS,
-        memory_mb=settings.VERIFY_MEMORY_MB,
-        cpu_seconds=settings.VERIFY_CPU_SECONDS,
-        isolate_network=settings.VERIFY_ISOLATE_NETWORK,
-        max_output_chars=settings.VERIFY_OUTPUT_MAX_CHARS,
-        on_output=log.write,
-        should_cancel=lambda: _should_stop(lease),
-    )
+    try:
+        result = _run_sandboxed_tests(run, lease, log, worktree, repository.test_command)
+    except SandboxUnavailable as exc:
+        # Fail closed: the run pauses saying why; Retry runs the tests once the
+        # operator has made the sandbox possible.
+        log.write(f"{exc.message}\n")
+        log.flush()
+        raise
     if result.cancelled:
         log.flush()
         raise PhaseInterrupted
@@ -284,7 +246,28 @@ def _verify(run: PipelineRun, lease: Lease) -> None:
         error="" if result.passed else f"tests {verdict}",
     )
     run_transition(
-        run=run, to_status=RunStatus.REVIEWING, reason=f"tests {verdict}", fields={"verify_result": asdict(result)}
+        run=run,
+        to_status=RunStatus.REVIEWING,
+        reason=f"tests {verdict}",
+        fields={"verify_result": asdict(result)},
+        held_by=lease.token,
+    )
+
+
+def _run_sandboxed_tests(
+    run: PipelineRun, lease: Lease, log: AgentLogStream, worktree: Path, command: str
+) -> VerifyResult:
+    from core.sandbox import limits_from_settings
+    from repos.verify import run_test_command
+
+    return run_test_command(
+        command=command,
+        cwd=worktree,
+        timeout=settings.VERIFY_TIMEOUT_SECONDS,
+        limits=limits_from_settings(),
+        max_output_chars=settings.VERIFY_OUTPUT_MAX_CHARS,
+        on_output=log.write,
+        should_cancel=lambda: _should_stop(lease),
     )
 
 
@@ -327,14 +310,15 @@ def _review(run: PipelineRun, lease: Lease) -> None:
     passed = bool(review["pass"]) and not known
     iteration = run.iteration + 1
     history = [*run.review_history, {"iteration": iteration, "pass": passed, "findings": findings}]
-    fields = {"iteration": iteration, "review_findings": findings, "review_history": history}
+    fields: dict[str, Any] = {"iteration": iteration, "review_findings": findings, "review_history": history}
     if passed:
-        run_transition(run=run, to_status=RunStatus.AWAITING_APPROVAL, reason="review passed", fields=fields)
+        to_status, reason = RunStatus.AWAITING_APPROVAL, "review passed"
     elif iteration < MAX_REVIEW_ITERATIONS:
-        run_transition(run=run, to_status=RunStatus.FIXING, reason=f"review {iteration} failed", fields=fields)
+        to_status, reason = RunStatus.FIXING, f"review {iteration} failed"
     else:
-        message = REVIEW_GAVE_UP.format(n=iteration)
-        run_transition(run=run, to_status=RunStatus.FAILED, reason="review failed", fields={**fields, "error": message})
+        to_status, reason = RunStatus.FAILED, "review failed"
+        fields["error"] = REVIEW_GAVE_UP.format(n=iteration)
+    run_transition(run=run, to_status=to_status, reason=reason, fields=fields, held_by=lease.token)
 
 
 # --- Calling an agent -----------------------------------------------------------------
@@ -373,6 +357,7 @@ def _call_agent(
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     problems: list[str] = []
     turns = tokens = 0
+    bought = _BoughtCalls(run, agent_name)
     for attempt in (1, 2):
         while True:
             out_of_turns = turns >= settings.AGENT_TOOL_MAX_TURNS or tokens >= settings.AGENT_TOOL_TOKEN_LIMIT
@@ -385,14 +370,18 @@ def _call_agent(
                 explore_tools=explore,
                 force_answer=bool(explore) and out_of_turns,
             )
-            result = _call_with_backoff(run, lease, request, log, provider)
+            result = bought.take(attempt, request)
+            if result is None:
+                result = _call_with_backoff(run, lease, request, log, provider)
+            else:
+                log.write(REPLY_REUSED)
             tokens += result.input_tokens + result.output_tokens
             explorations = [call for call in result.tool_calls if call.name != spec.tool.name]
             answered = len(explorations) < len(result.tool_calls)
             if not explore or request.force_answer or answered or not explorations:
                 break
             assert worktree is not None
-            _record_call(run, agent_name, attempt, request, result, [])
+            _record_call(run, agent_name, attempt, request, result, [], bought.phase_entry)
             turns += 1
             tool_results = _run_repo_tools(worktree, explorations, log, ledger)
             messages = [
@@ -401,7 +390,7 @@ def _call_agent(
                 {"role": "user", "content": tool_results},
             ]
         problems = spec.validate(result.tool_input)
-        _record_call(run, agent_name, attempt, request, result, problems)
+        _record_call(run, agent_name, attempt, request, result, problems, bought.phase_entry)
         if not problems:
             return result.tool_input or {}
         log.write(f"\n[{spec.tool.name} input was invalid: {'; '.join(problems[:3])}]\n")
@@ -421,6 +410,40 @@ def _call_agent(
     raise InvalidAgentOutput(
         f"The {agent_name} gave invalid output twice, so the run stopped. Last problems: {'; '.join(problems[:3])}"
     )
+
+
+class _BoughtCalls:
+    """The replies this phase bought before its worker died: the calls recorded since
+    the transition that entered the phase. The resumed phase asks the same questions in
+    the same order (same prompt, same tool results) and takes these replies instead of
+    buying them again, until a question differs."""
+
+    def __init__(self, run: PipelineRun, agent_name: str) -> None:
+        entries = RunTransition.objects.filter(run=run, to_status=run.status).order_by("-id")
+        self.phase_entry: int | None = entries.values_list("pk", flat=True).first()
+        calls = AgentCall.objects.filter(run=run, agent=agent_name, phase_entry=self.phase_entry)
+        self._calls = deque(calls.filter(response__isnull=False).order_by("id") if self.phase_entry else ())
+
+    def take(self, attempt: int, request: LLMRequest) -> LLMResult | None:
+        if not self._calls:
+            return None
+        call = self._calls.popleft()
+        if call.attempt != attempt or call.prompt != _prompt_text(request):
+            self._calls.clear()
+            return None
+        response = call.response or {}
+        return LLMResult(
+            text=call.response_text,
+            tool_input=response.get("tool_input"),
+            raw_tool_input=response.get("raw_tool_input", ""),
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            model=call.model,
+            stop_reason=response.get("stop_reason"),
+            extra={"duration_ms": call.duration_ms, "reused": True},
+            tool_calls=[ToolCall(**tool_call) for tool_call in response.get("tool_calls", [])],
+            content=response.get("content", []),
+        )
 
 
 def _run_repo_tools(
@@ -478,6 +501,10 @@ def _call_with_backoff(
         try:
             result = provider.complete(request, on_chunk=log.write, should_cancel=lambda: _should_stop(lease))
         except Cancelled:
+            if lease.lapsed:
+                # Woken after its lease ran out: the phase may be another worker's by
+                # now, its log and its agent's memory too. Write nothing.
+                raise PhaseInterrupted from None
             log.flush()
             _remember_failed_call(run, log.agent, started, "cancelled", "Cancelled.")
             raise PhaseInterrupted from None
@@ -511,8 +538,16 @@ def _remember_failed_call(run: PipelineRun, agent_name: str, started: float, out
 
 
 def _record_call(
-    run: PipelineRun, agent_name: str, attempt: int, request: LLMRequest, result: LLMResult, problems: list[str]
+    run: PipelineRun,
+    agent_name: str,
+    attempt: int,
+    request: LLMRequest,
+    result: LLMResult,
+    problems: list[str],
+    phase_entry: int | None,
 ) -> None:
+    if result.extra.get("reused"):
+        return  # recorded, costed and remembered when it was bought
     cost = call_cost(
         model=result.model or run.model, input_tokens=result.input_tokens, output_tokens=result.output_tokens
     )
@@ -532,6 +567,14 @@ def _record_call(
         output_tokens=result.output_tokens,
         cost_usd=cost,
         duration_ms=result.extra.get("duration_ms", 0),
+        phase_entry_id=phase_entry,
+        response={
+            "tool_input": result.tool_input,
+            "raw_tool_input": result.raw_tool_input if result.tool_input is None else "",
+            "stop_reason": result.stop_reason,
+            "tool_calls": [asdict(call) for call in result.tool_calls],
+            "content": result.content,
+        },
     )
     # The agent's memory: its input and output as context items, and a daily log entry.
     context_record_agent_call(
@@ -579,28 +622,3 @@ def _recorded_tool_input(result: LLMResult) -> dict[str, Any]:
     if result.tool_calls:
         return {"tool_calls": [{"name": call.name, "input": call.input} for call in result.tool_calls]}
     return {"raw": result.raw_tool_input[:100_000]}
-
-
-# --- Recovery --------------------------------------------------------------------------
-
-
-def runs_needing_a_worker(*, grace_seconds: int = 15) -> list[int]:
-    """Runs that should be executing but nobody is: queued or working, with no live
-    lease, untouched for ``grace_seconds`` (their job was lost with a worker or broker)."""
-    now = timezone.now()
-    stale = now - timedelta(seconds=grace_seconds)
-    return list(
-        PipelineRun.objects.filter(status__in=[RunStatus.QUEUED, *WORKING_STATUSES], updated_at__lt=stale)
-        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
-        .values_list("pk", flat=True)
-    )
-
-
-def runs_sweep(*, grace_seconds: int = 15) -> list[int]:
-    from .tasks import pipeline_advance
-
-    run_ids = runs_needing_a_worker(grace_seconds=grace_seconds)
-    for run_id in run_ids:
-        logger.warning("Run %s has no live worker; queueing it again", run_id)
-        pipeline_advance.delay(run_id)
-    return run_ids

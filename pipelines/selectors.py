@@ -7,6 +7,7 @@ from typing import Any
 from django.db.models import Count, Max, QuerySet, Sum
 
 from accounts.models import User
+from core.converters import parse_id
 from core.exceptions import NotFound
 from tasks.models import Task
 
@@ -23,10 +24,9 @@ def run_list_for_task(*, task: Task) -> QuerySet[PipelineRun]:
 
 def run_get_for_user(*, user: User, run_id: object) -> PipelineRun:
     """The user's run, or NotFound — also when it exists but is someone else's."""
-    try:
-        pk = int(str(run_id))
-    except ValueError:
-        raise NotFound(RUN_NOT_FOUND) from None
+    pk = parse_id(run_id)
+    if pk is None:
+        raise NotFound(RUN_NOT_FOUND)
     run = PipelineRun.objects.select_related("task__project").filter(pk=pk, task__project__owner=user).first()
     if run is None:
         raise NotFound(RUN_NOT_FOUND)

@@ -121,12 +121,15 @@ def run_transition(
     actor: User | None = None,
     fields: dict[str, Any] | None = None,
     enqueue: bool = True,
+    held_by: str | None = None,
 ) -> PipelineRun:
     """Move ``run`` from the status it has in memory to ``to_status``.
 
     Raises InvalidTransition if the table forbids it and StaleRun if the row's status
-    is no longer the one the caller saw. ``fields`` are saved in the same update.
-    Entering a working status queues the phase's Celery task on commit.
+    is no longer the one the caller saw, or (``held_by``, a worker ending its phase) if
+    that lease no longer holds the run. ``fields`` are saved in the same update.
+    Entering a working status queues the phase's Celery task on commit. A run that
+    ends forgets the API key it was started with, in the same update.
     """
     from_status = run.status
     if to_status not in RUN_TRANSITIONS[from_status]:
@@ -142,6 +145,9 @@ def run_transition(
         changes["started_at"] = now
     if to_status in FINAL_STATUSES:
         changes["finished_at"] = now
+        # Nothing can use the key any more: Retry of an ended run starts a new run,
+        # with a key given anew. A paused run keeps its key for its Retry.
+        changes["api_key_encrypted"] = ""
     # A lease is a claim on one phase: the next phase starts unclaimed. Its job is
     # queued on commit and may start on another worker thread before the finishing
     # phase has released its lease; a lease carried over would turn that job away and
@@ -154,8 +160,13 @@ def run_transition(
         changes.setdefault("error", "")
         changes.setdefault("error_retryable", False)
 
+    rows = PipelineRun.objects.filter(pk=run.pk, status=from_status)
+    if held_by is not None:
+        # A worker that lost its lease (stalled past it, say) and wakes up must not end
+        # the phase that another worker now executes.
+        rows = rows.filter(lease_owner=held_by)
     with transaction.atomic():
-        updated = PipelineRun.objects.filter(pk=run.pk, status=from_status).update(**changes)
+        updated = rows.update(**changes)
         if updated == 0:
             raise StaleRun(f"The run changed meanwhile (it is no longer {from_status}).")
         for name, value in changes.items():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from . import orchestrator
+from . import leases, orchestrator
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -17,7 +17,10 @@ def pipeline_advance(run_id: int) -> None:
 
 @shared_task(ignore_result=True)
 def pipeline_sweep() -> int:
-    return len(orchestrator.runs_sweep())
+    """One sweep, on demand. The sweeper itself is a loop in the beat process
+    (pipelines.leases.Sweeper); deployments whose beat schedule still lists this job
+    from before run it harmlessly."""
+    return len(leases.runs_sweep())
 
 
 @shared_task(ignore_result=True)

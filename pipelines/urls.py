@@ -8,12 +8,12 @@ from . import views
 
 app_name = "pipelines"
 urlpatterns = [
-    path("tasks/<int:task_id>/pipeline", views.pipeline_panel, name="panel"),
-    path("tasks/<int:task_id>/pipeline/start", views.pipeline_start, name="start"),
-    path("runs/<int:run_id>/cancel", views.run_cancel, name="cancel"),
-    path("runs/<int:run_id>/retry", views.run_retry, name="retry"),
-    path("runs/<int:run_id>/request-changes", views.run_request_changes, name="request_changes"),
-    path("runs/<int:run_id>/approve", views.run_approve, name="approve"),
-    path("runs/<int:run_id>/patch", views.run_patch, name="patch"),
-    path("runs/<int:run_id>/discard-branch", views.run_discard_branch, name="discard_branch"),
+    path("tasks/<id:task_id>/pipeline", views.pipeline_panel, name="panel"),
+    path("tasks/<id:task_id>/pipeline/start", views.pipeline_start, name="start"),
+    path("runs/<id:run_id>/cancel", views.run_cancel, name="cancel"),
+    path("runs/<id:run_id>/retry", views.run_retry, name="retry"),
+    path("runs/<id:run_id>/request-changes", views.run_request_changes, name="request_changes"),
+    path("runs/<id:run_id>/approve", views.run_approve, name="approve"),
+    path("runs/<id:run_id>/patch", views.run_patch, name="patch"),
+    path("runs/<id:run_id>/discard-branch", views.run_discard_branch, name="discard_branch"),
 ]

@@ -8,6 +8,6 @@ app_name = "projects"
 urlpatterns = [
     path("", views.project_list, name="list"),
     path("new", views.project_create, name="create"),
-    path("<int:project_id>/edit", views.project_edit, name="edit"),
-    path("<int:project_id>/delete", views.project_delete, name="delete"),
+    path("<id:project_id>/edit", views.project_edit, name="edit"),
+    path("<id:project_id>/delete", views.project_delete, name="delete"),
 ]

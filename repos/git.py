@@ -19,6 +19,17 @@ GIT = "git"
 # identity, and paths printed as they are.
 BASE_CONFIG = (
     "core.hooksPath=/dev/null",
+    # Programs a repository's own config could name, which git would run as the server:
+    # the file-system monitor, pager, editor and credential helpers. The config itself
+    # cannot be written from the sandbox (core/sandbox.py restores a worktree's .git),
+    # but a linked folder's may have been written by anyone.
+    "core.fsmonitor=false",
+    "core.pager=cat",
+    "core.editor=false",
+    "sequence.editor=false",
+    "credential.helper=",
+    "gpg.program=false",
+    "safe.bareRepository=explicit",
     "protocol.allow=never",
     "protocol.file.allow=always",
     "protocol.https.allow=always",
@@ -66,6 +77,7 @@ def run_git(
     timeout: float | None = None,
     check: bool = True,
     input: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     config = [part for item in BASE_CONFIG for part in ("-c", item)]
     seconds = timeout if timeout is not None else settings.GIT_TIMEOUT_SECONDS
@@ -73,7 +85,7 @@ def run_git(
         result = subprocess.run(  # noqa: S603 - an argument list, never a shell
             [GIT, *config, *args],
             cwd=cwd,
-            env=git_env(),
+            env={**git_env(), **(extra_env or {})},
             input=input,
             capture_output=True,
             text=True,

@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from core.models import TimeStampedModel
+
+FOLDER_OUTSIDE_ROOT = "Give a folder inside REPOS_ROOT (relative to it, or absolute)."
 
 
 class MergeStrategy(models.TextChoices):
@@ -35,3 +42,54 @@ class Repository(TimeStampedModel):
 
     def __str__(self) -> str:
         return self.origin_url or self.path
+
+    @property
+    def display_path(self) -> str:
+        """The folder as users name it: relative to REPOS_ROOT (server paths are not theirs)."""
+        return display_path(self.path)
+
+
+def display_path(path: str) -> str:
+    root = str(Path(settings.REPOS_ROOT).resolve())
+    return path[len(root) + 1 :] if path.startswith(root + "/") else Path(path).name
+
+
+class RepositoryFolder(TimeStampedModel):
+    """A folder under REPOS_ROOT that belongs to a user: the one whose project cloned it
+    or first linked it, or to whom an operator granted it. Only its owner and the users
+    it is shared with may link it, clone from it, or link anything inside it or around
+    it; to anyone else it does not exist."""
+
+    path = models.CharField(max_length=1000, unique=True, help_text="The folder's resolved path, under REPOS_ROOT.")
+    owner = models.ForeignKey(
+        "accounts.User", on_delete=models.CASCADE, related_name="repository_folders", help_text="Who holds it."
+    )
+    project = models.ForeignKey(
+        "projects.Project",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The project that cloned or first linked it (empty when granted by an operator).",
+    )
+    shared_with = models.ManyToManyField(
+        "accounts.User",
+        blank=True,
+        related_name="shared_repository_folders",
+        help_text="Other users an operator allows to link this folder too.",
+    )
+
+    class Meta:
+        ordering = ("path",)
+
+    def __str__(self) -> str:
+        return self.path
+
+    def clean(self) -> None:
+        # An operator may type a relative or unresolved path: store the real one.
+        root = Path(settings.REPOS_ROOT).resolve()
+        given = Path(self.path.strip())
+        resolved = Path(os.path.realpath(given if given.is_absolute() else root / given))
+        if root not in resolved.parents:
+            raise ValidationError({"path": [FOLDER_OUTSIDE_ROOT]})
+        self.path = str(resolved)

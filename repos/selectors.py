@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.converters import parse_id
 from core.exceptions import NotFound
 
 from .git import GitError, git_output, git_succeeds, run_git
@@ -24,10 +25,9 @@ FOLDER_GONE = "The folder {path} is not there any more (moved or deleted?). Link
 def repository_get_for_user(*, user: User, project_id: object) -> Repository:
     """The repository of a project the user owns; NotFound otherwise (not yours and
     not there look the same)."""
-    try:
-        pk = int(str(project_id))
-    except (TypeError, ValueError):
-        raise NotFound(NOT_LINKED) from None
+    pk = parse_id(project_id)
+    if pk is None:
+        raise NotFound(NOT_LINKED)
     repository = Repository.objects.select_related("project").filter(project_id=pk, project__owner=user).first()
     if repository is None:
         raise NotFound(NOT_LINKED)
@@ -59,7 +59,7 @@ def repository_state(*, repository: Repository) -> RepositoryState:
         return RepositoryState(error=repository.error)
     path = Path(repository.path)
     if not path.is_dir():
-        return RepositoryState(error=FOLDER_GONE.format(path=path))
+        return RepositoryState(error=FOLDER_GONE.format(path=repository.display_path))
     try:
         branch = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, check=False).stdout.strip()
         head = git_output(["log", "-1", "--format=%H%x00%s%x00%an%x00%cI"], cwd=path).split("\x00")

@@ -8,37 +8,43 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import tempfile
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
 from pipelines.diff import check_path
 
+from .clone import clone_from, clone_host_check
+from .folders import (
+    FOLDER_UNAVAILABLE,
+    folder_available_to,
+    folder_claim,
+    repository_folder_check,
+    resolve_under_root,
+    user_clone_root,
+)
 from .git import GitError, git_blob, git_output, git_succeeds, run_git
 from .models import MergeStrategy, Repository, RepositoryStatus
 
 if TYPE_CHECKING:
+    from accounts.models import User
     from projects.models import Project
 
     from .tools import ReadLedger
 
 PATH_REQUIRED = "Give the repository's folder."
-PATH_OUTSIDE_ROOT = "The repository must be inside the server's repositories folder ({root})."
-PATH_NOT_FOUND = "There is no folder at {path}."
-NOT_A_REPOSITORY = "{path} is not the top folder of a git working tree."
-BARE_REPOSITORY = "{path} is a bare repository; link a working tree (a clone with files)."
 NO_COMMITS = "The repository has no commits yet; commit something first."
 DETACHED_HEAD = "The repository is not on a branch; name the base branch."
 UNKNOWN_BRANCH = "The repository has no branch named {branch}."
 BAD_URL = "Give an https://, ssh://, git:// or user@host:path URL, or a local path inside the repositories folder."
+CLONE_SOURCE_UNAVAILABLE = "There is no repository at that path that you can clone."
 MERGE_DIRTY = "the repository's checkout of {base} has uncommitted changes; commit or stash them first."
 MERGE_CONFLICTS = "merging changes the same lines as {base} since the branch started."
 MERGE_NOT_FAST_FORWARD = "{base} moved on since the branch started, and the project merges by fast-forward only."
@@ -52,40 +58,22 @@ CHANGE_DUPLICATE = "{path} is changed more than once in one submission."
 
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")
 _NETWORK_SCHEMES = ("https://", "ssh://", "git://")
+_REMOTE_HELPER = re.compile(r"^[A-Za-z0-9+._-]*::")
 MAX_DIFF_FILE_BYTES = 1_000_000
 
 
 # --- Linking ---------------------------------------------------------------------------
 
 
-def _root() -> Path:
-    root = Path(settings.REPOS_ROOT).resolve()
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
-def _resolve_under_root(raw: str, field_name: str) -> Path:
-    """The real path (symlinks followed) of ``raw``, refused unless under REPOS_ROOT."""
-    root = _root()
-    given = Path(raw.strip()).expanduser()
-    candidate = given if given.is_absolute() else root / given
-    resolved = Path(os.path.realpath(candidate))
-    if resolved != root and root not in resolved.parents:
-        raise ValidationError({field_name: [PATH_OUTSIDE_ROOT.format(root=root)]})
-    return resolved
-
-
 def _validate_working_tree(path: Path, field_name: str) -> None:
     if not path.is_dir():
-        raise ValidationError({field_name: [PATH_NOT_FOUND.format(path=path)]})
+        raise ValidationError({field_name: [FOLDER_UNAVAILABLE]})
     inside = run_git(["rev-parse", "--is-bare-repository", "--show-toplevel"], cwd=path, check=False)
     lines = inside.stdout.strip().splitlines()
-    if inside.returncode != 0:
-        raise ValidationError({field_name: [NOT_A_REPOSITORY.format(path=path)]})
-    if lines and lines[0] == "true":
-        raise ValidationError({field_name: [BARE_REPOSITORY.format(path=path)]})
+    if inside.returncode != 0 or (lines and lines[0] == "true"):
+        raise ValidationError({field_name: [FOLDER_UNAVAILABLE]})
     if len(lines) < 2 or Path(os.path.realpath(lines[1])) != path:
-        raise ValidationError({field_name: [NOT_A_REPOSITORY.format(path=path)]})
+        raise ValidationError({field_name: [FOLDER_UNAVAILABLE]})
     if not git_succeeds(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=path):
         raise ValidationError({field_name: [NO_COMMITS]})
 
@@ -129,10 +117,14 @@ def repository_link(
     if not path or not path.strip():
         raise ValidationError({"path": [PATH_REQUIRED]})
     _validate_settings(merge_strategy, test_command)
-    resolved = _resolve_under_root(path, "path")
+    resolved = resolve_under_root(path, "path")
+    # Ownership before anything git could tell about the folder.
+    if not folder_available_to(user=project.owner, path=resolved):
+        raise ValidationError({"path": [FOLDER_UNAVAILABLE]})
     _validate_working_tree(resolved, "path")
     branch = _resolve_base_branch(resolved, base_branch)
     with transaction.atomic():
+        folder_claim(project=project, path=resolved, field_name="path")
         repository, _ = Repository.objects.update_or_create(
             project=project,
             defaults={
@@ -148,24 +140,31 @@ def repository_link(
     return repository
 
 
-def _validate_clone_source(url: str) -> str:
+def _validate_clone_source(url: str, user: User) -> str:
     url = url.strip()
-    if not url or any(ch.isspace() for ch in url) or "::" in url or url.startswith("-"):
+    # "<transport>::<address>" runs git's remote helpers (ext:: runs any command).
+    if not url or any(ch.isspace() for ch in url) or _REMOTE_HELPER.match(url) or url.startswith("-"):
         raise ValidationError({"url": [BAD_URL]})
     if url.startswith(_NETWORK_SCHEMES) or _SCP_LIKE.match(url):
+        clone_host_check(url)
         return url
     local = url.removeprefix("file://")
     if local.startswith("/") or not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", local):
-        # A local source: only repositories the server already offers (under the root).
-        return str(_resolve_under_root(local, "url"))
+        # A local source: only repositories under the root that are the user's to use.
+        resolved = resolve_under_root(local, "url", CLONE_SOURCE_UNAVAILABLE)
+        if not resolved.is_dir() or not folder_available_to(user=user, path=resolved):
+            raise ValidationError({"url": [CLONE_SOURCE_UNAVAILABLE]})
+        return str(resolved)
     raise ValidationError({"url": [BAD_URL]})
 
 
 def _clone_destination(project: Project, url: str) -> Path:
-    name = slugify(Path(url.rstrip("/").split(":")[-1]).name.removesuffix(".git")) or "repository"
-    destination = _root() / f"{project.pk}-{name}"
+    """A new folder in the owner's own clone area, with a name nobody can guess."""
+    name = slugify(Path(url.rstrip("/").split(":")[-1]).name.removesuffix(".git"))[:60] or "repository"
+    area = user_clone_root(project.owner)
+    destination = area / f"{name}-{secrets.token_hex(6)}"
     while destination.exists():
-        destination = _root() / f"{project.pk}-{name}-{uuid.uuid4().hex[:6]}"
+        destination = area / f"{name}-{secrets.token_hex(6)}"
     return destination
 
 
@@ -178,13 +177,15 @@ def repository_clone(
     test_command: str = "",
 ) -> Repository:
     """Record the link as cloning and clone in the background (repository_clone_run)."""
-    source = _validate_clone_source(url)
+    source = _validate_clone_source(url, project.owner)
     _validate_settings(merge_strategy, test_command)
+    destination = _clone_destination(project, source)
     with transaction.atomic():
+        folder_claim(project=project, path=destination, field_name="url")
         repository, _ = Repository.objects.update_or_create(
             project=project,
             defaults={
-                "path": str(_clone_destination(project, source)),
+                "path": str(destination),
                 "origin_url": source,
                 "base_branch": base_branch.strip(),
                 "merge_strategy": merge_strategy,
@@ -206,13 +207,10 @@ def repository_clone_execute(*, repository_id: int) -> Repository | None:
     if repository is None:
         return None
     destination = Path(repository.path)
-    staging = Path(tempfile.mkdtemp(prefix=".clone-", dir=_root()))
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".clone-", dir=destination.parent))
     try:
-        run_git(
-            ["clone", "--quiet", "--", repository.origin_url, str(staging / "tree")],
-            cwd=_root(),
-            timeout=settings.GIT_CLONE_TIMEOUT_SECONDS,
-        )
+        clone_from(repository.origin_url, staging / "tree")
         tree = staging / "tree"
         branch = _resolve_base_branch(tree, repository.base_branch)
         if destination.exists():
@@ -265,6 +263,7 @@ def worktree_create(*, repository: Repository, branch: str, path: Path) -> str:
     """A worktree at ``path`` on a new ``branch`` from the base branch; returns the
     commit the branch starts from. Idempotent: an existing worktree or branch of an
     earlier attempt is reused."""
+    repository_folder_check(repository=repository)
     repo = Path(repository.path)
     base = repository.base_branch
     if path.exists() and git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo):
@@ -340,7 +339,7 @@ def worktree_apply_changes(
 def worktree_commit(*, worktree: Path, message: str) -> str | None:
     """Commit everything in the worktree; the new commit, or None if nothing changed."""
     run_git(["add", "--all"], cwd=worktree)
-    if git_succeeds(["diff", "--cached", "--quiet"], cwd=worktree):
+    if git_succeeds(["diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv"], cwd=worktree):
         return None
     run_git(["commit", "--quiet", "--no-verify", "-F", "-"], cwd=worktree, input=message)
     return git_output(["rev-parse", "HEAD"], cwd=worktree)
@@ -379,7 +378,7 @@ def branch_changed_files(*, repository: Repository, base: str, head: str) -> lis
 def branch_diff(*, repository: Repository, base: str, head: str) -> str:
     repo = Path(repository.path)
     start = _merge_base(repo, base, head)
-    return run_git(["diff", "--no-color", "--no-ext-diff", start, head], cwd=repo).stdout
+    return run_git(["diff", "--no-color", "--no-ext-diff", "--no-textconv", start, head], cwd=repo).stdout
 
 
 @dataclass
@@ -401,6 +400,7 @@ def branch_merge(*, repository: Repository, branch: str) -> MergeResult:
     ``commit-tree`` and published with a compare-and-set ``update-ref``. When the base
     is checked out in the repository's own folder, that checkout follows (and a dirty
     one refuses the merge). Conflicts leave everything as it was."""
+    repository_folder_check(repository=repository)
     repo = Path(repository.path)
     base = repository.base_branch
     old = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo)
@@ -443,7 +443,9 @@ def branch_merge(*, repository: Repository, branch: str) -> MergeResult:
 def branch_format_patch(*, repository: Repository, base: str, branch: str) -> str:
     repo = Path(repository.path)
     start = _merge_base(repo, base, branch)
-    return run_git(["format-patch", "--stdout", "--no-signature", f"{start}..{branch}"], cwd=repo).stdout
+    return run_git(
+        ["format-patch", "--stdout", "--no-signature", "--no-ext-diff", "--no-textconv", f"{start}..{branch}"], cwd=repo
+    ).stdout
 
 
 def branch_delete(*, repository: Repository, branch: str, force: bool = False) -> None:

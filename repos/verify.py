@@ -1,38 +1,27 @@
 """The verify step: a project's test command, run in a run's worktree.
 
-A subprocess in its own session (a timeout or a cancel kills the whole process group,
-forked children included), with CPU, memory and core-file limits, cut off the network
-where the platform allows it (a new network namespace), an environment built from
-scratch (nothing of the server's: no API keys, no Django settings), and its output
-streamed as it comes.
+The command runs in the sandbox (core/sandbox.py: bubblewrap, no network, no other
+files, an unprivileged account) with CPU, memory, file-size and process limits, a
+wall-clock timeout and cancel that end every process it started, and its output
+streamed as it comes. Where no sandbox can be made the command does not run at all.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import re
-import resource
 import select
-import shutil
-import signal
-import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.sandbox import SANDBOX_DISABLED_WARNING, Limits, sandbox_status, sandboxed_process
+
 CANCEL_POLL_SECONDS = 0.2
-NETWORK_UNAVAILABLE = (
-    "[verify: no network isolation on this machine (unshare -n failed); running with network access]\n"
-)
 TAIL_MARKER = "[… {dropped} earlier characters of output dropped …]\n"
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PYTEST_FAILED = re.compile(r"^FAILED (?P<file>[^\s:]+)(?:::(?P<test>\S+))?(?: - (?P<message>.*))?$")
-_FILE_LINE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
 @dataclass
@@ -43,56 +32,42 @@ class VerifyResult:
     cancelled: bool
     output: str
     duration_ms: int
+    # Both true only when the command ran in the sandbox (no network, nothing of the
+    # server's). Results stored before the sandbox existed lack ``sandboxed``.
     network_isolated: bool
+    sandboxed: bool = False
 
 
-@functools.cache
-def _unshare_prefix() -> tuple[str, ...] | None:
-    """The command prefix that runs a child without network, or None if none works."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return None
-    for prefix in ((unshare, "-n"), (unshare, "-rn")):
-        try:
-            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=5, check=False)  # noqa: S603
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if probe.returncode == 0:
-            return prefix
-    return None
+class _TailBuffer:
+    """The output as it streams, keeping only its last ``limit`` characters: the
+    failures are at the end."""
 
+    def __init__(self, limit: int, on_output: Callable[[str], None]) -> None:
+        self.limit = limit
+        self.on_output = on_output
+        self.chunks: list[str] = []
+        self.kept = 0
+        self.dropped = 0
 
-def _environment(cwd: Path, home: str) -> dict[str, str]:
-    path = SYSTEM_PATH
-    venv = cwd / ".venv" / "bin"
-    if venv.is_dir():
-        path = f"{venv}:{path}"
-    return {
-        "PATH": path,
-        "HOME": home,
-        "TMPDIR": home,
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "CI": "true",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1",
-    }
+    def emit(self, text: str) -> None:
+        if not text:
+            return
+        self.on_output(text)
+        self.chunks.append(text)
+        self.kept += len(text)
+        while self.kept > self.limit:
+            excess = self.kept - self.limit
+            if len(self.chunks[0]) <= excess:
+                removed = len(self.chunks.pop(0))
+            else:
+                self.chunks[0] = self.chunks[0][excess:]
+                removed = excess
+            self.kept -= removed
+            self.dropped += removed
 
-
-def _limits(memory_mb: int, cpu_seconds: int) -> Callable[[], None]:
-    def apply() -> None:
-        memory = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-    return apply
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    def text(self) -> str:
+        output = "".join(self.chunks)
+        return TAIL_MARKER.format(dropped=self.dropped) + output if self.dropped else output
 
 
 def run_test_command(
@@ -100,103 +75,67 @@ def run_test_command(
     command: str,
     cwd: Path,
     timeout: float,
-    memory_mb: int,
-    cpu_seconds: int,
-    isolate_network: bool,
+    limits: Limits,
     max_output_chars: int,
     on_output: Callable[[str], None],
     should_cancel: Callable[[], bool],
 ) -> VerifyResult:
+    """Run ``command`` sandboxed in ``cwd``. Raises SandboxUnavailable, having started
+    nothing, where no sandbox can be made."""
     started = time.monotonic()
-    prefix = _unshare_prefix() if isolate_network else None
-    chunks: list[str] = []
-    kept = 0
-    dropped = 0
-
-    def emit(text: str) -> None:
-        nonlocal kept, dropped
-        if not text:
-            return
-        on_output(text)
-        chunks.append(text)
-        kept += len(text)
-        # Keep the tail: the failures are at the end.
-        while kept > max_output_chars:
-            excess = kept - max_output_chars
-            if len(chunks[0]) <= excess:
-                removed = len(chunks.pop(0))
-            else:
-                chunks[0] = chunks[0][excess:]
-                removed = excess
-            kept -= removed
-            dropped += removed
-
-    if isolate_network and prefix is None:
-        emit(NETWORK_UNAVAILABLE)
-    home = tempfile.mkdtemp(prefix="autocoder-verify-")
-    argv = [*(prefix or ()), "/bin/sh", "-c", command]
+    output = _TailBuffer(max_output_chars, on_output)
+    status = sandbox_status()
+    if status.disabled:
+        output.emit(SANDBOX_DISABLED_WARNING)
     timed_out = cancelled = False
     try:
-        process = subprocess.Popen(  # noqa: S603 - the project owner's own test command, isolated as above
-            argv,
-            cwd=cwd,
-            env=_environment(cwd, home),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_limits(memory_mb, cpu_seconds),
-        )
+        with sandboxed_process(command=command, workspace=cwd, limits=limits) as process:
+            assert process.stdout is not None
+            pending = b""
+            while True:
+                if time.monotonic() - started > timeout:
+                    timed_out = True
+                    break
+                if should_cancel():
+                    cancelled = True
+                    break
+                ready, _, _ = select.select([process.stdout], [], [], CANCEL_POLL_SECONDS)
+                if not ready:
+                    continue
+                data = os.read(process.stdout.fileno(), 65536)
+                if not data:
+                    break
+                pending += data
+                # Hand over whole UTF-8 characters only.
+                text = pending.decode("utf-8", errors="ignore")
+                consumed = len(text.encode("utf-8"))
+                if consumed < len(pending) - 3:
+                    text = pending.decode("utf-8", errors="replace")
+                    consumed = len(pending)
+                pending = pending[consumed:]
+                output.emit(text)
+            if pending:
+                output.emit(pending.decode("utf-8", errors="replace"))
+            if not (timed_out or cancelled):
+                process.wait()
+            returncode = process.returncode
+            process.stdout.close()
     except OSError as exc:
-        shutil.rmtree(home, ignore_errors=True)
-        emit(f"The test command could not start: {exc}\n")
-        return VerifyResult(None, False, False, False, "".join(chunks), 0, prefix is not None)
-    assert process.stdout is not None
-    decoder_buffer = b""
-    try:
-        while True:
-            if time.monotonic() - started > timeout:
-                timed_out = True
-                break
-            if should_cancel():
-                cancelled = True
-                break
-            ready, _, _ = select.select([process.stdout], [], [], CANCEL_POLL_SECONDS)
-            if not ready:
-                continue
-            data = os.read(process.stdout.fileno(), 65536)
-            if not data:
-                break
-            decoder_buffer += data
-            # Hand over whole UTF-8 characters only.
-            text = decoder_buffer.decode("utf-8", errors="ignore")
-            consumed = len(text.encode("utf-8"))
-            if consumed < len(decoder_buffer) - 3:
-                text = decoder_buffer.decode("utf-8", errors="replace")
-                consumed = len(decoder_buffer)
-            decoder_buffer = decoder_buffer[consumed:]
-            emit(text)
-    finally:
-        # Whatever happened, nothing of the command outlives this call.
-        _kill_group(process)
-        process.stdout.close()
-        shutil.rmtree(home, ignore_errors=True)
-    if decoder_buffer:
-        emit(decoder_buffer.decode("utf-8", errors="replace"))
+        output.emit(f"The test command could not start: {exc}\n")
+        return VerifyResult(None, False, False, False, output.text(), 0, False, False)
     if timed_out:
-        emit(f"\n[verify: killed after {timeout:g} s]\n")
-    exit_code = None if (timed_out or cancelled) else process.returncode
-    output = "".join(chunks)
-    if dropped:
-        output = TAIL_MARKER.format(dropped=dropped) + output
+        output.emit(f"\n[verify: killed after {timeout:g} s]\n")
+    exit_code = None if (timed_out or cancelled) else returncode
+    sandboxed = not status.disabled
     return VerifyResult(
         exit_code=exit_code,
         passed=exit_code == 0,
         timed_out=timed_out,
         cancelled=cancelled,
-        output=output,
+        output=output.text(),
         duration_ms=int((time.monotonic() - started) * 1000),
-        network_isolated=prefix is not None,
+        network_isolated=sandboxed,
+        sandboxed=sandboxed,
     )
 
 

@@ -72,7 +72,7 @@ def repository_link_view(request: HttpRequest, project_id: int) -> HttpResponse:
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:
-            messages.success(request, LINKED.format(path=repository.path))
+            messages.success(request, LINKED.format(path=repository.display_path))
             return redirect("repos:page", project_id=project.pk)
     return _page(request, project, status=400, link_form=form)
 

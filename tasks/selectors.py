@@ -6,6 +6,7 @@ from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet
 from django.db.models.functions import RowNumber
 
 from accounts.models import User
+from core.converters import parse_id
 from core.exceptions import NotFound
 from pipelines.models import PipelineRun
 from projects.models import Project
@@ -45,10 +46,9 @@ def task_list(
 
 def task_get_for_user(*, user: User, task_id: object) -> Task:
     """The user's task, or NotFound — also when it exists but is someone else's."""
-    try:
-        pk = int(str(task_id))
-    except ValueError:
-        raise NotFound(TASK_NOT_FOUND) from None
+    pk = parse_id(task_id)
+    if pk is None:
+        raise NotFound(TASK_NOT_FOUND)
     task = Task.objects.select_related("project").filter(project__owner=user, pk=pk).first()
     if task is None:
         raise NotFound(TASK_NOT_FOUND)

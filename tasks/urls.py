@@ -8,7 +8,7 @@ app_name = "tasks"
 urlpatterns = [
     path("", views.board, name="board"),
     path("tasks/new", views.task_create, name="create"),
-    path("tasks/<int:task_id>", views.task_detail, name="detail"),
-    path("tasks/<int:task_id>/move", views.task_move, name="move"),
-    path("tasks/<int:task_id>/delete", views.task_delete, name="delete"),
+    path("tasks/<id:task_id>", views.task_detail, name="detail"),
+    path("tasks/<id:task_id>/move", views.task_move, name="move"),
+    path("tasks/<id:task_id>/delete", views.task_delete, name="delete"),
 ]

@@ -1,9 +1,10 @@
 """The production topology as real processes, for end-to-end and fault tests.
 
-``ProductionStack`` starts the ``Procfile`` with honcho exactly as ``make up-prod`` does
-(daphne, a Celery worker, celery beat); ``RedisServer`` is a private ``redis-server`` a
-test may stop and start again without touching the shared one; ``ApiClient`` and
-``open_task_socket`` are the plain HTTP and websocket clients a script would use.
+``ProductionStack`` starts the ``Procfile`` under supervisord exactly as ``make up-prod``
+does (deploy/supervise.py: daphne, a Celery worker, celery beat); ``RedisServer`` is a
+private ``redis-server`` a test may stop and start again without touching the shared
+one; ``ApiClient`` and ``open_task_socket`` are the plain HTTP and websocket clients a
+script would use.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from django.conf import settings
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Origin
 
+from tests.paths import searchable_by_sandbox
 from tests.workers import subprocess_database_url
 
 BIN = Path(sys.executable).parent
@@ -143,7 +145,8 @@ class RedisServer:
 
 @dataclass
 class ProductionStack:
-    """``honcho start -f Procfile``: daphne, a Celery worker and celery beat."""
+    """``deploy/supervise.py``: the Procfile's daphne, Celery worker and celery beat
+    under supervisord, which restarts any that exits."""
 
     port: int
     log: Path
@@ -156,10 +159,9 @@ class ProductionStack:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        # An empty env file: a developer's .env must not leak into the test's settings.
-        env_file = self.log.with_name("honcho.env")
-        env_file.write_text("")
-        command = [str(BIN / "honcho"), "start", "-f", "Procfile", "-e", str(env_file), "-p", str(self.port)]
+        # The log is opened for appending: supervisord's own lines and its programs'
+        # output go to the same file through separate descriptors.
+        command = [sys.executable, "deploy/supervise.py", "--dir", str(self.log.with_name("supervisor"))]
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 command, cwd=settings.BASE_DIR, env=self.env, stdout=out, stderr=subprocess.STDOUT
@@ -167,6 +169,17 @@ class ProductionStack:
 
     def log_tail(self, chars: int = 6000) -> str:
         return "Process log:\n" + self.log.read_text(errors="replace")[-chars:]
+
+    def programs(self) -> dict[str, int]:
+        """The Procfile's running processes (supervisord's children) by name."""
+        assert self.process is not None
+        names = {"daphne": "web", "celery -A config worker": "worker", "celery -A config beat": "beat"}
+        found: dict[str, int] = {}
+        for pid, parent in _parent_pids().items():
+            if parent == self.process.pid and is_running(pid):
+                line = command_line(pid)
+                found.update({name: pid for program, name in names.items() if program in line})
+        return found
 
     def health(self) -> tuple[int, dict[str, Any]]:
         return ApiClient(self.base_url).request("GET", "/healthz", timeout=5)
@@ -178,7 +191,7 @@ class ProductionStack:
         def ready() -> bool:
             assert self.process is not None
             if self.process.poll() is not None:
-                pytest.fail(f"honcho exited with {self.process.returncode}. {self.log_tail()}")
+                pytest.fail(f"supervisord exited with {self.process.returncode}. {self.log_tail()}")
             try:
                 status, body = self.health()
             except OSError:
@@ -194,8 +207,8 @@ class ProductionStack:
         return seen
 
     def terminate(self, timeout: float = 30) -> set[int]:
-        """SIGTERM to honcho, as Ctrl-C or ``docker stop`` would; returns the processes
-        still running afterwards (none, if the stop works)."""
+        """SIGTERM to supervisord, as Ctrl-C or ``docker stop`` would; returns the
+        processes still running afterwards (none, if the stop works)."""
         if self.process is None:
             return set()
         self.children |= descendants(self.process.pid)
@@ -238,7 +251,7 @@ def stack_env(*, port: int, redis_url: str, queue: str, llm_url: str, workdir: P
             "ANTHROPIC_BASE_URL": llm_url,
             "ANTHROPIC_API_KEY": "sk-ant-test-key",
             "LLM_PROVIDER": "anthropic",
-            "REPOS_ROOT": str(workdir / "repos"),
+            "REPOS_ROOT": str(searchable_by_sandbox(workdir) / "repos"),
             "WORKTREES_ROOT": str(workdir / "worktrees"),
             "LOG_LEVEL": "INFO",
             "PYTHONUNBUFFERED": "1",

@@ -196,7 +196,9 @@ def test_database_scheduler_sends_the_due_job_through_redis(redis_worker: tuple[
     expired, live = make_sessions("redis-beat")
 
     # What `celery -A config beat` runs, sending to the worker's own queue.
-    beat_app = Celery("autocoder-beat-test")
+    # Not the current app: tasks queued by later tests in this process (through
+    # shared_task proxies) must still go to the project's app and its queue.
+    beat_app = Celery("autocoder-beat-test", set_as_current=False)
     beat_app.config_from_object("django.conf:settings", namespace="CELERY")
     beat_app.conf.task_default_queue = queue
     scheduler = DatabaseScheduler(app=beat_app)

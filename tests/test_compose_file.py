@@ -83,6 +83,19 @@ def test_the_processes_are_those_of_the_procfile(compose: dict[str, Any]) -> Non
     web = services["web"]["command"]
     assert web[0] == procfile["web"][0] == "daphne"
     assert web[-1] == procfile["web"][-1] == "config.asgi:application"
-    assert "--proxy-headers" in web and "--proxy-headers" in procfile["web"]
+    # X-Forwarded-For is believed only from TRUSTED_PROXIES, never by daphne for anyone.
+    assert "--proxy-headers" not in web and "--proxy-headers" not in procfile["web"]
     # Workers and beat never also run inside web.
     assert all(services[name]["environment"]["EMBEDDED_WORKER"] == "false" for name in procfile)
+
+
+def test_a_service_that_dies_is_restarted_and_the_migration_runs_once(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    # "unless-stopped": Docker restarts a process that exits or is killed (and after a
+    # reboot), but not one an operator stopped.
+    for name in ("postgres", "redis", "web", "worker", "beat"):
+        assert services[name].get("restart") == "unless-stopped", f"{name} is not restarted when it dies"
+    assert services["migrate"]["restart"] == "no", "a finished migration must not run again and again"
+    # Compose's own restart policy, not Swarm's deploy.restart_policy (ignored by
+    # `docker compose up`).
+    assert all("restart_policy" not in (service.get("deploy") or {}) for service in services.values())

@@ -119,5 +119,7 @@ def test_daphne_runs_beat_and_worker_in_process_and_stops_promptly(tmp_path: Pat
             server.wait()
     output = log.read_text()
     assert "Embedded Celery worker and beat stopped" in output, output
-    assert took < 3, f"took {took:.2f} s to exit\n{output}"
+    # Not Celery's 30 s wait for running tasks; the margin is for a loaded machine
+    # (the worker and beat alone stop in about 1 s, logged above).
+    assert took < 6, f"took {took:.2f} s to exit\n{output}"
     assert "Traceback" not in output, output

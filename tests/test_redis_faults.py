@@ -1,6 +1,6 @@
 """Redis stopped in the middle of a run, then started again.
 
-The production processes (honcho: daphne, a Celery worker, celery beat) run against a
+The production processes (supervisord: daphne, a Celery worker, celery beat) run against a
 private ``redis-server`` of this test, which it stops with SIGTERM while the Planner is
 streaming. Meanwhile reads keep answering, /healthz says the broker is down, and a start
 is refused with 503 and leaves nothing behind. With Redis back the run finishes without
@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 PLAN = {"subtasks": [{"id": "s1", "title": "Add x", "description": "Create app/x.py", "order": 1}]}
 CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
 PASS = {"pass": True, "findings": []}
-# The sweeper (beat, every 30 s) re-queues a working run whose lease ran out: short here.
+# The sweeper (in beat, every 2 s) re-queues a working run whose lease ran out: short here.
 LEASE_SECONDS = 5
 
 
@@ -64,7 +64,7 @@ def stack(fake_llm: FakeAnthropicServer, redis_server: RedisServer, tmp_path: Pa
         workdir=tmp_path,
         PIPELINE_LEASE_SECONDS=str(LEASE_SECONDS),
     )
-    stack = ProductionStack(port=port, log=tmp_path / "honcho.log", env=env)
+    stack = ProductionStack(port=port, log=tmp_path / "stack.log", env=env)
     stack.start()
     try:
         yield stack
@@ -192,4 +192,4 @@ def test_a_phase_ending_while_redis_is_down_is_requeued_by_the_sweeper(
 def _jobs_ended(stack: ProductionStack) -> str:
     """The worker's lines about jobs that finished, one way or the other."""
     lines = stack.log.read_text(errors="replace").splitlines()
-    return "\n".join(line for line in lines if "worker." in line and (" succeeded in " in line or " raised " in line))
+    return "\n".join(line for line in lines if "Task " in line and (" succeeded in " in line or " raised " in line))

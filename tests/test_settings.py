@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import string
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -15,7 +18,24 @@ from django.conf import settings
 # developer's .env do not leak in.
 BLANK = {
     name: ""
-    for name in ("DEBUG", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "EMBEDDED_WORKER", "ALLOWED_HOSTS", "LOG_LEVEL")
+    for name in (
+        "DEBUG",
+        "SECRET_KEY",
+        "DATABASE_URL",
+        "REDIS_URL",
+        "EMBEDDED_WORKER",
+        "ALLOWED_HOSTS",
+        "LOG_LEVEL",
+        "TRUSTED_PROXIES",
+        "SESSION_COOKIE_SECURE",
+        "SECURE_PROXY_SSL",
+        "SECURE_SSL_REDIRECT",
+        "SECURE_HSTS_SECONDS",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+        "SECURE_HSTS_PRELOAD",
+        "CONTENT_SECURITY_POLICY",
+        "CONTENT_SECURITY_POLICY_REPORT_ONLY",
+    )
 }
 GOOD_SECRET = "a-real-secret-key-of-more-than-32-characters-0123456789"
 
@@ -55,6 +75,7 @@ def start(**env: str) -> subprocess.CompletedProcess[str]:
         ({"DEBUG": "true", "EMBEDDED_WORKER": "sometimes"}, "EMBEDDED_WORKER"),
         ({"DEBUG": "true", "LLM_RETRY_DELAYS": "2,soon"}, "LLM_RETRY_DELAYS"),
         ({"DEBUG": "true", "LLM_RETRY_DELAYS": "-1"}, "LLM_RETRY_DELAYS"),
+        ({"DEBUG": "true", "TRUSTED_PROXIES": "10.0.0.1,proxy.internal"}, "TRUSTED_PROXIES"),
     ],
     ids=[
         "debug",
@@ -65,6 +86,7 @@ def start(**env: str) -> subprocess.CompletedProcess[str]:
         "embedded-worker",
         "retry-delays",
         "retry-delays-negative",
+        "trusted-proxies",
     ],
 )
 def test_bad_value_stops_start_up_naming_the_variable(env: dict[str, str], named: str) -> None:
@@ -102,3 +124,100 @@ def test_redis_url_is_the_production_mode() -> None:
         "database": "django.db.backends.postgresql",
         "embedded_worker": False,
     }
+
+
+# What a browser sees: headers of an API answer over HTTPS and over plain HTTP, made with
+# Django's test client against the real settings (no database needed for a 401).
+HEADERS = """
+import json, django
+django.setup()
+from django.test import Client
+secure = Client().get("/api/auth/me", secure=True)
+plain = Client().get("/api/auth/me")
+print(json.dumps({
+    "status": secure.status_code,
+    "hsts": secure.headers.get("Strict-Transport-Security"),
+    "csp": secure.headers.get("Content-Security-Policy"),
+    "csp_report_only": secure.headers.get("Content-Security-Policy-Report-Only"),
+    "plain_status": plain.status_code,
+    "plain_location": plain.headers.get("Location"),
+}))
+"""
+
+
+def headers(tmp_path: Path, **env: str) -> dict:
+    result = subprocess.run(
+        [sys.executable, "-c", HEADERS],
+        cwd=settings.BASE_DIR,
+        env={
+            **os.environ,
+            **BLANK,
+            "DJANGO_SETTINGS_MODULE": "config.settings.base",
+            "ALLOWED_HOSTS": "testserver",
+            # A database of the test's own, should anything open one.
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_production_sends_hsts_and_an_enforced_csp_and_redirects_to_https(tmp_path: Path) -> None:
+    seen = headers(tmp_path, DEBUG="false", SECRET_KEY=GOOD_SECRET)
+    assert seen["status"] == 401
+    assert seen["hsts"] == "max-age=31536000; includeSubDomains; preload"
+    csp = seen["csp"]
+    assert "default-src 'self'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    assert seen["csp_report_only"] is None
+    assert (seen["plain_status"], seen["plain_location"]) == (301, "https://testserver/api/auth/me")
+
+
+def test_security_headers_are_configurable(tmp_path: Path) -> None:
+    seen = headers(
+        tmp_path,
+        DEBUG="false",
+        SECRET_KEY=GOOD_SECRET,
+        SECURE_HSTS_SECONDS="600",
+        SECURE_HSTS_PRELOAD="false",
+        SECURE_HSTS_INCLUDE_SUBDOMAINS="false",
+        CONTENT_SECURITY_POLICY_REPORT_ONLY="true",
+        SESSION_COOKIE_SECURE="false",
+    )
+    assert seen["hsts"] == "max-age=600"
+    assert seen["csp"] is None and "script-src 'self'" in seen["csp_report_only"]
+    # Serving plain HTTP (cookies not Secure): no redirect.
+    assert seen["plain_status"] == 401
+
+
+def test_debug_sends_no_hsts_and_only_reports_the_csp(tmp_path: Path) -> None:
+    seen = headers(tmp_path, DEBUG="true")
+    assert seen["hsts"] is None
+    assert seen["csp"] is None and "script-src 'self'" in seen["csp_report_only"]
+    assert seen["plain_status"] == 401
+
+
+def test_check_deploy_has_no_warnings(tmp_path: Path) -> None:
+    secret = "".join(secrets.choice(string.ascii_letters + string.digits + "-_!@#%^&*(") for _ in range(50))
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=settings.BASE_DIR,
+        env={
+            **os.environ,
+            **BLANK,
+            "DJANGO_SETTINGS_MODULE": "config.settings.base",
+            "DEBUG": "false",
+            "SECRET_KEY": secret,
+            # The checks open the database: one of the test's own, not ./db.sqlite3.
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues (0 silenced)." in result.stdout

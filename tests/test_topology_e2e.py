@@ -1,13 +1,18 @@
 """The production topology end to end, as `make up-prod` starts it.
 
-honcho runs the Procfile (daphne, a Celery worker, celery beat) against the test's
-PostgreSQL database and Redis; the LLM is the fake Anthropic server of this process.
+supervisord runs the Procfile (daphne, a Celery worker, celery beat; deploy/supervise.py)
+against the test's PostgreSQL database and Redis; the LLM is the fake Anthropic server of
+this process.
 Everything after start-up goes through real clients only: HTTP for the API and a
 websocket client for the live events, as a script on another machine would.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,15 +20,18 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from pipelines.models import AgentCall, RunEvent
 from tests.fake_anthropic import FakeAnthropicServer, ToolReply
 from tests.processes import (
     ApiClient,
     ProductionStack,
     command_line,
     free_port,
+    is_running,
     open_task_socket,
     receive_until,
     stack_env,
+    wait_for,
 )
 from tests.workers import delete_queue
 
@@ -45,7 +53,7 @@ def stack(fake_llm: FakeAnthropicServer, tmp_path: Path) -> Iterator[ProductionS
     port = free_port()
     assert settings.REDIS_URL is not None
     env = stack_env(port=port, redis_url=settings.REDIS_URL, queue=queue, llm_url=fake_llm.url, workdir=tmp_path)
-    stack = ProductionStack(port=port, log=tmp_path / "honcho.log", env=env)
+    stack = ProductionStack(port=port, log=tmp_path / "stack.log", env=env)
     stack.start()
     try:
         yield stack
@@ -61,7 +69,7 @@ def test_make_up_prod_topology_runs_a_pipeline_over_http_and_websocket(
     assert health["status"] == "ok", health
     assert health["broker"]["transport"] == "redis"
     assert health["worker"] == {**health["worker"], "ok": True, "mode": "heartbeat", "count": 1}
-    # Three programs under honcho: daphne, the worker (with its pool) and beat.
+    # Three programs under supervisord: daphne, the worker (with its pool) and beat.
     programs = " | ".join(command_line(pid) for pid in stack.children)
     for program in ("daphne", "celery -A config worker", "celery -A config beat"):
         assert program in programs, programs
@@ -103,5 +111,85 @@ def test_make_up_prod_topology_runs_a_pipeline_over_http_and_websocket(
     assert (status, body["status"]) == (200, "done")
 
     left = stack.terminate()
-    assert stack.process is not None and stack.process.returncode is not None, "honcho exited"
+    assert stack.process is not None and stack.process.returncode == 0, "supervisord exited"
+    assert left == set(), [command_line(pid) for pid in left]
+
+
+def test_a_killed_worker_comes_back_its_run_goes_on_within_15_s_and_the_web_keeps_serving(
+    stack: ProductionStack, fake_llm: FakeAnthropicServer
+) -> None:
+    """The issue's scenario: the worker dies in the middle of a phase. The web server and
+    beat go on (same processes), supervisord starts a new worker, and the run goes on
+    within 15 s (the lease runs out, beat's sweeper queues it, the new worker takes it),
+    paying again only for the call the kill cut off."""
+    stack.wait_healthy()
+    before = stack.programs()
+    assert set(before) == {"web", "worker", "beat"}, before
+    api = ApiClient(stack.base_url)
+    api.sign_up("ada@example.com", "a long enough password")
+    _, task = api.post("/api/tasks", {"title": "Add x", "description": "x should exist", "category": "feature"})
+    fake_llm.script(
+        ToolReply(input=PLAN), ToolReply(input=CHANGES, text="slow " * 3000, chunk_size=5, chunk_delay=0.02)
+    )
+    status, run = api.post(f"/api/tasks/{task['id']}/start-pipeline")
+    assert status == 202, run
+
+    def coder_streams() -> bool:
+        return RunEvent.objects.filter(run_id=run["id"], type="agent-log", data__agent="coder").exists()
+
+    wait_for(coder_streams, timeout=30, why=stack.log_tail)
+    fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
+    health: list[int | str] = []
+    polling = threading.Event()
+
+    def poll_health() -> None:
+        while not polling.wait(0.25):
+            try:
+                health.append(stack.health()[0])
+            except OSError as exc:
+                health.append(repr(exc))
+
+    poller = threading.Thread(target=poll_health)
+    poller.start()
+    try:
+        # The worker and its pool, as the kernel's OOM killer or a crash would end them.
+        assert os.getpgid(before["worker"]) == before["worker"], "supervisord runs each program in its own group"
+        os.killpg(before["worker"], signal.SIGKILL)
+        killed_at = time.monotonic()
+        wait_for(lambda: not is_running(before["worker"]), timeout=5)
+        last_event = RunEvent.objects.filter(run_id=run["id"]).latest("id").pk
+        wait_for(
+            lambda: RunEvent.objects.filter(run_id=run["id"], id__gt=last_event).exists(),
+            timeout=40,
+            why=stack.log_tail,
+        )
+        resumed_after = time.monotonic() - killed_at
+        wait_for(
+            lambda: api.get(f"/api/runs/{run['id']}")[1]["status"] == "awaiting_approval",
+            timeout=60,
+            why=stack.log_tail,
+        )
+    finally:
+        polling.set()
+        poller.join(10)
+
+    print(f"\nrun going on again {resumed_after:.1f} s after its worker was killed")
+    assert resumed_after < 15, f"{resumed_after:.1f} s. {stack.log_tail()}"
+    after = stack.programs()
+    assert after["web"] == before["web"] and after["beat"] == before["beat"], "web and beat went on"
+    assert after["worker"] != before["worker"], "a new worker"
+    assert health and set(health) == {200}, f"the web answered throughout: {health}"
+    log = stack.log.read_text(errors="replace")
+    assert "exited: worker (terminated by SIGKILL; not expected)" in log
+    assert f"Run {run['id']} has no live worker; queueing it again" in log, "beat's sweeper handed it on"
+    # Bought once each, but for the Coder's answer the kill cut off.
+    assert [request.forced_tool for request in fake_llm.requests] == [
+        "submit_plan",
+        "submit_changes",
+        "submit_changes",
+        "submit_review",
+    ]
+    assert AgentCall.objects.filter(run_id=run["id"]).count() == 3
+
+    left = stack.terminate()
     assert left == set(), [command_line(pid) for pid in left]

@@ -26,6 +26,9 @@ from tests.factories import TaskFactory
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = (b"origin", b"http://127.0.0.1")
 HUGE_ID = "9" * 30
+ID_PAST_MAX = str(2**63)  # one past the largest signed 64-bit id
+ID_PAST_MIN = str(-(2**63) - 1)
+SURROGATE_BYTES = "%ED%A0%80"  # "\ud800" as a client would send it: not UTF-8
 
 
 def _token(user) -> tuple[bytes, bytes]:
@@ -82,7 +85,10 @@ async def async_to_sync_free_publish(task) -> None:
     )
 
 
-@pytest.mark.parametrize("object_id", ["abc", "-1", "0", "1.5", HUGE_ID, "%00", "1%20OR%201=1"])
+@pytest.mark.parametrize(
+    "object_id",
+    ["abc", "-1", "0", "1.5", HUGE_ID, ID_PAST_MAX, ID_PAST_MIN, "%00", "1%00", SURROGATE_BYTES, "1%20OR%201=1"],
+)
 def test_wrong_ids_close_with_not_found(owner, object_id: str) -> None:
     header = _token(owner)
 
@@ -120,7 +126,12 @@ def test_other_users_objects_look_missing_and_leak_nothing(owner, foreign_task) 
 def test_anonymous_and_forged_credentials_are_refused(task) -> None:
     async def scenario() -> list[tuple[bool, int | None]]:
         results = []
-        for headers in ([], [(b"authorization", b"Token not-a-token")], [(b"cookie", b"sessionid=forged")]):
+        for headers in (
+            [],
+            [(b"authorization", b"Token not-a-token")],
+            [(b"cookie", b"sessionid=forged")],
+            [(b"cookie", b'sessionid="\\000forged-key"')],  # unquoted to a NUL
+        ):
             for path in (f"/ws/tasks/{task.pk}", f"/ws/projects/{task.project_id}", "/ws/chat"):
                 communicator, connected, code = await _open(path, *headers)
                 results.append((connected, code))
@@ -130,7 +141,9 @@ def test_anonymous_and_forged_credentials_are_refused(task) -> None:
     assert set(async_to_sync(scenario)()) == {(False, CLOSE_UNAUTHENTICATED)}
 
 
-@pytest.mark.parametrize("last_event_id", ["-5", "abc", "1e9", HUGE_ID, "", "9" * 5000])
+@pytest.mark.parametrize(
+    "last_event_id", ["-5", "abc", "1e9", HUGE_ID, ID_PAST_MAX, ID_PAST_MIN, "%00", SURROGATE_BYTES, "", "9" * 5000]
+)
 def test_odd_replay_positions_never_crash_nor_replay_foreign_events(
     owner, task, foreign_task, last_event_id: str
 ) -> None:
@@ -149,7 +162,7 @@ def test_odd_replay_positions_never_crash_nor_replay_foreign_events(
     received = async_to_sync(scenario)()
     assert "bob-secret" not in json.dumps(received)
     # A position past every event replays nothing; any other odd value replays from the start.
-    expected = [] if last_event_id == HUGE_ID else [own.pk]
+    expected = [] if last_event_id in (HUGE_ID, ID_PAST_MAX) else [own.pk]
     assert [event["id"] for event in received] == expected
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from accounts.models import User
+from accounts.models import ApiToken, User
 from core.api import StrictCharField, StrictEmailField
 
 PASSWORD_MIN_LENGTH = 8
@@ -49,3 +49,30 @@ class TokenSerializer(serializers.Serializer):
     token = serializers.CharField(
         read_only=True, help_text="Send as `Authorization: Token <token>`. Shown once: only its digest is stored."
     )
+
+
+class PasswordChangeSerializer(serializers.Serializer):
+    current_password = StrictCharField(
+        max_length=LOGIN_PASSWORD_MAX_LENGTH, trim_whitespace=False, write_only=True, style={"input_type": "password"}
+    )
+    new_password = StrictCharField(
+        min_length=PASSWORD_MIN_LENGTH,
+        max_length=PASSWORD_MAX_LENGTH,
+        trim_whitespace=False,
+        write_only=True,
+        style={"input_type": "password"},
+    )
+
+
+class ApiTokenSerializer(serializers.ModelSerializer[ApiToken]):
+    expires_at = serializers.DateTimeField(read_only=True, allow_null=True, help_text="Null: never expires.")
+    current = serializers.SerializerMethodField(help_text="This request was authenticated with this token.")
+
+    class Meta:
+        model = ApiToken
+        fields = ("id", "name", "prefix", "created_at", "last_used_at", "expires_at", "current")
+        read_only_fields = fields
+
+    def get_current(self, token: ApiToken) -> bool:
+        current = self.context.get("current_token")
+        return current is not None and current.pk == token.pk

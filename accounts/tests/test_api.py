@@ -7,9 +7,18 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from accounts.models import ApiToken, User, hash_token
-from accounts.services import EMAIL_TAKEN, INVALID_CREDENTIALS, RATE_LIMITED
+from accounts.services import (
+    BACKING_OFF,
+    EMAIL_TAKEN,
+    INVALID_CREDENTIALS,
+    RATE_LIMITED,
+    TOKEN_EXPIRED,
+    TOKEN_INVALID,
+    WRONG_CURRENT_PASSWORD,
+    api_token_create,
+)
 from projects.models import DEFAULT_PROJECT_NAME, Project
-from tests.api_helpers import assert_error, csrf_headers
+from tests.api_helpers import assert_error, csrf_headers, field_errors
 from tests.factories import DEFAULT_PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +28,12 @@ LOGIN = "/api/auth/login"
 LOGOUT = "/api/auth/logout"
 TOKEN = "/api/auth/token"
 ME = "/api/auth/me"
+PASSWORD = "/api/auth/password"
+TOKENS = "/api/auth/tokens"
 LIMIT = settings.AUTH_RATE_LIMIT_ATTEMPTS
+ADDRESS_LIMIT = settings.AUTH_RATE_LIMIT_ADDRESS_ATTEMPTS
+BACKOFF_AFTER = settings.AUTH_BACKOFF_AFTER_FAILURES
+NEW_PASSWORD = "a brand new passphrase"
 
 
 # --- register ---------------------------------------------------------------------------
@@ -41,7 +55,7 @@ def test_register_creates_the_user_with_a_project_and_logs_the_session_in() -> N
 
 
 def test_register_without_display_name() -> None:
-    response = APIClient().post(REGISTER, {"email": "a@example.com", "password": "12345678"}, format="json")
+    response = APIClient().post(REGISTER, {"email": "a@example.com", "password": "long enough"}, format="json")
     assert response.status_code == 201
     assert response.json()["display_name"] == ""
 
@@ -240,10 +254,13 @@ ENDPOINT_BODIES = {
 }
 
 
+ADDRESS_LIMITS = {LOGIN: ADDRESS_LIMIT, TOKEN: ADDRESS_LIMIT, REGISTER: LIMIT}
+
+
 @pytest.mark.parametrize("url", list(ENDPOINT_BODIES))
-def test_the_eleventh_attempt_from_one_address_is_refused(anon_client: APIClient, url: str) -> None:
+def test_one_attempt_past_the_limit_from_one_address_is_refused(anon_client: APIClient, url: str) -> None:
     body = ENDPOINT_BODIES[url]
-    for attempt in range(LIMIT):
+    for attempt in range(ADDRESS_LIMITS[url]):
         response = anon_client.post(url, body(f"user{attempt}@example.com"), format="json", REMOTE_ADDR="10.0.0.1")
         assert response.status_code != 429
     refused = anon_client.post(url, body("fresh@example.com"), format="json", REMOTE_ADDR="10.0.0.1")
@@ -256,24 +273,131 @@ def test_the_eleventh_attempt_from_one_address_is_refused(anon_client: APIClient
     assert other.status_code != 429
 
 
-@pytest.mark.parametrize("url", list(ENDPOINT_BODIES))
-def test_the_eleventh_attempt_for_one_email_is_refused(anon_client: APIClient, url: str) -> None:
+@pytest.mark.parametrize("url", [LOGIN, TOKEN])
+def test_the_eleventh_attempt_for_one_email_from_one_address_is_refused(
+    anon_client: APIClient, url: str, settings
+) -> None:
+    settings.AUTH_BACKOFF_AFTER_FAILURES = 1000  # the window alone, without the backoff
     body = ENDPOINT_BODIES[url]
-    for attempt in range(LIMIT):
-        response = anon_client.post(url, body("Target@example.com"), format="json", REMOTE_ADDR=f"10.0.1.{attempt}")
-        assert response.status_code != 429
+    for _ in range(LIMIT):
+        response = anon_client.post(url, body("Target@example.com"), format="json", REMOTE_ADDR="10.0.1.1")
+        assert response.status_code == 401
     # The email is compared normalised: case and spaces do not dodge the limit.
-    refused = anon_client.post(url, body(" target@EXAMPLE.com"), format="json", REMOTE_ADDR="10.0.2.1")
+    refused = anon_client.post(url, body(" target@EXAMPLE.com"), format="json", REMOTE_ADDR="10.0.1.1")
     assert_error(refused, 429, "rate_limited", RATE_LIMITED)
     assert refused["Retry-After"]
+    # The same address may still try other emails, and other addresses this one.
+    assert anon_client.post(url, body("other@example.com"), format="json", REMOTE_ADDR="10.0.1.1").status_code == 401
+    assert anon_client.post(url, body("target@example.com"), format="json", REMOTE_ADDR="10.0.1.2").status_code == 401
 
 
-def test_the_limit_holds_even_for_the_right_password(anon_client: APIClient, owner: User) -> None:
-    for _ in range(LIMIT):
-        anon_client.post(LOGIN, {"email": owner.email, "password": "wrong password"}, format="json")
-    response = anon_client.post(LOGIN, {"email": owner.email, "password": DEFAULT_PASSWORD}, format="json")
-    assert_error(response, 429, "rate_limited")
+def test_registration_is_limited_per_address_not_per_email(anon_client: APIClient) -> None:
+    for attempt in range(LIMIT + 2):
+        response = anon_client.post(
+            REGISTER,
+            {"email": "same@example.com", "password": "long enough"},
+            format="json",
+            REMOTE_ADDR=f"10.0.3.{attempt}",
+        )
+        assert response.status_code in (201, 409)
+
+
+def test_a_failing_address_is_held_back_even_with_the_right_password(anon_client: APIClient, owner: User) -> None:
+    for _ in range(BACKOFF_AFTER):
+        response = anon_client.post(
+            LOGIN, {"email": owner.email, "password": "wrong password"}, format="json", REMOTE_ADDR="10.0.4.1"
+        )
+        assert_error(response, 401, "authentication_failed", INVALID_CREDENTIALS)
+    response = anon_client.post(
+        LOGIN, {"email": owner.email, "password": DEFAULT_PASSWORD}, format="json", REMOTE_ADDR="10.0.4.1"
+    )
+    body = assert_error(response, 429, "rate_limited", BACKING_OFF)
+    assert response["Retry-After"] == "1" == str(body["extra"]["retry_after"])
     assert settings.SESSION_COOKIE_NAME not in response.cookies
+
+
+@pytest.mark.parametrize("url", [LOGIN, TOKEN])
+def test_the_owner_is_not_locked_out_by_guesses_from_elsewhere(anon_client: APIClient, owner: User, url: str) -> None:
+    wrong = {"email": owner.email, "password": "wrong password"}
+    # More guesses than any limit, from one address and from many.
+    for attempt in range(LIMIT + 5):
+        anon_client.post(url, wrong, format="json", REMOTE_ADDR="203.0.113.9")
+        assert anon_client.post(url, wrong, format="json", REMOTE_ADDR=f"198.51.100.{attempt}").status_code == 401
+    assert anon_client.post(url, wrong, format="json", REMOTE_ADDR="203.0.113.9").status_code == 429
+    # The owner, from an address that has not failed, gets in at once.
+    response = anon_client.post(
+        url, {"email": owner.email, "password": DEFAULT_PASSWORD}, format="json", REMOTE_ADDR="192.0.2.44"
+    )
+    assert response.status_code in (200, 201), response.content
+
+
+def test_the_login_page_and_the_token_api_share_the_count(client, anon_client: APIClient, owner: User) -> None:
+    for _ in range(BACKOFF_AFTER):
+        page = client.post(
+            "/accounts/login", {"email": owner.email, "password": "wrong password"}, REMOTE_ADDR="10.0.5.1"
+        )
+        assert page.status_code == 400
+    response = anon_client.post(
+        TOKEN, {"email": owner.email, "password": DEFAULT_PASSWORD}, format="json", REMOTE_ADDR="10.0.5.1"
+    )
+    assert_error(response, 429, "rate_limited", BACKING_OFF)
+    assert not ApiToken.objects.exists()
+
+
+def test_a_forwarded_address_from_an_untrusted_peer_does_not_dodge_the_limit(anon_client: APIClient, settings) -> None:
+    settings.TRUSTED_PROXIES = []
+    body = ENDPOINT_BODIES[LOGIN]
+    for attempt in range(ADDRESS_LIMIT):
+        response = anon_client.post(
+            LOGIN,
+            body(f"user{attempt}@example.com"),
+            format="json",
+            REMOTE_ADDR="10.0.6.1",
+            HTTP_X_FORWARDED_FOR=f"192.0.2.{attempt}",
+        )
+        assert response.status_code == 401
+    refused = anon_client.post(
+        LOGIN, body("fresh@example.com"), format="json", REMOTE_ADDR="10.0.6.1", HTTP_X_FORWARDED_FOR="192.0.2.200"
+    )
+    assert_error(refused, 429, "rate_limited", RATE_LIMITED)
+
+
+def test_registration_behind_a_spoofed_forwarded_address_is_still_limited(anon_client: APIClient) -> None:
+    for attempt in range(LIMIT):
+        response = anon_client.post(
+            REGISTER,
+            {"email": f"new{attempt}@example.com", "password": "long enough"},
+            format="json",
+            REMOTE_ADDR="10.0.7.1",
+            HTTP_X_FORWARDED_FOR=f"192.0.2.{attempt}",
+        )
+        assert response.status_code == 201
+    refused = anon_client.post(
+        REGISTER,
+        {"email": "one.more@example.com", "password": "long enough"},
+        format="json",
+        REMOTE_ADDR="10.0.7.1",
+        HTTP_X_FORWARDED_FOR="192.0.2.99",
+    )
+    assert_error(refused, 429, "rate_limited", RATE_LIMITED)
+    assert User.objects.count() == LIMIT
+
+
+def test_behind_a_trusted_proxy_the_forwarded_address_is_the_client(anon_client: APIClient, settings) -> None:
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    body = ENDPOINT_BODIES[LOGIN]
+
+    def through_proxy(email: str, forwarded: str):
+        return anon_client.post(
+            LOGIN, body(email), format="json", REMOTE_ADDR="10.1.1.1", HTTP_X_FORWARDED_FOR=forwarded
+        )
+
+    # The client made up the left-most entry; the proxy appended what it saw.
+    for attempt in range(ADDRESS_LIMIT):
+        assert through_proxy(f"user{attempt}@example.com", f"192.0.2.{attempt}, 203.0.113.7").status_code == 401
+    assert_error(through_proxy("fresh@example.com", "203.0.113.7"), 429, "rate_limited", RATE_LIMITED)
+    # Another client behind the same proxy has a count of its own.
+    assert through_proxy("fresh@example.com", "203.0.113.8").status_code == 401
 
 
 def test_bodies_without_an_email_are_not_counted(anon_client: APIClient, owner: User) -> None:
@@ -305,3 +429,192 @@ def test_an_unreachable_rate_limiter_refuses_sign_in_with_503_not_500(anon_clien
     assert response.json()["code"] == "rate_limiter_unavailable"
     assert response.json()["message"] == services.RATE_LIMITER_UNAVAILABLE
     assert response["Retry-After"] == "5"
+
+
+# --- password rules ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("password", "message"),
+    [
+        ("password", "This password is too common."),
+        ("12345678", "This password is too common."),
+        ("83920174", "This password is entirely numeric."),
+        (" " * 8, "This password needs at least 8 characters other than spaces."),
+        (" " * 7 + "x", "This password needs at least 8 characters other than spaces."),
+        ("carol.tester@example.com", "The password is too similar to the email address."),
+    ],
+)
+def test_register_refuses_weak_passwords_with_a_field_error(
+    anon_client: APIClient, password: str, message: str
+) -> None:
+    response = anon_client.post(REGISTER, {"email": "carol.tester@example.com", "password": password}, format="json")
+    errors = field_errors(response)
+    assert list(errors) == ["password"]
+    assert message in errors["password"]
+    assert not User.objects.exists()
+
+
+# --- password change -----------------------------------------------------------------------
+
+
+def test_password_change_keeps_this_session_and_ends_the_others(owner: User) -> None:
+    this, other = APIClient(enforce_csrf_checks=True), APIClient()
+    this.force_login(owner)
+    other.force_login(owner)
+    _, raw = api_token_create(user=owner, name="ci")
+    token_client = APIClient(HTTP_AUTHORIZATION=f"Token {raw}")
+    assert token_client.get(ME).status_code == 200
+
+    response = this.post(
+        PASSWORD,
+        {"current_password": DEFAULT_PASSWORD, "new_password": NEW_PASSWORD},
+        format="json",
+        **csrf_headers(this),
+    )
+    assert response.status_code == 204, response.content
+    owner.refresh_from_db()
+    assert owner.check_password(NEW_PASSWORD)
+    assert this.get(ME).status_code == 200
+    assert_error(other.get(ME), 401, "not_authenticated")
+    # Tokens made before the change are revoked.
+    assert_error(token_client.get(ME), 401, "authentication_failed", TOKEN_INVALID)
+    assert not ApiToken.objects.filter(user=owner).exists()
+    # Only the new password logs in now.
+    old = APIClient().post(LOGIN, {"email": owner.email, "password": DEFAULT_PASSWORD}, format="json")
+    assert old.status_code == 401
+    new = APIClient().post(LOGIN, {"email": owner.email, "password": NEW_PASSWORD}, format="json")
+    assert new.status_code == 200
+
+
+def test_password_change_with_a_token_keeps_that_token(owner_client: APIClient, owner: User) -> None:
+    api_token_create(user=owner, name="another")
+    response = owner_client.post(
+        PASSWORD, {"current_password": DEFAULT_PASSWORD, "new_password": NEW_PASSWORD}, format="json"
+    )
+    assert response.status_code == 204
+    assert owner_client.get(ME).status_code == 200
+    assert list(ApiToken.objects.filter(user=owner).values_list("name", flat=True)) == ["tests"]
+    assert "sessionid" not in response.cookies
+
+
+def test_password_change_needs_the_current_password(owner_client: APIClient, owner: User) -> None:
+    response = owner_client.post(
+        PASSWORD, {"current_password": "not my password", "new_password": NEW_PASSWORD}, format="json"
+    )
+    assert field_errors(response) == {"current_password": [WRONG_CURRENT_PASSWORD]}
+    owner.refresh_from_db()
+    assert owner.check_password(DEFAULT_PASSWORD)
+
+
+def test_guessing_the_current_password_is_throttled_like_a_login(owner_client: APIClient, owner: User) -> None:
+    for _ in range(BACKOFF_AFTER):
+        response = owner_client.post(
+            PASSWORD, {"current_password": "a guess", "new_password": NEW_PASSWORD}, format="json"
+        )
+        assert response.status_code == 400
+    response = owner_client.post(
+        PASSWORD, {"current_password": DEFAULT_PASSWORD, "new_password": NEW_PASSWORD}, format="json"
+    )
+    assert_error(response, 429, "rate_limited", BACKING_OFF)
+    assert response["Retry-After"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("new_password", "message"),
+    [
+        ("password", "This password is too common."),
+        ("12345678", "This password is too common."),
+        (" " * 8, "This password needs at least 8 characters other than spaces."),
+        ("short", "Ensure this field has at least 8 characters."),
+    ],
+)
+def test_password_change_validates_the_new_password(
+    owner_client: APIClient, owner: User, new_password: str, message: str
+) -> None:
+    response = owner_client.post(
+        PASSWORD, {"current_password": DEFAULT_PASSWORD, "new_password": new_password}, format="json"
+    )
+    errors = field_errors(response)
+    assert list(errors) == ["new_password"]
+    assert message in errors["new_password"]
+    owner.refresh_from_db()
+    assert owner.check_password(DEFAULT_PASSWORD)
+
+
+def test_password_change_needs_authentication(anon_client: APIClient) -> None:
+    response = anon_client.post(PASSWORD, {"current_password": "x", "new_password": NEW_PASSWORD}, format="json")
+    assert_error(response, 401, "not_authenticated")
+
+
+# --- listing and revoking tokens -------------------------------------------------------------
+
+
+def test_tokens_lists_only_your_own_and_marks_the_current_one(
+    owner_client: APIClient, owner: User, other_user: User, django_assert_num_queries
+) -> None:
+    api_token_create(user=owner, name="laptop")
+    api_token_create(user=owner, name="ci")
+    api_token_create(user=other_user, name="bob's")
+    assert owner_client.get(ME).status_code == 200  # records last use: the next request does not write
+    with django_assert_num_queries(2):  # the token, the list
+        response = owner_client.get(TOKENS)
+    assert response.status_code == 200
+    rows = response.json()
+    assert [row["name"] for row in rows] == ["ci", "laptop", "tests"]
+    assert [row["current"] for row in rows] == [False, False, True]
+    assert set(rows[0]) == {"id", "name", "prefix", "created_at", "last_used_at", "expires_at", "current"}
+    assert rows[0]["expires_at"] is None and rows[0]["last_used_at"] is None
+    assert rows[2]["last_used_at"] is not None
+    assert "digest" not in response.content.decode()
+
+
+def test_revoking_a_token_stops_it_at_once(owner_client: APIClient, owner: User) -> None:
+    token, raw = api_token_create(user=owner, name="old laptop")
+    revoked_client = APIClient(HTTP_AUTHORIZATION=f"Token {raw}")
+    assert revoked_client.get(ME).status_code == 200
+    response = owner_client.delete(f"{TOKENS}/{token.pk}")
+    assert response.status_code == 204
+    assert_error(revoked_client.get(ME), 401, "authentication_failed", TOKEN_INVALID)
+    assert owner_client.get(ME).status_code == 200
+
+
+def test_revoking_another_users_token_is_a_404(owner_client: APIClient, other_user: User) -> None:
+    token, raw = api_token_create(user=other_user, name="bob's")
+    assert_error(owner_client.delete(f"{TOKENS}/{token.pk}"), 404, "not_found")
+    assert_error(owner_client.delete(f"{TOKENS}/not-an-id"), 404, "not_found")
+    assert_error(owner_client.delete(f"{TOKENS}/999999"), 404, "not_found")
+    assert APIClient(HTTP_AUTHORIZATION=f"Token {raw}").get(ME).status_code == 200
+
+
+def test_tokens_need_authentication(anon_client: APIClient, owner: User) -> None:
+    token, _ = api_token_create(user=owner)
+    assert_error(anon_client.get(TOKENS), 401, "not_authenticated")
+    assert_error(anon_client.delete(f"{TOKENS}/{token.pk}"), 401, "not_authenticated")
+    assert ApiToken.objects.filter(pk=token.pk).exists()
+
+
+# --- token expiry ------------------------------------------------------------------------------
+
+
+def test_an_expired_token_is_refused_saying_so(owner: User, settings) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.API_TOKEN_TTL_DAYS = 30
+    old, old_raw = api_token_create(user=owner, name="old")
+    ApiToken.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=30, seconds=1))
+    _, fresh_raw = api_token_create(user=owner, name="fresh")
+
+    response = APIClient(HTTP_AUTHORIZATION=f"Token {old_raw}").get(ME)
+    assert_error(response, 401, "token_expired", TOKEN_EXPIRED)
+    assert response["WWW-Authenticate"] == "Token"
+    fresh = APIClient(HTTP_AUTHORIZATION=f"Token {fresh_raw}")
+    assert fresh.get(ME).status_code == 200
+    rows = {row["name"]: row for row in fresh.get(TOKENS).json()}
+    assert rows["old"]["expires_at"] is not None
+
+    # 0 = never: the same token works again.
+    settings.API_TOKEN_TTL_DAYS = 0
+    assert APIClient(HTTP_AUTHORIZATION=f"Token {old_raw}").get(ME).status_code == 200

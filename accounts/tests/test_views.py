@@ -5,17 +5,27 @@ from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 from django.urls import reverse
 
-from accounts.models import User
-from accounts.services import EMAIL_TAKEN, INVALID_CREDENTIALS, RATE_LIMITED
+from accounts.models import ApiToken, User
+from accounts.services import (
+    BACKING_OFF,
+    EMAIL_TAKEN,
+    INVALID_CREDENTIALS,
+    RATE_LIMITED,
+    WRONG_CURRENT_PASSWORD,
+    api_token_create,
+)
 from projects.models import DEFAULT_PROJECT_NAME, Project
-from tests.factories import UserFactory
+from tests.factories import DEFAULT_PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db
 
 LOGIN = reverse("accounts:login")
 REGISTER = reverse("accounts:register")
 LOGOUT = reverse("accounts:logout")
+PASSWORD = reverse("accounts:password")
+TOKENS = reverse("accounts:tokens")
 BOARD = reverse("tasks:board")
+NEW_PASSWORD = "a brand new passphrase"
 
 
 def register_data(**overrides: str) -> dict[str, str]:
@@ -119,12 +129,32 @@ def test_register_with_bad_input_rerenders_with_errors(client, overrides: dict[s
     assert not User.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("password", "message"),
+    [
+        ("password", "This password is too common."),
+        ("12345678", "This password is too common."),
+        (" " * 8, "This password needs at least 8 characters other than spaces."),
+    ],
+)
+def test_register_with_a_weak_password_shows_field_errors(client, password: str, message: str) -> None:
+    response = client.post(REGISTER, register_data(password=password, password_confirm=password))
+    assert response.status_code == 400
+    assert message in response.context["form"].errors["password"]
+    assert message in response.content.decode()
+    assert not User.objects.exists()
+
+
 def test_register_is_rate_limited(client) -> None:
     limit = settings.AUTH_RATE_LIMIT_ATTEMPTS
     for n in range(limit):
-        response = client.post(REGISTER, register_data(email=f"x{n}@example.com", password_confirm="mismatch!!"))
+        # Refused by the password rules, after the attempt was counted.
+        response = client.post(
+            REGISTER, register_data(email=f"x{n}@example.com", password="password", password_confirm="password")
+        )
         assert response.status_code == 400
-    response = client.post(REGISTER, register_data())
+    # A spoofed forwarded address changes nothing without trusted proxies.
+    response = client.post(REGISTER, register_data(), HTTP_X_FORWARDED_FOR="192.0.2.1")
     assert response.status_code == 429
     assert int(response["Retry-After"]) > 0
     assert RATE_LIMITED in response.content.decode()
@@ -185,17 +215,35 @@ def test_login_with_malformed_input_is_a_form_error_not_a_crash(client) -> None:
     assert response.context["form"].errors.keys() == {"email", "password"}
 
 
-def test_eleventh_login_attempt_in_a_minute_is_refused_with_429(client, owner: User, password: str) -> None:
+def test_eleventh_login_attempt_in_a_minute_is_refused_with_429(client, owner: User, password: str, settings) -> None:
     assert settings.AUTH_RATE_LIMIT_ATTEMPTS == 10
+    settings.AUTH_BACKOFF_AFTER_FAILURES = 1000  # the window alone, without the backoff
     for _ in range(10):
         response = client.post(LOGIN, {"email": owner.email, "password": "wrong password"})
         assert response.status_code == 400
-    # Even the right password is refused now: guessing must not get through.
+    # Even the right password is refused from this address now: guessing must not get through.
     response = client.post(LOGIN, {"email": owner.email, "password": password})
     assert response.status_code == 429
     assert 0 < int(response["Retry-After"]) <= settings.AUTH_RATE_LIMIT_WINDOW_SECONDS
     assert RATE_LIMITED in response.content.decode()
     assert SESSION_KEY not in client.session
+
+
+def test_failed_logins_back_off_the_failing_address_not_the_owner(client, owner: User, password: str) -> None:
+    for _ in range(settings.AUTH_BACKOFF_AFTER_FAILURES):
+        response = client.post(LOGIN, {"email": owner.email, "password": "wrong password"}, REMOTE_ADDR="203.0.113.9")
+        assert response.status_code == 400
+    response = client.post(LOGIN, {"email": owner.email, "password": password}, REMOTE_ADDR="203.0.113.9")
+    assert response.status_code == 429
+    assert response["Retry-After"] == "1"
+    assert BACKING_OFF in response.content.decode()
+    assert SESSION_KEY not in client.session
+    # The owner, elsewhere, after more than ten guesses against the account.
+    for n in range(10):
+        client.post(LOGIN, {"email": owner.email, "password": "wrong password"}, REMOTE_ADDR=f"198.51.100.{n}")
+    response = client.post(LOGIN, {"email": owner.email, "password": password}, REMOTE_ADDR="192.0.2.44")
+    assert response.status_code == 302
+    assert client.session[SESSION_KEY] == str(owner.pk)
 
 
 def test_logout_ends_the_session(client, owner: User) -> None:
@@ -223,3 +271,125 @@ def test_logout_needs_the_csrf_token(owner: User) -> None:
     response = browser.post(LOGOUT)
     assert response.status_code == 403
     assert browser.session[SESSION_KEY] == str(owner.pk)
+
+
+# --- account pages: password -------------------------------------------------------------
+
+
+def test_account_pages_need_a_login(client) -> None:
+    for url in (PASSWORD, TOKENS):
+        response = client.get(url)
+        assert response.status_code == 302
+        assert response["Location"] == f"{LOGIN}?next={url}"
+
+
+def test_the_account_menu_links_the_account_pages(client, owner: User) -> None:
+    client.force_login(owner)
+    content = client.get(BOARD).content.decode()
+    assert f'href="{PASSWORD}"' in content
+    assert f'href="{TOKENS}"' in content
+
+
+def test_password_change_page_keeps_this_session_and_ends_the_others(client, owner: User) -> None:
+    from django.test import Client
+
+    elsewhere = Client()
+    elsewhere.force_login(owner)
+    client.force_login(owner)
+    api_token_create(user=owner, name="ci")
+    assert client.get(PASSWORD).status_code == 200
+
+    response = client.post(
+        PASSWORD,
+        {"current_password": DEFAULT_PASSWORD, "new_password": NEW_PASSWORD, "new_password_confirm": NEW_PASSWORD},
+    )
+    assert response.status_code == 302
+    assert response["Location"] == PASSWORD
+    owner.refresh_from_db()
+    assert owner.check_password(NEW_PASSWORD)
+    page = client.get(PASSWORD)
+    assert page.status_code == 200
+    assert "Your password was changed" in page.content.decode()
+    assert "1 API token was revoked" in page.content.decode()
+    assert elsewhere.get(BOARD).status_code == 302  # signed out
+    assert not ApiToken.objects.filter(user=owner).exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "message"),
+    [
+        (
+            {"current_password": "not mine!", "new_password": NEW_PASSWORD, "new_password_confirm": NEW_PASSWORD},
+            "current_password",
+            WRONG_CURRENT_PASSWORD,
+        ),
+        (
+            {"current_password": DEFAULT_PASSWORD, "new_password": "password", "new_password_confirm": "password"},
+            "new_password",
+            "This password is too common.",
+        ),
+        (
+            {"current_password": DEFAULT_PASSWORD, "new_password": NEW_PASSWORD, "new_password_confirm": "other one!"},
+            "new_password_confirm",
+            "The two passwords do not match.",
+        ),
+    ],
+)
+def test_password_change_page_shows_field_errors(client, owner: User, data: dict, field: str, message: str) -> None:
+    client.force_login(owner)
+    response = client.post(PASSWORD, data)
+    assert response.status_code == 400
+    assert message in response.context["form"].errors[field]
+    owner.refresh_from_db()
+    assert owner.check_password(DEFAULT_PASSWORD)
+
+
+# --- account pages: API tokens -------------------------------------------------------------
+
+
+def test_tokens_page_lists_only_your_tokens(client, owner: User, other_user: User) -> None:
+    api_token_create(user=owner, name="laptop")
+    api_token_create(user=other_user, name="bobs-secret-box")
+    client.force_login(owner)
+    response = client.get(TOKENS)
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "laptop" in content
+    assert "bobs-secret-box" not in content
+    assert "never used" in content
+
+
+def test_tokens_page_makes_a_token_and_shows_it_once(client, owner: User) -> None:
+    client.force_login(owner)
+    response = client.post(TOKENS, {"name": "build box"})
+    assert response.status_code == 200
+    token = ApiToken.objects.get(user=owner)
+    raw = response.context["new_token_raw"]
+    assert token.prefix == raw[:8] and token.name == "build box"
+    assert f'value="{raw}"' in response.content.decode()
+    assert raw not in client.get(TOKENS).content.decode()
+    me = client.get("/api/auth/me", HTTP_AUTHORIZATION=f"Token {raw}")
+    assert me.status_code == 200
+
+
+def test_tokens_page_revokes_a_token(client, owner: User) -> None:
+    token, raw = api_token_create(user=owner, name="old laptop")
+    client.force_login(owner)
+    page = client.get(TOKENS).content.decode()
+    revoke_url = reverse("accounts:token_revoke", args=[token.pk])
+    assert f'action="{revoke_url}"' in page
+    assert client.get(revoke_url).status_code == 405
+    response = client.post(revoke_url)
+    assert response.status_code == 302
+    assert response["Location"] == TOKENS
+    assert not ApiToken.objects.filter(pk=token.pk).exists()
+    assert "Token “old laptop” revoked" in client.get(TOKENS).content.decode()
+    assert client.get("/api/auth/me", HTTP_AUTHORIZATION=f"Token {raw}").status_code == 401
+
+
+def test_revoking_another_users_token_on_the_page_is_a_404(client, owner: User, other_user: User) -> None:
+    token, _ = api_token_create(user=other_user, name="bob's")
+    client.force_login(owner)
+    response = client.post(reverse("accounts:token_revoke", args=[token.pk]))
+    assert response.status_code == 404
+    assert ApiToken.objects.filter(pk=token.pk).exists()

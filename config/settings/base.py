@@ -13,7 +13,17 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from .env import BASE_DIR, env_bool, env_database, env_float_list, env_int, env_list, env_redis_url, env_str
+from .env import (
+    BASE_DIR,
+    env_bool,
+    env_database,
+    env_float_list,
+    env_int,
+    env_ip_networks,
+    env_list,
+    env_redis_url,
+    env_str,
+)
 
 # --- Core ---------------------------------------------------------------------------
 
@@ -59,6 +69,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "core.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "core.middleware.ApiTrailingSlashMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -66,6 +77,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "core.middleware.NulCharacterMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
@@ -156,15 +168,45 @@ PASSWORD_HASHERS = [
 ]
 AUTH_PASSWORD_VALIDATORS = [
     {
+        "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
+        "OPTIONS": {"user_attributes": ("email", "display_name")},
+    },
+    {
         "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
         "OPTIONS": {"min_length": 8},
     },
+    # Eight spaces are eight characters: this one counts only the others.
+    {
+        "NAME": "accounts.password_validation.MinimumNonSpaceLengthValidator",
+        "OPTIONS": {"min_length": 8},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# Login and registration attempts per client address and per email within a window.
+# The sign-in throttle (accounts.services.auth_rate_limit_hit). In each window: login
+# attempts per client address and email, and registrations per client address ...
 AUTH_RATE_LIMIT_ATTEMPTS = env_int("AUTH_RATE_LIMIT_ATTEMPTS", default=10, minimum=1)
+# ... and login attempts per client address, whatever the email.
+AUTH_RATE_LIMIT_ADDRESS_ATTEMPTS = env_int("AUTH_RATE_LIMIT_ADDRESS_ATTEMPTS", default=20, minimum=1)
 AUTH_RATE_LIMIT_WINDOW_SECONDS = env_int("AUTH_RATE_LIMIT_WINDOW_SECONDS", default=60, minimum=1)
+# After this many failed logins for one email, the next attempt from an address that has
+# failed itself must wait 1, 2, 4, ... seconds after the last failure, at most
+# AUTH_BACKOFF_MAX_SECONDS. Addresses that have not failed are not slowed down, so
+# someone else's guessing never locks the owner out.
+AUTH_BACKOFF_AFTER_FAILURES = env_int("AUTH_BACKOFF_AFTER_FAILURES", default=5, minimum=1)
+AUTH_BACKOFF_MAX_SECONDS = env_int("AUTH_BACKOFF_MAX_SECONDS", default=900, minimum=1)
+# Failures are forgotten this long after the last one.
+AUTH_FAILURE_MEMORY_SECONDS = env_int("AUTH_FAILURE_MEMORY_SECONDS", default=3600, minimum=60)
 
+# Reverse proxies in front of daphne (IP addresses or CIDR networks). X-Forwarded-For is
+# believed only from these (accounts.services.client_address); empty = nobody's.
+TRUSTED_PROXIES = env_ip_networks("TRUSTED_PROXIES")
+
+# API tokens stop working this many days after they are made (0 = never).
+API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", default=0)
+
+SESSION_ENGINE = "core.sessions"  # database sessions; a key with a NUL names none
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", default=not DEBUG)
@@ -176,6 +218,24 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 if env_bool("SECURE_PROXY_SSL", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Secure cookies mean the site is served over HTTPS: plain-HTTP requests are redirected
+# there, except the health check (probes speak HTTP to the container).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=SESSION_COOKIE_SECURE)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# Strict-Transport-Security on HTTPS responses: a year by default outside DEBUG.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=True)
+# Sent on every response (core.middleware.ContentSecurityPolicyMiddleware). Pages load
+# scripts and styles from static files only: no inline <script>, <style>, style="" or
+# on*="" handlers in templates. With DEBUG on it is only reported (Django's debug pages
+# are inline), unless CONTENT_SECURITY_POLICY_REPORT_ONLY says otherwise.
+CONTENT_SECURITY_POLICY = env_str(
+    "CONTENT_SECURITY_POLICY",
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
+)
+CONTENT_SECURITY_POLICY_REPORT_ONLY = env_bool("CONTENT_SECURITY_POLICY_REPORT_ONLY", default=DEBUG)
 
 # Bodies larger than this are refused with a 400 before any parsing.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=2 * 1024 * 1024)
@@ -311,10 +371,13 @@ LLM_DEMO_MODE = env_bool("LLM_DEMO_MODE", default=False)
 CLAUDE_CLI_PATH = env_str("CLAUDE_CLI_PATH", "claude")
 CLAUDE_CLI_TIMEOUT_SECONDS = env_int("CLAUDE_CLI_TIMEOUT_SECONDS", default=600, minimum=1)
 # A working phase whose worker has not renewed its lease for this long is re-queued.
-PIPELINE_LEASE_SECONDS = env_int("PIPELINE_LEASE_SECONDS", default=90, minimum=5)
+# Workers renew every quarter of it, from a thread of their own (pipelines/leases.py).
+PIPELINE_LEASE_SECONDS = env_int("PIPELINE_LEASE_SECONDS", default=10, minimum=5)
+# How often the sweeper (a loop in the celery beat process) looks for such phases: a
+# killed worker's phase runs again within about the lease plus this.
+PIPELINE_SWEEP_SECONDS = env_int("PIPELINE_SWEEP_SECONDS", default=2, minimum=1)
 # Live token chunks are coalesced: at most one agent-log event per agent this often.
 PIPELINE_LOG_FLUSH_SECONDS = 0.05
-CELERY_BEAT_SCHEDULE["pipeline-sweep"] = {"task": "pipelines.tasks.pipeline_sweep", "schedule": 30.0}
 
 # --- Agent memory -------------------------------------------------------------------
 
@@ -350,6 +413,10 @@ WORKTREES_ROOT = env_str("WORKTREES_ROOT", str(BASE_DIR / "var" / "worktrees"))
 WORKTREE_RETENTION_HOURS = env_int("WORKTREE_RETENTION_HOURS", default=72, minimum=1)
 GIT_TIMEOUT_SECONDS = env_int("GIT_TIMEOUT_SECONDS", default=60, minimum=1)
 GIT_CLONE_TIMEOUT_SECONDS = env_int("GIT_CLONE_TIMEOUT_SECONDS", default=600, minimum=1)
+# Clone URLs whose host is (or resolves to) a loopback, private, link-local or other
+# internal address are refused, except in these networks (CIDRs, comma-separated), e.g.
+# the company's own git server: 10.20.0.0/16.
+CLONE_ALLOWED_NETWORKS = env_ip_networks("CLONE_ALLOWED_NETWORKS")
 CELERY_BEAT_SCHEDULE["pipeline-cleanup-worktrees"] = {
     "task": "pipelines.tasks.pipeline_cleanup_worktrees",
     "schedule": 3600.0,
@@ -367,5 +434,19 @@ VERIFY_TIMEOUT_SECONDS = env_int("VERIFY_TIMEOUT_SECONDS", default=600, minimum=
 VERIFY_MEMORY_MB = env_int("VERIFY_MEMORY_MB", default=2048, minimum=64)
 VERIFY_CPU_SECONDS = env_int("VERIFY_CPU_SECONDS", default=900, minimum=1)
 VERIFY_OUTPUT_MAX_CHARS = env_int("VERIFY_OUTPUT_MAX_CHARS", default=200_000, minimum=1000)
-# Cut the test command off the network where the platform allows it (unshare -n).
-VERIFY_ISOLATE_NETWORK = env_bool("VERIFY_ISOLATE_NETWORK", default=True)
+
+# --- The sandbox (core/sandbox.py) ----------------------------------------------------
+# Every command that runs user or agent code (the test command, the Coder's tests) runs
+# in bubblewrap: no network, no files but the run's worktree and the system toolchains,
+# an unprivileged account. Where it cannot be made, such commands do not run.
+SANDBOX_BWRAP = env_str("SANDBOX_BWRAP", "bwrap")
+# When the server runs as root, bwrap is started as this account (never root); use one
+# that nothing else runs as. It must be able to search down to WORKTREES_ROOT.
+SANDBOX_UID = env_int("SANDBOX_UID", default=65534, minimum=1)
+SANDBOX_GID = env_int("SANDBOX_GID", default=65534, minimum=1)
+SANDBOX_MAX_PROCESSES = env_int("SANDBOX_MAX_PROCESSES", default=256, minimum=16)
+SANDBOX_FILE_SIZE_MB = env_int("SANDBOX_FILE_SIZE_MB", default=1024, minimum=1)
+SANDBOX_TMP_SIZE_MB = env_int("SANDBOX_TMP_SIZE_MB", default=512, minimum=16)
+# The operator's explicit, unsafe way out where no sandbox can be made: test commands
+# then run as the server's own user and can read everything it can.
+UNSAFE_RUN_TESTS_WITHOUT_SANDBOX = env_bool("UNSAFE_RUN_TESTS_WITHOUT_SANDBOX", default=False)

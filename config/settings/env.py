@@ -7,6 +7,7 @@ engine) so that a typo never turns into a surprise at first use.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -72,6 +73,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if not raw:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_ip_networks(name: str) -> list[str]:
+    """Comma-separated IP addresses or CIDR networks (``10.0.0.1,172.16.0.0/12``),
+    returned in canonical form (``10.0.0.1/32``); empty by default."""
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            raise _fail(name, item, "comma-separated IP addresses or networks, e.g. 10.0.0.1,172.16.0.0/12") from None
+    return networks
 
 
 def env_float_list(name: str, default: list[float]) -> list[float]:

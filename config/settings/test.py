@@ -11,6 +11,8 @@ from pathlib import Path
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-any-deployment-0123456789")
 os.environ.setdefault("EMBEDDED_WORKER", "false")
+# The test client speaks plain HTTP; tests of the HTTPS redirect set it themselves.
+os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
 
 from .base import *  # noqa: F403
 from .base import CACHES, CELERY_BROKER_URL, DATABASES, STORAGES
@@ -44,6 +46,8 @@ if CELERY_BROKER_URL.startswith("redis"):
 # Repositories and worktrees that tests make go to a folder of this process (tests that
 # link repositories point REPOS_ROOT at their own tmp_path).
 _repos_dir = Path(tempfile.mkdtemp(prefix="autocoder-test-repos-"))
+# Searchable (not listable) by the sandbox's account, which must reach the worktrees.
+_repos_dir.chmod(0o711)
 atexit.register(shutil.rmtree, _repos_dir, ignore_errors=True)
 REPOS_ROOT = str(_repos_dir / "repos")
 WORKTREES_ROOT = str(_repos_dir / "worktrees")

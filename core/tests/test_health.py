@@ -140,3 +140,23 @@ def test_a_hanging_check_is_cut_off(client: Client, live_worker: None) -> None:
     assert body["channel_layer"]["ok"] is False
     assert body["channel_layer"]["error"] == "Timeout"
     assert body["database"]["ok"] is True
+
+
+def test_the_sandbox_is_reported_and_its_absence_degrades(client: Client, settings, live_worker: None) -> None:
+    from core.sandbox import BWRAP_MISSING, sandbox_status
+    from core.tests.test_sandbox import BWRAP
+
+    if BWRAP is not None:
+        status, body = get_health(client)
+        assert status == 200 and body["sandbox"]["ok"] is True, body
+    # A worker that cannot make one (production: it says so in its heartbeat).
+    settings.SANDBOX_BWRAP = "/nonexistent/bwrap"
+    sandbox_status(refresh=True)
+    if not settings.EMBEDDED:
+        health.record_worker_heartbeat("healthz-test@host")
+    status, body = get_health(client)
+    assert status == 200 and body["status"] == "degraded"
+    assert body["sandbox"]["ok"] is False and BWRAP_MISSING in body["sandbox"]["reason"]
+    assert "apt-get install bubblewrap" in body["sandbox"]["reason"]
+    if not settings.EMBEDDED:
+        assert body["sandbox"]["workers_without_sandbox"] == 1

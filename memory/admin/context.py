@@ -17,6 +17,9 @@ PREVIEW_MAX = 20_000
 
 @admin.register(ContextItem)
 class ContextItemAdmin(admin.ModelAdmin):
+    class Media:
+        css = {"all": ("css/admin_context.css",)}
+
     list_display = ("id", "type", "agent_id", "owner", "run", "size_bytes", "access_count", "created_at", "expires_at")
     list_filter = ("type", "agent_id", "compression")
     search_fields = ("id", "content_hash", "owner__email")
@@ -64,4 +67,5 @@ class ContextItemAdmin(admin.ModelAdmin):
             text = f"Unreadable content: {exc}"
         if len(text) > PREVIEW_MAX:
             text = text[:PREVIEW_MAX] + "\n… (truncated)"
-        return format_html('<pre style="white-space: pre-wrap; max-height: 480px; overflow: auto">{}</pre>', text)
+        # Styled by admin_context.css: the Content-Security-Policy allows no inline style.
+        return format_html('<pre class="context-preview">{}</pre>', text)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 
+from core.converters import parse_id
 from core.exceptions import NotFound
 from memory.models import ContextItem
 from memory.services.context import CONTEXT_NOT_FOUND
@@ -32,10 +33,9 @@ def context_get_for_user(*, user: User, context_id: str) -> ContextItem:
 def context_run_get_for_user(*, user: User, run_id: object) -> PipelineRun:
     from pipelines.models import PipelineRun
 
-    try:
-        run_pk = int(str(run_id))
-    except ValueError:
-        raise NotFound(RUN_NOT_FOUND) from None
+    run_pk = parse_id(run_id)
+    if run_pk is None:
+        raise NotFound(RUN_NOT_FOUND)
     run = PipelineRun.objects.select_related("task__project").filter(pk=run_pk, task__project__owner=user).first()
     if run is None:
         raise NotFound(RUN_NOT_FOUND)

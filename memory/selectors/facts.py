@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from core.converters import parse_id
 from core.exceptions import NotFound
 from memory.models import Fact, Goal
 
@@ -66,10 +67,9 @@ def goal_list(*, user: User, status: str | None = None, project: Project | None 
 
 
 def _get_for_user(queryset: QuerySet[Row], *, user: User, object_id: object, message: str) -> Row:
-    try:
-        pk = int(str(object_id))
-    except ValueError:
-        raise NotFound(message) from None
+    pk = parse_id(object_id)
+    if pk is None:
+        raise NotFound(message)
     found = queryset.filter(user=user, pk=pk).first()
     if found is None:
         raise NotFound(message)

@@ -12,14 +12,19 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from typing import Any
 
 from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError
 
 POLL_SECONDS = 0.1
+CLI_ENVIRONMENT = frozenset(
+    {"PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"}
+)
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.S)
 
 
@@ -59,7 +64,19 @@ class ClaudeCliProvider:
         return "\n\n".join(part for part in parts if part)
 
     def _command(self, request: LLMRequest) -> list[str]:
-        command = [self.executable, "-p", self._prompt(request), "--output-format", "json"]
+        # No tools: the CLI would otherwise read (Read, Grep, Glob) any file the worker
+        # can — its .env, the database — at the word of a prompt a user wrote. MCP
+        # servers from the CLI's own config are tools too.
+        command = [
+            self.executable,
+            "-p",
+            self._prompt(request),
+            "--output-format",
+            "json",
+            "--tools",
+            "",
+            "--strict-mcp-config",
+        ]
         if request.resume_session:
             command += ["--resume", request.resume_session]
         if self.model or request.model:
@@ -69,11 +86,28 @@ class ClaudeCliProvider:
     def complete(self, request: LLMRequest, *, on_chunk: ChunkCallback, should_cancel: CancelCheck) -> LLMResult:
         if should_cancel():
             raise Cancelled
-        # The child gets no secrets it does not need: the CLI brings its own login.
-        env = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DATABASE_URL", "ANTHROPIC_API_KEY"}}
+        # The child gets nothing of the server's environment but what finds the CLI and
+        # its own login (under HOME, or CLAUDE_CONFIG_DIR); it works in an empty folder.
+        env = {k: v for k, v in os.environ.items() if k in CLI_ENVIRONMENT or k.startswith("CLAUDE_")}
+        workdir = tempfile.mkdtemp(prefix="autocoder-claude-cli-")
+        try:
+            return self._run(request, env, workdir, on_chunk=on_chunk, should_cancel=should_cancel)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _run(
+        self,
+        request: LLMRequest,
+        env: dict[str, str],
+        workdir: str,
+        *,
+        on_chunk: ChunkCallback,
+        should_cancel: CancelCheck,
+    ) -> LLMResult:
         try:
             child = subprocess.Popen(  # noqa: S603 - fixed executable, arguments as a list
                 self._command(request),
+                cwd=workdir,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,

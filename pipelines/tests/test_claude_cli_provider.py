@@ -8,10 +8,19 @@ from pathlib import Path
 import pytest
 
 from pipelines.agents import PLAN_TOOL
+from pipelines.providers import claude_cli
 from pipelines.providers.base import Cancelled, LLMRequest, ProviderError
 from pipelines.providers.claude_cli import ClaudeCliProvider
 
 FAKE_CLAUDE = str(Path(__file__).resolve().parents[2] / "tests" / "bin" / "claude")
+
+
+@pytest.fixture(autouse=True)
+def _fake_cli_sees_its_settings(monkeypatch) -> None:
+    # The provider passes the CLI only an allow-list of variables; the fake's are added.
+    monkeypatch.setattr(
+        claude_cli, "CLI_ENVIRONMENT", claude_cli.CLI_ENVIRONMENT | {"FAKE_CLAUDE_MODE", "FAKE_CLAUDE_ARGV_FILE"}
+    )
 
 
 def _request(**kwargs) -> LLMRequest:
@@ -33,6 +42,7 @@ def test_json_result_becomes_tool_input(monkeypatch, tmp_path) -> None:
     argv_file = tmp_path / "argv.json"
     monkeypatch.setenv("FAKE_CLAUDE_ARGV_FILE", str(argv_file))
     monkeypatch.setenv("SECRET_KEY", "do-not-leak-this-secret-key-value-0123456789")
+    monkeypatch.setenv("REDIS_URL", "redis://:password@redis:6379/0")
     result = _complete(ClaudeCliProvider(executable=FAKE_CLAUDE), _request(resume_session="sess-9"))
     assert result.tool_input == {"subtasks": [{"id": "s1", "title": "Do it", "description": "d", "order": 1}]}
     assert (result.input_tokens, result.output_tokens) == (12, 34)
@@ -43,6 +53,12 @@ def test_json_result_becomes_tool_input(monkeypatch, tmp_path) -> None:
     assert recorded["argv"][recorded["argv"].index("--output-format") + 1] == "json"
     assert recorded["argv"][recorded["argv"].index("--resume") + 1] == "sess-9"
     assert recorded["has_secret"] is False
+    # No tools (it would read the server's files), in an empty folder, with no server settings.
+    argv = recorded["argv"]
+    assert argv[argv.index("--tools") + 1] == "" and "--strict-mcp-config" in argv
+    assert recorded["cwd"] != str(Path.cwd()) and "autocoder-claude-cli-" in recorded["cwd"]
+    assert not Path(recorded["cwd"]).exists()  # removed afterwards
+    assert "DJANGO_SETTINGS_MODULE" not in recorded["env"] and "REDIS_URL" not in recorded["env"]
 
 
 def test_timeout_kills_the_child(monkeypatch) -> None:

@@ -21,8 +21,8 @@ from django.conf import settings
 from django.db import connection
 
 from config.celery import app
+from pipelines.leases import runs_sweep
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
-from pipelines.orchestrator import runs_sweep
 from pipelines.services import run_start
 from tests.factories import TaskFactory
 from tests.fake_anthropic import ToolReply
@@ -92,7 +92,7 @@ def test_a_dropped_database_connection_mid_phase_retries_the_phase(
         ANTHROPIC_API_KEY="sk-ant-test-key",
         PIPELINE_LEASE_SECONDS=str(LEASE_SECONDS),
     )
-    # celery beat's stand-in: the sweeper, every half second instead of every 30 s.
+    # celery beat's stand-in: the sweeper, every half second instead of every 2 s.
     stop_sweeping = threading.Event()
     swept: list[int] = []
 

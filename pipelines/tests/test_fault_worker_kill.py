@@ -11,9 +11,11 @@ that takes over is the topology's real one: the embedded worker (SQLite run) or 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -22,8 +24,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from pipelines.leases import runs_needing_a_worker, runs_sweep
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
-from pipelines.orchestrator import runs_needing_a_worker, runs_sweep
 from pipelines.services import run_start
 from tests.factories import TaskFactory
 from tests.fake_anthropic import ToolReply
@@ -163,8 +165,8 @@ def test_a_worker_killed_mid_phase_is_resumed_and_earlier_phases_are_not_bought_
 
     fake_llm.script(*after)
     with topology_worker(tmp_path / "worker.log", **_llm_env(fake_llm)):
-        # Once the dead lease runs out the run needs a worker, and the sweeper (celery
-        # beat, every 30 s in production) queues it again.
+        # Once the dead lease runs out the run needs a worker, and the sweeper (a loop
+        # in celery beat, every PIPELINE_SWEEP_SECONDS in production) queues it again.
         wait_until(lambda: run_id in runs_sweep(grace_seconds=0), timeout=LEASE_SECONDS + 10)
         wait_until(
             lambda: _run_state(run_id)["status"] == RunStatus.AWAITING_APPROVAL,
@@ -183,3 +185,183 @@ def test_a_worker_killed_mid_phase_is_resumed_and_earlier_phases_are_not_bought_
     # The audit trail: each phase entered once, as in a run that was never killed.
     path = list(RunTransition.objects.filter(run=run).values_list("to_status", flat=True))
     assert path == [RunStatus.QUEUED, *[name for _, name in calls], RunStatus.AWAITING_APPROVAL]
+
+
+# --- Recovery time, with the production settings ---------------------------------------
+
+# The issue's requirement: a run whose worker died is running again within 15 s (it took
+# 96-102 s with a 90 s lease and a sweeper every 30 s).
+RESUME_WITHIN_SECONDS = 15
+CALC = "def add(a, b):\n    return a - b\n"
+CALC_FIXED = {
+    "changes": [{"file_path": "app/calc.py", "action": "modify", "content": "def add(a, b):\n    return a + b\n"}]
+}
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def repository_env(project, tmp_path: Path, settings) -> dict[str, str]:
+    """A git repository linked to ``project``; the settings its workers need."""
+    from repos.services import repository_link
+
+    paths = {"REPOS_ROOT": str(tmp_path / "repos"), "WORKTREES_ROOT": str(tmp_path / "worktrees")}
+    settings.REPOS_ROOT, settings.WORKTREES_ROOT = paths["REPOS_ROOT"], paths["WORKTREES_ROOT"]
+    root = tmp_path / "repos" / "calc"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "calc.py").write_text(CALC)
+    _git(root, "init", "--quiet", "--initial-branch=main")
+    _git(root, "add", "-A")
+    _git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "Initial")
+    repository_link(project=project, path=str(root))
+    return paths
+
+
+def _new_events(run_id: int, after: int) -> bool:
+    return RunEvent.objects.filter(run_id=run_id, id__gt=after).exists()
+
+
+def test_a_run_whose_worker_was_killed_runs_again_within_15_s_and_no_call_is_bought_twice(
+    fake_llm, owner, project, repository_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The production lease (PIPELINE_LEASE_SECONDS) and sweeper (the loop celery beat
+    runs, every PIPELINE_SWEEP_SECONDS), with a worker that survives. The Coder has read
+    a file (a call bought and recorded) and is streaming its answer when its worker is
+    SIGKILLed: the run must be running again within 15 s, and the only call made twice
+    is the one the kill cut off."""
+    from pipelines.leases import Sweeper
+
+    task = TaskFactory(project=project, title="Make add add", description="add(2, 3) should be 5")
+    fake_llm.script(
+        ToolReply(input=PLAN), ToolReply(name="read_file", input={"path": "app/calc.py"}), _slow(CALC_FIXED)
+    )
+    run_id = run_start(task=task, user=owner).pk
+    # No PIPELINE_LEASE_SECONDS here: the default is what is measured.
+    env = {"ANTHROPIC_BASE_URL": fake_llm.url, "ANTHROPIC_API_KEY": "sk-ant-test-key", **repository_env}
+    doomed_queue = f"autocoder-doomed-{uuid.uuid4().hex[:10]}"
+    with topology_worker(tmp_path / "worker.log", **env):
+        sweeper = Sweeper(interval=settings.PIPELINE_SWEEP_SECONDS).start()
+        doomed = subprocess.Popen(
+            [sys.executable, "-c", PHASE_RUNNER, str(run_id)],
+            cwd=settings.BASE_DIR,
+            env=subprocess_env(CELERY_QUEUE=doomed_queue, **env),
+            start_new_session=True,
+        )
+        try:
+            wait_until(
+                lambda: len(fake_llm.requests) == 3 and _streaming_in_phase(run_id, "coding", "coder"),
+                timeout=30,
+                why=lambda: f"run is {_run_state(run_id)}; runner exit code {doomed.poll()}",
+            )
+            # Somewhere in the lease's renewal cycle, not at its start.
+            time.sleep(random.uniform(0, settings.PIPELINE_LEASE_SECONDS / 4))
+            fake_llm.script(ToolReply(input=CALC_FIXED), ToolReply(input=PASS))
+            os.killpg(doomed.pid, signal.SIGKILL)
+            killed_at = time.monotonic()
+            doomed.wait(10)
+            last_event = RunEvent.objects.filter(run_id=run_id).latest("id").pk
+            assert _run_state(run_id)["lease_owner"], "the dead worker's lease is still on the row"
+
+            wait_until(
+                lambda: _new_events(run_id, last_event),
+                timeout=RESUME_WITHIN_SECONDS + 15,
+                why=lambda: f"run is {_run_state(run_id)}",
+            )
+            resumed_after = time.monotonic() - killed_at
+            wait_until(
+                lambda: _run_state(run_id)["status"] == RunStatus.AWAITING_APPROVAL,
+                timeout=60,
+                why=lambda: str(_run_state(run_id)),
+            )
+        finally:
+            sweeper.stop()
+            if doomed.poll() is None:
+                os.killpg(doomed.pid, signal.SIGKILL)
+            if settings.REDIS_URL is not None:
+                delete_queue(doomed_queue)
+
+    print(f"\nkilled worker's run running again after {resumed_after:.1f} s")
+    assert resumed_after < RESUME_WITHIN_SECONDS, f"resumed {resumed_after:.1f} s after the kill"
+    run = PipelineRun.objects.get(pk=run_id)
+    # Bought once each: the plan, the Coder's read, its answer, the review...
+    calls = AgentCall.objects.filter(run=run)
+    assert list(calls.values_list("agent", "phase")) == [
+        ("planner", "planning"),
+        ("coder", "coding"),
+        ("coder", "coding"),
+        ("reviewer", "reviewing"),
+    ]
+    assert run.input_tokens == sum(call.input_tokens for call in calls)
+    # ... and asked for once each, but for the answer the kill cut off: the resumed
+    # phase went on from the file it had read (reused, its tool run again locally).
+    coder = [request for request in fake_llm.requests if request.answer_tool == "submit_changes"]
+    assert [len(request.tool_results) for request in coder] == [0, 1, 1]
+    assert coder[1].body == coder[2].body
+    assert len(fake_llm.requests) == 5
+    # The read counts for the read-before-modify rule, and each phase was entered once.
+    assert run.change_problems == []
+    path = list(RunTransition.objects.filter(run=run).values_list("to_status", flat=True))
+    assert path == [RunStatus.QUEUED, "planning", "coding", "reviewing", RunStatus.AWAITING_APPROVAL]
+
+
+def test_a_worker_stalled_past_its_lease_writes_nothing_when_it_wakes(fake_llm, owner, project, tmp_path: Path) -> None:
+    """The worker is stopped (SIGSTOP: a paused VM, a long pause) while the Planner
+    streams; its lease runs out, the sweeper hands the run on and another worker
+    finishes it. Woken (SIGCONT), the stale worker gives the phase up and writes
+    nothing: no transition, no call, no log line, no memory of the call, no lease."""
+    from pipelines.leases import Sweeper
+
+    task = TaskFactory(project=project, title="Add x", description="x should exist")
+    fake_llm.script(_slow(PLAN))
+    run_id = run_start(task=task, user=owner).pk
+    stale_queue = f"autocoder-stale-{uuid.uuid4().hex[:10]}"
+    stale = subprocess.Popen(
+        [sys.executable, "-c", PHASE_RUNNER, str(run_id)],
+        cwd=settings.BASE_DIR,
+        env=subprocess_env(CELERY_QUEUE=stale_queue, **_llm_env(fake_llm)),
+        start_new_session=True,
+    )
+    try:
+        wait_until(
+            lambda: _streaming_in_phase(run_id, "planning", "planner"),
+            timeout=30,
+            why=lambda: f"run is {_run_state(run_id)}; runner exit code {stale.poll()}",
+        )
+        os.killpg(stale.pid, signal.SIGSTOP)
+        fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+        with topology_worker(tmp_path / "worker.log", **_llm_env(fake_llm)):
+            sweeper = Sweeper(interval=0.5).start()
+            try:
+                wait_until(
+                    lambda: _run_state(run_id)["status"] == RunStatus.AWAITING_APPROVAL,
+                    timeout=60,
+                    why=lambda: str(_run_state(run_id)),
+                )
+            finally:
+                sweeper.stop()
+        written = _everything_written(run_id)
+        os.killpg(stale.pid, signal.SIGCONT)
+        # It notices, gives the phase up, and exits: the run needs no worker any more.
+        assert stale.wait(30) == 0
+    finally:
+        if stale.poll() is None:
+            os.killpg(stale.pid, signal.SIGKILL)
+        if settings.REDIS_URL is not None:
+            delete_queue(stale_queue)
+    assert _everything_written(run_id) == written
+    path = list(RunTransition.objects.filter(run_id=run_id).values_list("to_status", flat=True))
+    assert path == [RunStatus.QUEUED, "planning", "coding", "reviewing", RunStatus.AWAITING_APPROVAL]
+
+
+def _everything_written(run_id: int) -> dict[str, Any]:
+    from memory.models.notes import DailyLogEntry
+
+    return {
+        "agent memory": list(DailyLogEntry.objects.filter(session=f"run-{run_id}").values_list("pk", flat=True)),
+        "run": PipelineRun.objects.values().get(pk=run_id),
+        "transitions": list(RunTransition.objects.filter(run_id=run_id).values_list("pk", flat=True)),
+        "calls": list(AgentCall.objects.filter(run_id=run_id).values_list("pk", flat=True)),
+        "events": list(RunEvent.objects.filter(run_id=run_id).values_list("pk", flat=True)),
+    }

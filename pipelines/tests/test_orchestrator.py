@@ -13,14 +13,16 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 
+from config.celery import shutdown_requested
 from pipelines import orchestrator
+from pipelines.leases import Lease, runs_needing_a_worker
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
-from pipelines.orchestrator import REVIEW_GAVE_UP, Lease, run_advance, runs_needing_a_worker
+from pipelines.orchestrator import REPLY_REUSED, REVIEW_GAVE_UP, run_advance
 from pipelines.providers.anthropic import KEY_REJECTED
 from pipelines.services import run_approve, run_cancel, run_request_changes, run_retry, run_start, run_transition
 from tasks.models import Task
 from tests.factories import TaskFactory
-from tests.fake_anthropic import HttpError, MidStreamError, RawToolInputReply, ToolReply
+from tests.fake_anthropic import Hang, HttpError, MidStreamError, RawToolInputReply, ToolReply
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
@@ -280,6 +282,68 @@ def test_the_next_phase_starts_even_before_the_finished_phase_lets_go_of_its_lea
     assert run.status == RunStatus.REVIEWING, "the planning phase's lease turned the coding job away"
     planning_lease.release()  # late, and it leaves the run alone
     assert PipelineRun.objects.get(pk=run.pk).status == RunStatus.REVIEWING
+
+
+def test_a_phase_resumed_after_its_worker_stopped_reuses_the_calls_it_had_bought(fake_llm, task, owner) -> None:
+    run = run_start(task=task, user=owner)
+    # The Planner's first answer is invalid (a call bought all the same); the worker
+    # stops while the corrected answer streams.
+    fake_llm.script(ToolReply(input={"subtasks": [{"id": "s1"}]}), Hang(3))
+
+    def stop_the_worker() -> None:
+        deadline = time.monotonic() + 10
+        while len(fake_llm.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        shutdown_requested.set()
+
+    stopper = threading.Thread(target=stop_the_worker)
+    stopper.start()
+    try:
+        run_advance(run_id=run.pk)
+    finally:
+        stopper.join()
+        shutdown_requested.clear()
+    run.refresh_from_db()
+    assert run.status == RunStatus.PLANNING
+    # Handed straight to the sweeper: the lease left run out, not merely released.
+    assert run.lease_owner == "" and run.lease_expires_at is not None
+    assert run.pk in runs_needing_a_worker()
+    assert list(AgentCall.objects.filter(run=run).values_list("outcome", flat=True)) == ["invalid"]
+
+    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    run = drive_in_process(run)
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    # The resumed phase asked only for the corrected answer: the invalid one was reused.
+    assert len(fake_llm.requests) == 2 + 3
+    assert "'title' is a required property" in fake_llm.requests[2].prompt_text
+    assert [r.forced_tool for r in fake_llm.requests[2:]] == ["submit_plan", "submit_changes", "submit_review"]
+    calls = AgentCall.objects.filter(run=run)
+    assert list(calls.values_list("agent", "attempt", "outcome")) == [
+        ("planner", 1, "invalid"),
+        ("planner", 2, "ok"),
+        ("coder", 1, "ok"),
+        ("reviewer", 1, "ok"),
+    ]
+    # Each bought call is counted once in the run's cost.
+    assert run.input_tokens == sum(call.input_tokens for call in calls)
+    assert run.output_tokens == sum(call.output_tokens for call in calls)
+    log = "".join(e.data["chunk"] for e in RunEvent.objects.filter(run=run, type="agent-log").order_by("id"))
+    assert REPLY_REUSED.strip() in log
+
+
+def test_a_reply_is_reused_only_for_the_same_question(fake_llm, task, owner) -> None:
+    run = run_transition(run=run_start(task=task, user=owner), to_status=RunStatus.PLANNING, enqueue=False)
+    fake_llm.script(ToolReply(input=PLAN))
+    run_advance(run_id=run.pk)
+    # A later entry into planning (a Retry after a pause, say) is a new phase: the
+    # replies of the earlier one are not its own.
+    PipelineRun.objects.filter(pk=run.pk).update(status=RunStatus.PAUSED)
+    run.refresh_from_db()
+    run = run_transition(run=run, to_status=RunStatus.PLANNING, enqueue=False)
+    fake_llm.script(ToolReply(input=PLAN))
+    run_advance(run_id=run.pk)
+    assert len(fake_llm.requests) == 2
+    assert AgentCall.objects.filter(run=run, agent="planner").count() == 2
 
 
 def test_a_whole_run_through_the_claude_cli_provider(task, owner, settings) -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
+from core.sandbox import sandbox_status
+from core.tests.test_sandbox import needs_bwrap
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
 from pipelines.orchestrator import run_advance
 from pipelines.selectors import run_diff, run_patch
@@ -23,6 +24,7 @@ from pipelines.services import (
     MergeRefused,
     run_approve,
     run_discard_branch,
+    run_retry,
     run_start,
     runs_cleanup_worktrees,
 )
@@ -190,10 +192,11 @@ def test_changes_that_do_not_fit_the_files_go_back_to_the_coder(fake_llm, linked
     assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "1"
 
 
+@needs_bwrap
 def test_the_verify_step_catches_a_failing_test_and_the_fix_loop_fixes_it(
     fake_llm, linked, repo_root, task, owner
 ) -> None:
-    linked.test_command = f"{sys.executable} check.py"
+    linked.test_command = "python3 check.py"
     linked.save()
     fake_llm.script(
         ToolReply(input=PLAN),
@@ -224,6 +227,7 @@ def test_the_verify_step_catches_a_failing_test_and_the_fix_loop_fixes_it(
     assert "AssertionError" in verifier_log and "ok" in verifier_log
 
 
+@needs_bwrap
 def test_a_hanging_test_command_is_killed_at_its_timeout(fake_llm, linked, task, owner, settings) -> None:
     settings.VERIFY_TIMEOUT_SECONDS = 1
     linked.test_command = "sleep 60"
@@ -244,6 +248,7 @@ def test_a_hanging_test_command_is_killed_at_its_timeout(fake_llm, linked, task,
     assert run.review_findings and "time" in json.dumps(run.review_findings).lower()
 
 
+@needs_bwrap
 def test_the_test_command_cannot_read_the_servers_secrets(fake_llm, linked, task, owner, monkeypatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-server-secret")
     monkeypatch.setenv("SECRET_KEY_CANARY", "server-secret-canary")
@@ -261,6 +266,34 @@ def test_the_test_command_cannot_read_the_servers_secrets(fake_llm, linked, task
     assert "PATH=" in output  # the command did run and print its environment
     for secret in ("sk-ant-server-secret", "server-secret-canary", "DJANGO_SETTINGS_MODULE", "DATABASE_URL"):
         assert secret not in output
+
+
+@needs_bwrap
+def test_without_a_sandbox_the_tests_do_not_run_and_the_run_pauses_saying_why(
+    fake_llm, linked, repo_root, task, owner, settings
+) -> None:
+    settings.SANDBOX_BWRAP = str(repo_root / "no-bwrap-here")
+    sandbox_status(refresh=True)
+    linked.test_command = "touch ran.txt && python3 check.py"
+    linked.save()
+    fake_llm.script(
+        ToolReply(input=PLAN),
+        READ_CALC,
+        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        ToolReply(input=PASS),
+    )
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.PAUSED and run.verify_result is None
+    assert "sandbox for test commands cannot be made" in run.error and "bubblewrap" in run.error
+    assert "sandbox for test commands cannot be made" in log_text(run, "verifier")
+    assert not (Path(run.worktree_path) / "ran.txt").exists()
+    # The operator installs bubblewrap; Retry runs the tests, sandboxed.
+    settings.SANDBOX_BWRAP = "bwrap"
+    sandbox_status(refresh=True)
+    run = drive_in_process(run_retry(run=run, actor=owner))
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert run.verify_result["passed"] is True and run.verify_result["sandboxed"] is True
 
 
 def test_the_tool_loop_stops_at_its_turn_limit(fake_llm, linked, task, owner, settings) -> None:
@@ -366,6 +399,7 @@ def test_another_users_patch_is_404(fake_llm, linked, task, owner, other_client)
     assert other_client.post(f"/api/runs/{run.pk}/discard-branch").status_code == 404
 
 
+@needs_bwrap
 def test_the_demo_repository_runs_end_to_end_with_the_unscripted_model(
     fake_llm, project, task, owner, tmp_path: Path, settings
 ) -> None:
@@ -376,7 +410,7 @@ def test_the_demo_repository_runs_end_to_end_with_the_unscripted_model(
     settings.REPOS_ROOT = str(tmp_path / "repos")
     settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
     call_command("repos_demo")
-    repository = repository_link(project=project, path="demo-app", test_command=f"{sys.executable} run_tests.py")
+    repository = repository_link(project=project, path="demo-app", test_command="python3 run_tests.py")
 
     run = drive_in_process(run_start(task=task, user=owner))
 

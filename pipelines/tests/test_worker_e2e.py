@@ -23,8 +23,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
+from pipelines.leases import runs_sweep
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
-from pipelines.orchestrator import runs_sweep
 from tests.factories import TaskFactory
 from tests.fake_anthropic import ToolReply
 from tests.workers import subprocess_env, topology_worker, wait_until
@@ -172,7 +172,7 @@ def test_a_worker_killed_mid_phase_is_resumed_from_the_last_completed_phase(
 
     fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
     with topology_worker(tmp_path / "worker.log", **_llm_env(fake_llm)):
-        # The lease (5 s in this test) runs out; the sweeper (celery beat, every 30 s
+        # The lease (5 s in this test) runs out; the sweeper (in celery beat, every 2 s
         # in production) finds the run and queues it again.
         wait_until(lambda: run_id in runs_sweep(grace_seconds=0), timeout=30)
         wait_until(lambda: _status(run_id) == RunStatus.AWAITING_APPROVAL, timeout=60, why=lambda: _status(run_id))

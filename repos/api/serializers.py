@@ -24,6 +24,9 @@ class RepositoryStateSerializer(serializers.Serializer[Any]):
 
 class RepositorySerializer(serializers.ModelSerializer[Repository]):
     project = serializers.IntegerField(source="project_id", read_only=True)
+    path = serializers.CharField(
+        source="display_path", read_only=True, help_text="The folder, relative to the server's repositories folder."
+    )
     state = RepositoryStateSerializer(read_only=True, help_text="The checkout as it is now.")
     worktrees_bytes = serializers.IntegerField(read_only=True, help_text="Disk used by the runs' worktrees.")
 

@@ -28,7 +28,7 @@ from .serializers import (
 def _body(repository: Repository) -> dict[str, Any]:
     repository.state = asdict(repository_state(repository=repository))  # type: ignore[attr-defined]
     repository.worktrees_bytes = repository_worktrees_disk_usage(repository=repository)  # type: ignore[attr-defined]
-    return RepositorySerializer(repository).data  # type: ignore[return-value]
+    return RepositorySerializer(repository).data
 
 
 class RepositoryApi(ApiView):

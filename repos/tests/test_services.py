@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
-from repos import services
+from repos import folders, services
+from repos.clone import LOCAL_CLONE_FAILED
 from repos.git import GitError
 from repos.models import MergeStrategy, Repository, RepositoryStatus
 from repos.selectors import FOLDER_GONE, repository_state
@@ -91,7 +92,7 @@ def test_not_a_repository_unknown_branch_and_subfolder_are_refused(project, root
     (repo / "sub").mkdir()
     with pytest.raises(ValidationError) as plain:
         services.repository_link(project=project, path="plain")
-    assert field_errors(plain)["path"] == [services.NOT_A_REPOSITORY.format(path=(root / "plain").resolve())]
+    assert field_errors(plain)["path"] == [folders.FOLDER_UNAVAILABLE]
     with pytest.raises(ValidationError) as sub:
         services.repository_link(project=project, path="app/sub")
     assert "path" in field_errors(sub)
@@ -122,13 +123,20 @@ def test_unsafe_clone_sources_are_refused(project, root: Path, url: str) -> None
     assert not Repository.objects.exists()
 
 
-def test_a_failed_clone_says_why(project, root: Path) -> None:
-    repository = services.repository_clone(project=project, url=str(root / "missing"))
+def test_a_failed_clone_says_why_without_server_paths(project, root: Path) -> None:
+    (root / "plain").mkdir()
+    repository = services.repository_clone(project=project, url=str(root / "plain"))
     services.repository_clone_execute(repository_id=repository.pk)
     repository.refresh_from_db()
     assert repository.status == RepositoryStatus.FAILED
-    assert "git clone failed" in repository.error
+    assert repository.error == LOCAL_CLONE_FAILED and str(root) not in repository.error
     assert not Path(repository.path).exists()
+
+
+def test_a_missing_clone_source_is_refused_like_anothers(project, root: Path) -> None:
+    with pytest.raises(ValidationError) as refused:
+        services.repository_clone(project=project, url=str(root / "missing"))
+    assert field_errors(refused)["url"] == [services.CLONE_SOURCE_UNAVAILABLE]
 
 
 # --- A run's worktree -----------------------------------------------------------------------
@@ -289,4 +297,4 @@ def test_state_of_a_dirty_and_of_a_vanished_repository(linked: Repository, repo:
     state = repository_state(repository=linked)
     assert not state.clean and state.changed_files == 1 and state.base_branch_exists
     linked.path = str(repo.parent / "gone")
-    assert repository_state(repository=linked).error == FOLDER_GONE.format(path=repo.parent / "gone")
+    assert repository_state(repository=linked).error == FOLDER_GONE.format(path="gone")

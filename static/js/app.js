@@ -97,6 +97,40 @@
     });
   });
 
+  // The Content-Security-Policy refuses inline handlers (onsubmit="", onchange="") and
+  // style="" attributes: templates say what they want with data attributes instead.
+
+  // Plain forms that ask before they are sent: <form data-confirm="Really?">.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.matches || !form.matches("form[data-confirm]")) return;
+    if (!window.confirm(form.getAttribute("data-confirm"))) {
+      event.preventDefault();
+      event.stopPropagation();
+    }
+  }, true);
+
+  // Selects that send their form when changed: <select data-autosubmit>.
+  document.addEventListener("change", function (event) {
+    var el = event.target;
+    if (el.matches && el.matches("select[data-autosubmit]") && el.form) el.form.submit();
+  });
+
+  // Bar widths (data-width="42", a percentage) and nesting depths (data-depth="2").
+  function applyDataStyles(root) {
+    if (!root || !root.querySelectorAll) return;
+    var all = Array.prototype.slice.call(root.querySelectorAll("[data-width], [data-depth]"));
+    if (root.matches && root.matches("[data-width], [data-depth]")) all.push(root);
+    all.forEach(function (el) {
+      var width = parseFloat(el.getAttribute("data-width"));
+      if (!isNaN(width)) el.style.width = Math.min(Math.max(width, 0), 100) + "%";
+      var depth = parseInt(el.getAttribute("data-depth"), 10);
+      if (!isNaN(depth)) el.style.setProperty("--depth", String(depth));
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { applyDataStyles(document); });
+  document.addEventListener("htmx:load", function (event) { applyDataStyles(event.target); });
+
   // Only one dropdown open at a time.
   document.addEventListener("toggle", function (event) {
     var opened = event.target;

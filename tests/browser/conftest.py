@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_anthropic import FakeAnthropicServer
+from tests.paths import searchable_by_sandbox
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -61,7 +62,7 @@ class LiveApp:
 
 @pytest.fixture(scope="module")
 def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
-    folder = tmp_path_factory.mktemp("browser-app")
+    folder = searchable_by_sandbox(tmp_path_factory.mktemp("browser-app"))
     llm = FakeAnthropicServer().start()
     port = _free_port()
     env = {

@@ -1,0 +1,473 @@
+"""The sandbox every command that runs user or agent code goes through (bubblewrap).
+
+A project's test command runs code its owner wrote and code an agent wrote: it is
+treated as hostile. It runs in ``bwrap`` with new user, PID, IPC, UTS, network, cgroup
+and mount namespaces:
+
+- the filesystem is an empty root with the system's toolchains (``/usr`` and the
+  usr-merge links) read-only, a few harmless files of ``/etc`` read-only, a private
+  ``/tmp`` and home (size-capped tmpfs), and the run's worktree read-write at
+  ``/workspace`` — nothing else: no other repository, no database file, no unix socket,
+  no ``/proc`` of any process outside the sandbox;
+- inside it is uid/gid 65534 with no capabilities; outside, when the server runs as
+  root, bwrap itself is started as ``SANDBOX_UID``/``SANDBOX_GID`` (an unprivileged
+  account), so that files it creates are not root's and the process limit counts
+  against that account, not root's;
+- bwrap is started from an empty environment (bwrap is PID 1 inside, and its
+  ``/proc/1/environ`` is readable from inside), and the command gets a scrubbed one
+  through ``--setenv``;
+- the CPU, memory, file-size and process limits are rlimits inherited from bwrap; the
+  wall-clock timeout and cancel kill bwrap, which takes the whole PID namespace with it.
+
+It fails closed: :func:`sandbox_status` probes that a sandbox can be made (bwrap
+installed, namespaces allowed) and the runner refuses to start a command when it
+cannot. ``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` is the operator's explicit way out.
+
+After a command, the worktree is taken back: owned by the server again, with no setuid
+or setgid bits, and with its ``.git`` pointer file as git wrote it (a command that
+replaced it with a directory of its own, hooks and ``core.fsmonitor`` included, would
+otherwise run code as the server at its next ``git status``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from core.exceptions import ApplicationError
+
+logger = logging.getLogger(__name__)
+
+SANDBOX_ROOT = "/workspace"
+SANDBOX_HOME = "/home/sandbox"
+SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not the host's
+SANDBOX_INSIDE_ID = 65534
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Read-only from the host: the toolchains under /usr, and of /etc only files that
+# programs need to start and hold no secrets (no passwd, no shadow, no service configs).
+USR_MERGE_LINKS = (("usr/bin", "/bin"), ("usr/sbin", "/sbin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"))
+ETC_READ_ONLY = (
+    "alternatives",
+    "ca-certificates",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "mime.types",
+    "nsswitch.conf",
+    "java-17-openjdk",
+    "os-release",
+    "debian_version",
+)
+PROBE_TTL_SECONDS = 60.0
+_ABSOLUTE_PATH = re.compile(r"/[^\s:'\"]+")
+
+SANDBOX_UNAVAILABLE = (
+    "The sandbox for test commands cannot be made on this server: {reason} Test commands do not run "
+    "until it can. Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow user namespaces "
+    "(in Docker: security_opt seccomp=unconfined, apparmor=unconfined and systempaths=unconfined on the "
+    "worker, as docker-compose.yml does); see the README, 'The sandbox'."
+)
+SANDBOX_DISABLED_WARNING = (
+    "[sandbox: DISABLED by UNSAFE_RUN_TESTS_WITHOUT_SANDBOX — this command runs as the server's own user "
+    "and can read its files and secrets]\n"
+)
+BWRAP_MISSING = "bwrap (bubblewrap) is not installed or SANDBOX_BWRAP does not name it."
+PROBE_FAILED = "bwrap could not start a sandbox ({detail})."
+PROBE_TIMED_OUT = "bwrap did not start a sandbox within 10 s."
+WORKTREES_UNREACHABLE = (
+    "the sandbox's account (SANDBOX_UID {uid}) cannot reach WORKTREES_ROOT: every folder above it must be "
+    "searchable by that account (chmod o+x)."
+)
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    available: bool
+    disabled: bool
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return "" if self.available else SANDBOX_UNAVAILABLE.format(reason=self.reason)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"available": self.available, "disabled": self.disabled, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_mb: int
+    cpu_seconds: int
+    file_size_mb: int
+    processes: int
+    tmp_size_mb: int
+
+
+def limits_from_settings() -> Limits:
+    return Limits(
+        memory_mb=settings.VERIFY_MEMORY_MB,
+        cpu_seconds=settings.VERIFY_CPU_SECONDS,
+        file_size_mb=settings.SANDBOX_FILE_SIZE_MB,
+        processes=settings.SANDBOX_MAX_PROCESSES,
+        tmp_size_mb=settings.SANDBOX_TMP_SIZE_MB,
+    )
+
+
+# --- Can a sandbox be made here? ------------------------------------------------------
+
+_probe_lock = threading.Lock()
+_probe_cache: dict[tuple[str, int, int], tuple[float, SandboxStatus]] = {}
+
+
+def _bwrap_path() -> str | None:
+    configured = settings.SANDBOX_BWRAP
+    found = shutil.which(configured) if os.sep not in configured else configured
+    return found if found and os.access(found, os.X_OK) else None
+
+
+def _outside_ids() -> tuple[int, int] | None:
+    """The uid/gid bwrap starts as: an unprivileged account when the server is root,
+    else the server's own (which cannot switch users)."""
+    if os.geteuid() != 0:
+        return None
+    return settings.SANDBOX_UID, settings.SANDBOX_GID
+
+
+def sandbox_status(*, refresh: bool = False) -> SandboxStatus:
+    """Whether commands can run sandboxed here; probed by starting one, cached a minute."""
+    if settings.UNSAFE_RUN_TESTS_WITHOUT_SANDBOX:
+        return SandboxStatus(available=True, disabled=True, reason="disabled by UNSAFE_RUN_TESTS_WITHOUT_SANDBOX")
+    bwrap = _bwrap_path()
+    if bwrap is None:
+        return SandboxStatus(available=False, disabled=False, reason=BWRAP_MISSING)
+    key = (bwrap, settings.SANDBOX_UID, settings.SANDBOX_GID)
+    with _probe_lock:
+        cached = _probe_cache.get(key)
+        if cached and not refresh and time.monotonic() - cached[0] < PROBE_TTL_SECONDS:
+            return cached[1]
+        status = _probe(bwrap)
+        _probe_cache[key] = (time.monotonic(), status)
+        return status
+
+
+def _unreachable_folder(path: Path, ids: tuple[int, int] | None) -> bool:
+    """Whether the sandbox's account (bwrap runs as it) cannot search down to path."""
+    if ids is None:
+        return False
+    uid, gid = ids
+    for folder in [path, *path.parents]:
+        info = folder.stat()
+        if info.st_uid == uid:
+            allowed = info.st_mode & stat.S_IXUSR
+        elif info.st_gid == gid:
+            allowed = info.st_mode & stat.S_IXGRP
+        else:
+            allowed = info.st_mode & stat.S_IXOTH
+        if not allowed:
+            return True
+    return False
+
+
+def _probe(bwrap: str) -> SandboxStatus:
+    # The probe's workspace is where runs' worktrees are, so that it also proves the
+    # sandbox's account can reach them.
+    root = Path(settings.WORKTREES_ROOT)
+    root.mkdir(parents=True, exist_ok=True)
+    if _unreachable_folder(root, _outside_ids()):
+        reason = WORKTREES_UNREACHABLE.format(uid=settings.SANDBOX_UID)
+        return SandboxStatus(available=False, disabled=False, reason=reason)
+    with tempfile.TemporaryDirectory(prefix=".sandbox-probe-", dir=root) as scratch:
+        workspace = Path(scratch)
+        with _prepared(workspace) as (support, ids):
+            argv = [bwrap, *_bwrap_arguments(workspace, support, 16), "/bin/sh", "-c", "test -w /workspace"]
+            try:
+                account = _account(ids)
+                result = subprocess.run(  # noqa: S603 - a fixed argument list
+                    argv,
+                    env={},
+                    capture_output=True,
+                    timeout=10,
+                    check=False,
+                    user=account.user,
+                    group=account.group,
+                    extra_groups=account.extra_groups,
+                )
+            except subprocess.TimeoutExpired:
+                return SandboxStatus(available=False, disabled=False, reason=PROBE_TIMED_OUT)
+            except OSError as exc:
+                return SandboxStatus(
+                    available=False, disabled=False, reason=PROBE_FAILED.format(detail=exc.__class__.__name__)
+                )
+    if result.returncode != 0:
+        detail = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
+        # bwrap names paths in its errors: the reason is shown on /healthz, paths are not.
+        last = _ABSOLUTE_PATH.sub("<path>", detail[-1]) if detail else f"exit {result.returncode}"
+        reason = PROBE_FAILED.format(detail=last[:300])
+        return SandboxStatus(available=False, disabled=False, reason=reason)
+    return SandboxStatus(available=True, disabled=False, reason="")
+
+
+# --- Building and running a sandboxed command -----------------------------------------
+
+
+@dataclass(frozen=True)
+class _Account:
+    """Popen's user/group/extra_groups: the sandbox's account, or (None) the server's."""
+
+    user: int | None
+    group: int | None
+    extra_groups: list[int] | None
+
+
+def _account(ids: tuple[int, int] | None) -> _Account:
+    if ids is None:
+        return _Account(None, None, None)
+    return _Account(ids[0], ids[1], [])
+
+
+def _environment() -> dict[str, str]:
+    return {
+        "PATH": f"{SANDBOX_ROOT}/.venv/bin:{SYSTEM_PATH}",
+        "HOME": SANDBOX_HOME,
+        "TMPDIR": SANDBOX_TMP,
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "CI": "true",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _bwrap_arguments(workspace: Path, support: Path, tmp_size_mb: int) -> list[str]:
+    args = [
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--uid",
+        str(SANDBOX_INSIDE_ID),
+        "--gid",
+        str(SANDBOX_INSIDE_ID),
+        "--hostname",
+        "sandbox",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
+    for target, link in USR_MERGE_LINKS:
+        if Path(link).is_symlink() or not Path(link).exists():
+            if Path("/", target).exists():
+                args += ["--symlink", target, link]
+        else:
+            # Not a usr-merged system: the real folder, read-only.
+            args += ["--ro-bind", link, link]
+    for name in ETC_READ_ONLY:
+        source = Path("/etc", name)
+        if source.exists():
+            args += ["--ro-bind", str(source), str(source)]
+    for name in ("passwd", "group", "hostname", "hosts"):
+        args += ["--ro-bind", str(support / name), f"/etc/{name}"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    tmp_bytes = str(tmp_size_mb * 1024 * 1024)
+    args += ["--size", tmp_bytes, "--tmpfs", SANDBOX_TMP, "--size", tmp_bytes, "--tmpfs", SANDBOX_HOME]
+    args += ["--bind", str(workspace), SANDBOX_ROOT, "--chdir", SANDBOX_ROOT]
+    for name, value in _environment().items():
+        args += ["--setenv", name, value]
+    return args
+
+
+def _support_files(directory: Path) -> None:
+    """/etc/passwd and friends for the sandbox: its own user only, nothing of the host's."""
+    inside = SANDBOX_INSIDE_ID
+    files = {
+        "passwd": f"sandbox:x:{inside}:{inside}:sandbox:{SANDBOX_HOME}:/bin/sh\n",
+        "group": f"sandbox:x:{inside}:\n",
+        "hostname": "sandbox\n",
+        "hosts": "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost\n",
+    }
+    for name, content in files.items():
+        (directory / name).write_text(content)
+        (directory / name).chmod(0o644)
+    directory.chmod(0o755)
+
+
+@contextlib.contextmanager
+def _prepared(workspace: Path) -> Iterator[tuple[Path, tuple[int, int] | None]]:
+    """The support files, and the worktree handed to the sandbox's account (when the
+    server is root) for the command's duration; always taken back afterwards."""
+    ids = _outside_ids()
+    support = Path(tempfile.mkdtemp(prefix="autocoder-sandbox-"))
+    git_pointer = _read_git_pointer(workspace)
+    try:
+        _support_files(support)
+        if ids is not None:
+            _chown_tree(workspace, *ids)
+        yield support, ids
+    finally:
+        shutil.rmtree(support, ignore_errors=True)
+        workspace_reclaim(workspace, git_pointer=git_pointer)
+
+
+def _read_git_pointer(workspace: Path) -> bytes | None:
+    pointer = workspace / ".git"
+    if pointer.is_file() and not pointer.is_symlink():
+        return pointer.read_bytes()
+    return None
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Every path under root, symlinks not followed."""
+    yield root
+    for directory, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in (*dirnames, *filenames):
+            yield Path(directory, name)
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    for path in _walk(root):
+        with contextlib.suppress(FileNotFoundError):
+            os.chown(path, uid, gid, follow_symlinks=False)
+
+
+def workspace_reclaim(workspace: Path, *, git_pointer: bytes | None = None) -> None:
+    """After a sandboxed command: the worktree is the server's again, holds no setuid or
+    setgid file, and its ``.git`` is the pointer file git wrote (restored if the command
+    replaced it)."""
+    if not workspace.exists():
+        return
+    uid, gid = os.geteuid(), os.getegid()
+    for path in _walk(workspace):
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            if info.st_uid != uid and uid == 0:
+                os.chown(path, uid, gid, follow_symlinks=False)
+            continue
+        if (info.st_uid, info.st_gid) != (uid, gid) and uid == 0:
+            os.chown(path, uid, gid)
+        if info.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISDIR(info.st_mode):
+            os.chmod(path, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+    if git_pointer is not None:
+        pointer = workspace / ".git"
+        if pointer.is_symlink() or not pointer.is_file() or pointer.read_bytes() != git_pointer:
+            logger.warning("A sandboxed command replaced %s; restored", pointer)
+            if pointer.is_dir() and not pointer.is_symlink():
+                shutil.rmtree(pointer)
+            else:
+                pointer.unlink(missing_ok=True)
+            pointer.write_bytes(git_pointer)
+
+
+def _limits(limits: Limits) -> Callable[[], None]:
+    import resource
+
+    def apply() -> None:
+        memory = limits.memory_mb * 1024 * 1024
+        file_size = limits.file_size_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+
+    return apply
+
+
+class SandboxUnavailable(ApplicationError):
+    """No sandbox can be made here; the command was not started."""
+
+    code = "sandbox_unavailable"
+
+
+@contextlib.contextmanager
+def sandboxed_process(*, command: str, workspace: Path, limits: Limits) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``/bin/sh -c command`` in the sandbox with ``workspace`` as its working
+    folder; stdout and stderr together on ``process.stdout``. The caller reads it and
+    ends the process (``process_kill``); leaving the block takes the worktree back.
+
+    Raises SandboxUnavailable (nothing started) where no sandbox can be made."""
+    status = sandbox_status()
+    if not status.available:
+        raise SandboxUnavailable(status.message)
+    if status.disabled:
+        with _unsandboxed_process(command=command, workspace=workspace, limits=limits) as process:
+            yield process
+        return
+    bwrap = _bwrap_path()
+    assert bwrap is not None
+    with _prepared(workspace) as (support, ids):
+        argv = [bwrap, *_bwrap_arguments(workspace, support, limits.tmp_size_mb), "/bin/sh", "-c", command]
+        account = _account(ids)
+        process = subprocess.Popen(  # noqa: S603 - user code, in the sandbox described above
+            argv,
+            env={},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_limits(limits),
+            user=account.user,
+            group=account.group,
+            extra_groups=account.extra_groups,
+        )
+        try:
+            yield process
+        finally:
+            process_kill(process)
+
+
+@contextlib.contextmanager
+def _unsandboxed_process(*, command: str, workspace: Path, limits: Limits) -> Iterator[subprocess.Popen[bytes]]:
+    """The operator's explicit opt-out: limits and a scrubbed environment only."""
+    home = tempfile.mkdtemp(prefix="autocoder-unsandboxed-")
+    environment = {**_environment(), "HOME": home, "TMPDIR": home, "PATH": f"{workspace}/.venv/bin:{SYSTEM_PATH}"}
+    try:
+        process = subprocess.Popen(  # noqa: S603 - the operator turned the sandbox off
+            ["/bin/sh", "-c", command],
+            cwd=workspace,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_limits(limits),
+        )
+        try:
+            yield process
+        finally:
+            process_kill(process)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def process_kill(process: subprocess.Popen[bytes]) -> None:
+    """End the command and everything it started: bwrap is PID 1 of the sandbox's PID
+    namespace, so killing its group ends every process in it."""
+    import signal
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

@@ -1,0 +1,245 @@
+"""The sandbox as an attacker sees it: each test is an escape attempt that must fail.
+
+A hostile test command (or agent-written code inside it) tries to read the database
+file, a server process's environment, another repository, a unix socket, a file
+outside its worktree, and the network; to leave a setuid file or a fake ``.git``
+behind; to fork without end. And where no sandbox can be made, nothing runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import socket
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from core.health import check_sandbox, forget_worker_heartbeat, record_worker_heartbeat
+from core.sandbox import (
+    BWRAP_MISSING,
+    SANDBOX_DISABLED_WARNING,
+    SandboxUnavailable,
+    limits_from_settings,
+    sandbox_status,
+)
+from repos.verify import VerifyResult, run_test_command
+
+BWRAP = shutil.which("bwrap")
+needs_bwrap = pytest.mark.skipif(
+    BWRAP is None, reason="bubblewrap is not installed (apt-get install bubblewrap); .ci/run installs it"
+)
+SECRET = "s3cr3t-4b1d-the-sandbox-must-not-see"
+
+
+@pytest.fixture
+def area(tmp_path: Path, settings) -> Path:
+    """WORKTREES_ROOT with one worktree in it, and secrets beside it."""
+    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
+    settings.REPOS_ROOT = str(tmp_path / "repos")
+    worktree = tmp_path / "worktrees" / "task-1-run-1"
+    worktree.mkdir(parents=True)
+    (worktree / ".git").write_text(f"gitdir: {tmp_path}/repos/mine/.git/worktrees/task-1-run-1\n")
+    (worktree / "app.py").write_text("print('hello')\n")
+    other = tmp_path / "repos" / "someone-elses"
+    other.mkdir(parents=True)
+    (other / "secrets.py").write_text(f"KEY = '{SECRET}'\n")
+    (tmp_path / "worktrees" / "task-2-run-1").mkdir()
+    (tmp_path / "worktrees" / "task-2-run-1" / "theirs.txt").write_text(SECRET)
+    (tmp_path / "db.sqlite3").write_text(SECRET)
+    for path in (tmp_path / "db.sqlite3", other / "secrets.py"):
+        path.chmod(0o644)  # readable by anyone on the host: only the sandbox keeps it out
+    sandbox_status(refresh=True)
+    return worktree
+
+
+def sandbox_health() -> dict[str, object]:
+    """/healthz's sandbox check as this topology makes it: this process is the worker
+    (embedded), or a worker says it in its heartbeat (production)."""
+    if settings.EMBEDDED:
+        return check_sandbox()
+    record_worker_heartbeat("sandbox-test@host")
+    try:
+        return check_sandbox()
+    finally:
+        forget_worker_heartbeat("sandbox-test@host")
+
+
+def run(worktree: Path, command: str, **limits: int) -> VerifyResult:
+    return run_test_command(
+        command=command,
+        cwd=worktree,
+        timeout=30,
+        limits=dataclasses.replace(limits_from_settings(), **limits),
+        max_output_chars=200_000,
+        on_output=lambda text: None,
+        should_cancel=lambda: False,
+    )
+
+
+@needs_bwrap
+def test_the_command_runs_in_its_worktree_as_an_unprivileged_user(area: Path) -> None:
+    result = run(area, "id -u; id -g; pwd; cat app.py; echo made > made.txt; touch /usr/x 2>&1; echo uid-done")
+    lines = result.output.splitlines()
+    assert result.sandboxed and result.network_isolated
+    assert lines[:4] == ["65534", "65534", "/workspace", "print('hello')"]
+    assert "Read-only file system" in result.output and "uid-done" in result.output
+    made = area / "made.txt"
+    # Written in the worktree, and the server's again afterwards.
+    assert made.read_text() == "made\n"
+    assert made.stat().st_uid == os.geteuid()
+
+
+@needs_bwrap
+def test_no_database_file_no_other_repository_no_file_outside_the_worktree(area: Path, settings) -> None:
+    root = area.parent.parent
+    database = connection.settings_dict["NAME"]
+    targets = [
+        str(root / "db.sqlite3"),
+        str(root / "repos" / "someone-elses" / "secrets.py"),
+        str(root / "worktrees" / "task-2-run-1" / "theirs.txt"),
+        "../task-2-run-1/theirs.txt",
+        str(database),
+        "/etc/shadow",
+    ]
+    script = "; ".join(f"cat '{target}' 2>&1" for target in targets)
+    # Everything the sandbox can see but the system's toolchains, its own /proc and /dev.
+    search = f"grep -rl {SECRET} $(ls -d /* | grep -vE '^/(usr|proc|dev)$') 2>/dev/null"
+    result = run(area, f"{script}; ls {root} {settings.REPOS_ROOT} 2>&1; {search}; echo end")
+    assert SECRET not in result.output
+    assert result.output.count("No such file or directory") >= len(targets)
+    assert "end" in result.output
+
+
+@needs_bwrap
+def test_no_server_process_and_no_environment_of_one(area: Path, monkeypatch) -> None:
+    monkeypatch.setenv("AUTOCODER_TEST_SECRET", SECRET)
+    monkeypatch.setenv("SECRET_KEY", SECRET)
+    helper = subprocess.Popen(["sleep", "30"], env={"HELPER_SECRET": SECRET})  # a server process
+    try:
+        result = run(
+            area,
+            "ls /proc | grep -E '^[0-9]+$' | wc -l; cat /proc/1/environ | wc -c; "
+            f"cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; cat /proc/{os.getpid()}/environ 2>&1; "
+            f"cat /proc/{helper.pid}/environ 2>&1; env",
+        )
+    finally:
+        helper.kill()
+        helper.wait()
+    assert SECRET not in result.output
+    processes, bwrap_environment = (int(value) for value in result.output.splitlines()[:2])
+    assert processes < 10  # bwrap, the shell and its pipeline: nothing of the host's
+    assert bwrap_environment == 0  # bwrap was started from an empty environment
+    assert "DJANGO_SETTINGS_MODULE" not in result.output and "CI=true" in result.output
+
+
+@needs_bwrap
+def test_no_unix_socket_and_no_network(area: Path) -> None:
+    socket_path = area.parent.parent / "server.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(socket_path))
+    socket_path.chmod(0o777)
+    listener.listen()
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind("\0autocoder-test-abstract")
+    abstract.listen()
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    targets = [
+        (socket.AF_UNIX, str(socket_path)),
+        (socket.AF_UNIX, "\0autocoder-test-abstract"),
+        (socket.AF_UNIX, "/var/run/postgresql/.s.PGSQL.5432"),
+        (socket.AF_INET, ("127.0.0.1", tcp.getsockname()[1])),
+        (socket.AF_INET, ("127.0.0.1", 5432)),
+        (socket.AF_INET, ("127.0.0.1", 6379)),
+    ]
+    probe = (
+        "import socket\n"
+        f"for family, address in {[(int(family), address) for family, address in targets]!r}:\n"
+        "    s = socket.socket(family)\n"
+        "    s.settimeout(2)\n"
+        "    try:\n"
+        "        s.connect(address)\n"
+        "        print('CONNECTED', address)\n"
+        "    except OSError as exc:\n"
+        "        print('refused', type(exc).__name__)\n"
+    )
+    (area / "probe.py").write_text(probe)
+    try:
+        result = run(area, "python3 probe.py")
+    finally:
+        for server in (listener, abstract, tcp):
+            server.close()
+    assert "CONNECTED" not in result.output
+    assert result.output.count("refused") == 6, result.output
+
+
+@needs_bwrap
+def test_setuid_files_and_a_fake_git_folder_do_not_survive_the_command(area: Path) -> None:
+    pointer = (area / ".git").read_text()
+    command = (
+        "cp /usr/bin/true escalate && chmod 6755 escalate && ls -l escalate; "
+        "rm .git && mkdir -p .git/hooks && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > .git/config; "
+        "echo done"
+    )
+    result = run(area, command)
+    assert "rwsr-sr-x" in result.output and "done" in result.output  # it did try
+    mode = (area / "escalate").stat().st_mode
+    assert not mode & (stat.S_ISUID | stat.S_ISGID)
+    assert (area / "escalate").stat().st_uid == os.geteuid()
+    assert (area / ".git").is_file() and (area / ".git").read_text() == pointer
+
+
+@needs_bwrap
+def test_limits_hold_processes_tmp_and_memory(area: Path) -> None:
+    forks = run(area, "for i in $(seq 200); do sleep 5 & done 2>&1 | tail -1; echo forked", processes=32)
+    assert "Resource temporarily unavailable" in forks.output or "Cannot fork" in forks.output
+    tmp = run(area, "dd if=/dev/zero of=/tmp/fill bs=1M count=40 2>&1", tmp_size_mb=16)
+    assert "No space left on device" in tmp.output
+    hog = run(area, "python3 -c \"b = bytearray(1024 * 1024 * 1024); print('allocated')\"", memory_mb=256)
+    assert not hog.passed and "allocated" not in hog.output and "MemoryError" in hog.output
+
+
+def test_without_bwrap_nothing_runs_and_health_says_why(area: Path, settings) -> None:
+    settings.SANDBOX_BWRAP = str(area.parent / "no-such-bwrap")
+    status = sandbox_status(refresh=True)
+    assert not status.available and BWRAP_MISSING in status.message and "apt-get install bubblewrap" in status.message
+    with pytest.raises(SandboxUnavailable) as refused:
+        run(area, "touch ran.txt")
+    assert not (area / "ran.txt").exists()
+    assert "Test commands do not run" in refused.value.message
+    health = sandbox_health()
+    assert health["ok"] is False and BWRAP_MISSING in health["reason"]
+
+
+def test_where_namespaces_are_refused_nothing_runs(area: Path, settings, tmp_path: Path) -> None:
+    # What bwrap says in a container whose seccomp profile refuses user namespaces.
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        f"#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, see {tmp_path}/secret-path' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    settings.SANDBOX_BWRAP = str(fake)
+    status = sandbox_status(refresh=True)
+    assert not status.available and "No permissions to creating new namespace" in status.reason
+    assert str(tmp_path) not in status.message  # /healthz is public: no server paths
+    with pytest.raises(SandboxUnavailable):
+        run(area, "touch ran.txt")
+    assert not (area / "ran.txt").exists()
+
+
+def test_the_operators_opt_out_is_loud(area: Path, settings) -> None:
+    settings.UNSAFE_RUN_TESTS_WITHOUT_SANDBOX = True
+    settings.SANDBOX_BWRAP = str(area.parent / "no-such-bwrap")
+    result = run(area, "echo ran")
+    assert result.output.startswith(SANDBOX_DISABLED_WARNING) and "ran" in result.output
+    assert result.sandboxed is False and result.network_isolated is False
+    health = sandbox_health()
+    assert health["ok"] is False and health["disabled"] is True
+    assert "UNSAFE_RUN_TESTS_WITHOUT_SANDBOX" in health["reason"]

@@ -1,0 +1,183 @@
+"""Cloning from a URL without becoming a way into the server's own network.
+
+A clone URL names a host the server then connects to. Left alone, ``git://127.0.0.1:
+8096/…`` reached an internal service and the error showed what it answered. So:
+
+- only https, ssh (``ssh://`` and ``user@host:path``) and git transports, and for the
+  clone itself only the one the URL names (no ``file``, no ``ext``);
+- the host is resolved and every address must be public — loopback, private,
+  link-local (cloud metadata at 169.254.169.254 included), shared, reserved and
+  multicast addresses are refused unless ``CLONE_ALLOWED_NETWORKS`` lists them;
+- the connection goes to the address that was checked (https: curl's resolve pin;
+  ssh: ``HostName``; git: the address in the URL), so a second DNS answer cannot send
+  it elsewhere, and https redirects are not followed;
+- git's own words about a failed clone are not shown (they carry the remote's reply):
+  the user gets what happened, in ours.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from .git import GitError, run_git
+
+DEFAULT_PORTS = {"https": 443, "ssh": 22, "git": 9418}
+HOST_NOT_ALLOWED = (
+    "The clone URL's host is on a private, loopback, link-local or otherwise internal address, which the "
+    "server does not connect to (an operator can allow networks with CLONE_ALLOWED_NETWORKS)."
+)
+HOST_UNRESOLVED = "The clone URL's host name does not resolve."
+HOST_UNREACHABLE = "The repository's host did not answer (refused, unreachable or timed out). Try again later."
+REPOSITORY_REFUSED = (
+    "The host refused the clone: the repository does not exist, or it needs credentials the server does not have."
+)
+CLONE_FAILED = "git could not clone the repository."
+BAD_CLONE_URL = "The clone URL has no host."
+LOCAL_CLONE_FAILED = "git could not clone that folder: it is not a git repository with commits."
+
+
+_UNREACHABLE_SIGNS = (
+    "connection refused",
+    "timed out",
+    "no route to host",
+    "network is unreachable",
+    "couldn't connect",
+)
+_REFUSED_SIGNS = ("not found", "authentication", "permission denied", "could not read username", "access denied")
+
+
+@dataclass(frozen=True)
+class CloneTarget:
+    scheme: str  # https, ssh or git
+    host: str
+    port: int
+
+
+def parse_clone_url(url: str) -> CloneTarget:
+    if "://" in url:
+        parts = urlsplit(url)
+        try:
+            port = parts.port
+        except ValueError:
+            raise ValidationError({"url": [BAD_CLONE_URL]}) from None
+        if not parts.hostname:
+            raise ValidationError({"url": [BAD_CLONE_URL]})
+        return CloneTarget(parts.scheme, parts.hostname, port or DEFAULT_PORTS[parts.scheme])
+    # user@host:path — ssh
+    host = url.split("@", 1)[1].split(":", 1)[0]
+    return CloneTarget("ssh", host, DEFAULT_PORTS["ssh"])
+
+
+def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    return [ipaddress.ip_network(value, strict=False) for value in settings.CLONE_ALLOWED_NETWORKS]
+
+
+def address_allowed(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if any(ip in network for network in _allowed_networks()):
+        return True
+    return ip.is_global and not ip.is_multicast
+
+
+def resolve(target: CloneTarget) -> list[str]:
+    """The host's addresses; raises socket.gaierror when it does not resolve."""
+    infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def clone_host_check(url: str) -> None:
+    """At request time: refuse a URL whose host is, or resolves to, an internal address.
+    A host that does not resolve now is left to the clone itself, which checks again."""
+    target = parse_clone_url(url)
+    try:
+        addresses = resolve(target)
+    except (socket.gaierror, UnicodeError):
+        return
+    if not all(address_allowed(address) for address in addresses):
+        raise ValidationError({"url": [HOST_NOT_ALLOWED]})
+
+
+def _pinned(url: str, target: CloneTarget, address: str) -> tuple[str, list[str], dict[str, str]]:
+    """The URL, extra git config and environment that make git connect to ``address``."""
+    literal = f"[{address}]" if ":" in address else address
+    if target.scheme == "https":
+        return url, [f"http.curloptResolve={target.host}:{target.port}:{address}", "http.followRedirects=false"], {}
+    if target.scheme == "git":
+        parts = urlsplit(url)
+        return urlunsplit(parts._replace(netloc=f"{literal}:{target.port}")), [], {}
+    ssh = f"ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o HostName={address}"
+    return url, [], {"GIT_SSH_COMMAND": ssh}
+
+
+def _explain(stderr: str) -> str:
+    text = stderr.lower()
+    if "could not resolve" in text or "name or service not known" in text:
+        return HOST_UNRESOLVED
+    if any(
+        sign in text
+        for sign in (
+            "connection refused",
+            "timed out",
+            "no route to host",
+            "network is unreachable",
+            "couldn't connect",
+        )
+    ):
+        return HOST_UNREACHABLE
+    if any(
+        sign in text
+        for sign in ("not found", "authentication", "permission denied", "could not read username", "access denied")
+    ):
+        return REPOSITORY_REFUSED
+    return CLONE_FAILED
+
+
+def clone_from(source: str, destination: Path) -> None:
+    """``git clone`` of ``source`` (a checked URL, or a local path under REPOS_ROOT)
+    into ``destination``. Raises GitError with a message of ours."""
+    seconds = settings.GIT_CLONE_TIMEOUT_SECONDS
+    if not source.startswith("/"):
+        target = parse_clone_url(source)
+        try:
+            addresses = resolve(target)
+        except (socket.gaierror, UnicodeError):
+            raise GitError(HOST_UNRESOLVED) from None
+        if not all(address_allowed(address) for address in addresses):
+            raise GitError(HOST_NOT_ALLOWED)
+        url, config, environment = _pinned(source, target, addresses[0])
+        transports = [
+            f"protocol.{scheme}.allow={'always' if scheme == target.scheme else 'never'}"
+            for scheme in ("file", *DEFAULT_PORTS)
+        ]
+        args = [part for item in (*transports, *config) for part in ("-c", item)]
+        cloned = run_git(
+            [*args, "clone", "--quiet", "--", url, str(destination)],
+            cwd=destination.parent,
+            timeout=seconds,
+            check=False,
+            extra_env=environment,
+        )
+        if cloned.returncode != 0:
+            raise GitError(_explain(cloned.stderr))
+        if target.scheme == "git":
+            # The clone's origin names the host, not the address it was pinned to.
+            run_git(["remote", "set-url", "origin", source], cwd=destination)
+        return
+    # A local repository under REPOS_ROOT that the user may use (checked by the caller).
+    cloned = run_git(
+        ["clone", "--quiet", "--no-hardlinks", "--", source, str(destination)],
+        cwd=destination.parent,
+        timeout=seconds,
+        check=False,
+    )
+    if cloned.returncode != 0:
+        raise GitError(LOCAL_CLONE_FAILED)
