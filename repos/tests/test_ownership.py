@@ -279,3 +279,22 @@ def test_server_side_git_runs_no_hook_and_no_program_the_repository_configures(
     repository_state(repository=linked)
     assert services.branch_merge(repository=linked, branch="autocoder/task-1-run-1").merged
     assert sorted(path.name for path in tmp_path.glob("ran-*")) == []
+
+
+def test_the_migration_gives_each_linked_folder_to_its_first_linker(project, other_project, root: Path) -> None:
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("repos.migrations.0002_repository_folders")
+    path = str(make_repo(root / "shared-before").resolve())
+    first = Repository.objects.create(project=project, path=path, base_branch="main")
+    inside = Repository.objects.create(project=other_project, path=f"{path}/vendored", base_branch="main")
+    migration.claim_linked_folders(apps, None)
+
+    folder = RepositoryFolder.objects.get()
+    assert (folder.path, folder.owner, folder.project) == (path, project.owner, project)
+    first.refresh_from_db()
+    inside.refresh_from_db()
+    assert first.status == RepositoryStatus.READY
+    assert inside.status == RepositoryStatus.FAILED and inside.error == migration.TAKEN
