@@ -28,10 +28,10 @@ def main() -> None:
     from django.conf import settings
 
     from accounts.models import User
+    from llm.providers.anthropic import AnthropicProvider
+    from llm.providers.base import LLMRequest
     from pipelines import agents
     from pipelines.models import AgentCall, PipelineRun, RunStatus
-    from pipelines.providers.anthropic import AnthropicProvider
-    from pipelines.providers.base import LLMRequest
     from pipelines.services import run_start
     from projects.models import Project
     from tasks.models import Task

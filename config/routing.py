@@ -5,7 +5,7 @@ from __future__ import annotations
 from channels.generic.websocket import WebsocketConsumer
 from django.urls import URLPattern, re_path
 
-from memory.routing import websocket_urlpatterns as memory_websockets
+from chat.routing import websocket_urlpatterns as chat_websockets
 from pipelines.routing import websocket_urlpatterns as pipeline_websockets
 
 
@@ -17,5 +17,5 @@ class UnknownPathConsumer(WebsocketConsumer):
         self.close()
 
 
-websocket_urlpatterns: list[URLPattern] = [*pipeline_websockets, *memory_websockets]
+websocket_urlpatterns: list[URLPattern] = [*pipeline_websockets, *chat_websockets]
 unknown_path_route = re_path(r"", UnknownPathConsumer.as_asgi())

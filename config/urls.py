@@ -13,6 +13,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("", include("tasks.api.urls")),
     path("", include("pipelines.api.urls")),
     path("", include("memory.api.urls")),
+    path("chat/", include("chat.api.urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script as a file: no inline script for the CSP to refuse.
     path(
@@ -32,4 +33,5 @@ urlpatterns = [
     path("", include("tasks.urls")),
     path("", include("pipelines.urls")),
     path("", include("memory.urls")),
+    path("chat/", include("chat.urls")),
 ]

@@ -9,5 +9,4 @@ urlpatterns = [
     path("memory/", include("memory.facts_urls")),
     path("memory/", include("memory.semantic_urls")),
     path("memory/", include("memory.notes_urls")),
-    path("chat/", include("memory.chat_urls")),
 ]

@@ -13,8 +13,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from .diff import check_path
-from .providers.base import Tool
+from llm.providers.base import Tool
+from repos.paths import check_path
 
 PLANNER = "planner"
 CODER = "coder"

@@ -1,5 +1,5 @@
 """File changes → reviewable diffs: unified diff text, per-line highlighted rows, a file
-tree and stats. Paths from agents are checked here before anything uses them."""
+tree and stats. Paths from agents are checked (repos.paths) before anything uses them."""
 
 from __future__ import annotations
 
@@ -16,28 +16,9 @@ from pygments.lexer import Lexer
 from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
-MAX_PATH_LENGTH = 500
-_DRIVE = re.compile(r"^[A-Za-z]:")
+from repos.paths import MAX_PATH_LENGTH, check_path
+
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
-
-
-def check_path(path: str) -> str | None:
-    """Why ``path`` may not be written, or None if it is a safe relative path."""
-    if not isinstance(path, str) or not path.strip():
-        return "The file path is empty."
-    if "\x00" in path:
-        return "The file path contains a NUL character."
-    if len(path) > MAX_PATH_LENGTH:
-        return f"The file path is longer than {MAX_PATH_LENGTH} characters."
-    normalised = path.replace("\\", "/")
-    if normalised.startswith("/") or _DRIVE.match(normalised):
-        return f"Absolute paths are not allowed: {path}"
-    parts = PurePosixPath(normalised).parts
-    if ".." in parts:
-        return f"Paths may not leave the repository ('..'): {path}"
-    if parts and parts[0] == ".git":
-        return f"Paths inside .git are not allowed: {path}"
-    return None
 
 
 def language_for(path: str) -> str:

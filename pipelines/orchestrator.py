@@ -26,6 +26,9 @@ from django.db.models import F
 from config.celery import shutdown_requested
 from core.crypto import decrypt_secret
 from core.exceptions import ApplicationError
+from llm.pricing import call_cost
+from llm.providers import provider_for
+from llm.providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError, Tool, ToolCall
 from memory.selectors import memory_prompt_context
 from memory.selectors.facts import memory_system_instructions
 from memory.services.context import context_record_agent_call
@@ -35,8 +38,6 @@ from .diff import diff_changes
 from .events import AgentLogStream, EventType, event_publish
 from .leases import Lease
 from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, AgentCall, PipelineRun, RunStatus, RunTransition
-from .pricing import call_cost
-from .providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError, Tool, ToolCall
 from .services import StaleRun, run_transition
 
 if TYPE_CHECKING:
@@ -70,22 +71,8 @@ class BudgetExceeded(Exception):
     pass
 
 
-def provider_for(run: PipelineRun) -> Provider:
-    if run.provider == "claude-cli":
-        from .providers.claude_cli import ClaudeCliProvider
-
-        return ClaudeCliProvider(
-            executable=settings.CLAUDE_CLI_PATH, timeout=settings.CLAUDE_CLI_TIMEOUT_SECONDS, model=run.model
-        )
-    from .providers.anthropic import AnthropicProvider
-
-    api_key = decrypt_secret(run.api_key_encrypted) or settings.ANTHROPIC_API_KEY or "demo-key"
-    return AnthropicProvider(
-        api_key=api_key,
-        base_url=settings.ANTHROPIC_BASE_URL or None,
-        timeout=settings.LLM_TIMEOUT_SECONDS,
-        label="Scripted demo" if settings.LLM_DEMO_MODE else "Anthropic",
-    )
+def run_provider(run: PipelineRun) -> Provider:
+    return provider_for(name=run.provider, model=run.model, api_key=decrypt_secret(run.api_key_encrypted))
 
 
 def run_advance(*, run_id: int) -> None:
@@ -192,7 +179,7 @@ def _code(run: PipelineRun, lease: Lease) -> None:
         feedback=run.feedback,
         branch_diff=workspace.workspace_diff_text(run) if worktree else None,
     )
-    ledger = workspace.read_ledger(run, worktree) if worktree and provider_for(run).supports_tools else None
+    ledger = workspace.read_ledger(run, worktree) if worktree and run_provider(run).supports_tools else None
     tool_input = _call_agent(run, lease, agents.CODER, prompt, worktree=worktree, ledger=ledger)
     changes = tool_input["changes"]
     fields: dict[str, Any] = {"file_changes": changes, "change_problems": [], "verify_result": None}
@@ -348,7 +335,7 @@ def _call_agent(
     memory = memory_prompt_context(user=run.task.project.owner, project=run.task.project)
     system = spec.system_prompt("\n\n".join(filter(None, [memory, memory_system_instructions()])))
     log = AgentLogStream(task=run.task, run=run, agent=agent_name)
-    provider = provider_for(run)
+    provider = run_provider(run)
     explore: tuple[Tool, ...] = ()
     if worktree is not None and provider.supports_tools:
         from repos.tools import REPO_TOOLS

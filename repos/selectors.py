@@ -85,10 +85,12 @@ def repository_state(*, repository: Repository) -> RepositoryState:
 
 
 def repository_worktrees_disk_usage(*, repository: Repository) -> int:
-    """Bytes used by the worktrees of this project's runs that still have one."""
-    from pipelines.models import PipelineRun
-
-    paths = PipelineRun.objects.filter(task__project_id=repository.project_id, worktree_removed_at__isnull=True)
-    return sum(
-        path_disk_usage(Path(p)) for p in paths.exclude(worktree_path="").values_list("worktree_path", flat=True)
-    )
+    """Bytes used by the repository's worktrees (the runs' working copies), as git
+    lists them; a worktree whose folder is gone counts nothing."""
+    main = Path(repository.path).resolve()
+    try:
+        listing = git_output(["worktree", "list", "--porcelain"], cwd=main)
+    except GitError:
+        return 0
+    paths = {Path(line.removeprefix("worktree ")) for line in listing.splitlines() if line.startswith("worktree ")}
+    return sum(path_disk_usage(path) for path in paths if path.resolve() != main)

@@ -19,8 +19,6 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
-from pipelines.diff import check_path
-
 from .clone import clone_from, clone_host_check
 from .folders import (
     FOLDER_UNAVAILABLE,
@@ -32,6 +30,7 @@ from .folders import (
 )
 from .git import GitError, git_blob, git_output, git_succeeds, run_git
 from .models import MergeStrategy, Repository, RepositoryStatus
+from .paths import check_path
 
 if TYPE_CHECKING:
     from accounts.models import User

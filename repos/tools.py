@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.providers.base import Tool
+from llm.providers.base import Tool
 
 from .git import BASE_CONFIG, git_env
 

@@ -62,9 +62,11 @@ INSTALLED_APPS = [
     "accounts",
     "projects",
     "tasks",
-    "pipelines",
-    "memory",
+    "llm",
     "repos",
+    "memory",
+    "pipelines",
+    "chat",
 ]
 
 MIDDLEWARE = [
@@ -400,7 +402,7 @@ CHAT_ATTACHMENT_MAX_BYTES = env_int("CHAT_ATTACHMENT_MAX_BYTES", default=5 * 102
 CELERY_BEAT_SCHEDULE["memory-cleanup-contexts"] = {"task": "memory.tasks.memory_cleanup_contexts", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE["memory-cleanup-daily"] = {"task": "memory.tasks.memory_cleanup_daily", "schedule": 6 * 3600.0}
 CELERY_BEAT_SCHEDULE["memory-summarise-notes"] = {"task": "memory.tasks.memory_summarise_notes", "schedule": 3600.0}
-CELERY_BEAT_SCHEDULE["chat-expire-sessions"] = {"task": "memory.chat_tasks.chat_expire_sessions", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["chat-expire-sessions"] = {"task": "chat.tasks.chat_expire_sessions", "schedule": 60.0}
 
 # --- Repositories ---------------------------------------------------------------------
 

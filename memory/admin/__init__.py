@@ -1,3 +1,3 @@
 """Admin for agent memory, one module per area."""
 
-from . import chat, context, facts, notes, semantic  # noqa: F401 - registers the admins
+from . import context, facts, notes, semantic  # noqa: F401 - registers the admins

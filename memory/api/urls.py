@@ -7,5 +7,4 @@ urlpatterns = [
     path("memory/", include("memory.api.semantic_urls")),
     path("memory/", include("memory.api.context_urls")),
     path("memory/", include("memory.api.notes_urls")),
-    path("chat/", include("memory.api.chat_urls")),
 ]

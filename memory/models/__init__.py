@@ -1,6 +1,5 @@
 """Agent memory, split by subdomain (each module owns its tables)."""
 
-from .chat import ChatMessage, ChatSession
 from .context import ContextItem
 from .facts import Fact, Goal
 from .notes import AgentNote, AgentNoteRevision, DailyLogEntry
@@ -9,8 +8,6 @@ from .semantic import DecayPolicy, Memory
 __all__ = [
     "AgentNote",
     "AgentNoteRevision",
-    "ChatMessage",
-    "ChatSession",
     "ContextItem",
     "DailyLogEntry",
     "DecayPolicy",

@@ -13,6 +13,8 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from core.exceptions import ApplicationError, Conflict, NotFound
+from llm.providers import provider_for
+from llm.providers.base import LLMRequest, ProviderError
 from memory.models import AgentNote, AgentNoteRevision, DailyLogEntry
 
 if TYPE_CHECKING:
@@ -107,19 +109,12 @@ def notes_summarise(*, note_id: int) -> bool:
     """Replace notes longer than AGENT_NOTES_MAX_CHARS by an LLM summary, keeping the
     original as a revision. Idempotent: short (or already summarised) notes are left
     alone. A provider error leaves the notes unchanged and is logged."""
-    from pipelines.providers.anthropic import AnthropicProvider
-    from pipelines.providers.base import LLMRequest, ProviderError
-
     limit = settings.AGENT_NOTES_MAX_CHARS
     note = AgentNote.objects.filter(pk=note_id).first()
     if note is None or len(note.content) <= limit:
         return False
     original = note.content
-    provider = AnthropicProvider(
-        api_key=settings.ANTHROPIC_API_KEY or "demo-key",
-        base_url=settings.ANTHROPIC_BASE_URL or None,
-        timeout=settings.LLM_TIMEOUT_SECONDS,
-    )
+    provider = provider_for()
     request = LLMRequest(
         system=SUMMARY_SYSTEM,
         messages=[{"role": "user", "content": f"Notes of the {note.agent_id} agent:\n\n{original}"}],

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from pipelines.agents import path_findings
-from pipelines.diff import check_path, diff_changes
+from pipelines.diff import diff_changes
+from repos.paths import check_path
 
 
 @pytest.mark.parametrize(

@@ -186,7 +186,7 @@ def test_a_starting_worker_imports_the_llm_client_before_the_first_run_needs_it(
         "from celery.signals import worker_init\n"
         "assert 'anthropic' not in sys.modules, 'imported before any worker started'\n"
         "worker_init.send(sender=None)\n"
-        "print('anthropic' in sys.modules, 'pipelines.providers.anthropic' in sys.modules)\n"
+        "print('anthropic' in sys.modules, 'llm.providers.anthropic' in sys.modules)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", script],

@@ -298,3 +298,19 @@ def test_state_of_a_dirty_and_of_a_vanished_repository(linked: Repository, repo:
     assert not state.clean and state.changed_files == 1 and state.base_branch_exists
     linked.path = str(repo.parent / "gone")
     assert repository_state(repository=linked).error == FOLDER_GONE.format(path="gone")
+
+
+def test_worktrees_disk_usage_counts_the_repositorys_worktrees_only(
+    linked: Repository, repo: Path, tmp_path: Path
+) -> None:
+    from repos.selectors import repository_worktrees_disk_usage
+
+    assert repository_worktrees_disk_usage(repository=linked) == 0  # the main tree does not count
+    worktree = tmp_path / "worktrees" / "task-1-run-1"
+    services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
+    used = repository_worktrees_disk_usage(repository=linked)
+    assert used > 0
+    (worktree / "big.bin").write_bytes(b"x" * 10_000)
+    assert repository_worktrees_disk_usage(repository=linked) == used + 10_000
+    git(repo, "worktree", "remove", "--force", str(worktree))
+    assert repository_worktrees_disk_usage(repository=linked) == 0

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from llm.providers import claude_cli
+from llm.providers.base import Cancelled, LLMRequest, ProviderError
+from llm.providers.claude_cli import ClaudeCliProvider
 from pipelines.agents import PLAN_TOOL
-from pipelines.providers import claude_cli
-from pipelines.providers.base import Cancelled, LLMRequest, ProviderError
-from pipelines.providers.claude_cli import ClaudeCliProvider
 
 FAKE_CLAUDE = str(Path(__file__).resolve().parents[2] / "tests" / "bin" / "claude")
 

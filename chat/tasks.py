@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from memory.chat_worker import chat_queue_process
-from memory.services.chat import chat_queues_sweep, chat_sessions_expire
+from chat.services import chat_queues_sweep, chat_sessions_expire
+from chat.worker import chat_queue_process
 
 
 @shared_task(acks_late=True, ignore_result=True)

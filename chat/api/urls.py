@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from .chat import ChatMessagesApi, ChatSessionApi
+from .views import ChatMessagesApi, ChatSessionApi
 
 urlpatterns = [
     path("messages", ChatMessagesApi.as_view(), name="chat-messages"),

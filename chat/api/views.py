@@ -14,13 +14,12 @@ from rest_framework.response import Response
 
 from accounts.models import User
 from accounts.selectors import request_user
+from chat.events import chat_message_payload
+from chat.models import CHAT_MESSAGE_MAX_LENGTH, ChatMessage
+from chat.selectors import chat_message_list, chat_session_current_open, chat_session_state
+from chat.services import ChatImage, chat_image_validate, chat_message_send
 from core.api import ApiView, StrictCharField, error_responses
 from core.parsers import SafeJSONParser
-from memory.chat_events import chat_message_payload
-from memory.models import ChatMessage
-from memory.models.chat import CHAT_MESSAGE_MAX_LENGTH
-from memory.selectors.chat import chat_message_list, chat_session_current_open, chat_session_state
-from memory.services.chat import ChatImage, chat_image_validate, chat_message_send
 from projects.models import Project
 from projects.selectors import project_get_for_user
 

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from memory.services.chat import chat_sessions_expire
+from chat.services import chat_sessions_expire
 
 
 class Command(BaseCommand):

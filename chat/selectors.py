@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from memory.models import ChatMessage, ChatSession
+from chat.models import ChatMessage, ChatSession
 
 if TYPE_CHECKING:
     from accounts.models import User

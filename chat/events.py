@@ -16,7 +16,7 @@ from django.db import transaction
 from core import live
 
 if TYPE_CHECKING:
-    from memory.models import ChatMessage
+    from chat.models import ChatMessage
 
 logger = logging.getLogger(__name__)
 

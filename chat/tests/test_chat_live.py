@@ -24,12 +24,12 @@ from kombu import Queue
 from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
+from chat import tasks as chat_tasks
+from chat.models import ChatMessage, ChatSession
+from chat.services import chat_message_send
+from chat.worker import chat_queue_process
 from config.asgi import application
 from config.celery import app, shutdown_requested
-from memory import chat_tasks
-from memory.chat_worker import chat_queue_process
-from memory.models import ChatMessage, ChatSession
-from memory.services.chat import chat_message_send
 from tests.fake_anthropic import RecordedRequest, TextReply
 from tests.workers import embedded_worker, start_celery_worker, wait_until
 

@@ -20,11 +20,9 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from core.exceptions import ApplicationError
-from memory.chat_events import ChatEventType, chat_message_payload, chat_send_on_commit
-from memory.models import ChatMessage, ChatSession
-from memory.models.chat import CHAT_MESSAGE_MAX_LENGTH
-from memory.selectors.chat import (
+from chat.events import ChatEventType, chat_message_payload, chat_send_on_commit
+from chat.models import CHAT_MESSAGE_MAX_LENGTH, ChatMessage, ChatSession
+from chat.selectors import (
     chat_message_next_queued,
     chat_queue_position,
     chat_queue_size,
@@ -32,6 +30,7 @@ from memory.selectors.chat import (
     chat_session_open_latest,
     chat_sessions_expired,
 )
+from core.exceptions import ApplicationError
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -200,7 +199,7 @@ def chat_message_send(
     session_id = session.pk
 
     def queue_answer() -> None:
-        from memory.chat_tasks import chat_answer_queue
+        from chat.tasks import chat_answer_queue
 
         chat_answer_queue.delay(session_id)
 
@@ -318,7 +317,7 @@ def chat_queues_sweep() -> list[int]:
         .values_list("pk", flat=True)
     )
     if session_ids:
-        from memory.chat_tasks import chat_answer_queue
+        from chat.tasks import chat_answer_queue
 
         for session_id in session_ids:
             chat_answer_queue.delay(session_id)

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from memory.models import ChatMessage, ChatSession
+from chat.models import ChatMessage, ChatSession
 
 
 class ChatMessageInline(admin.TabularInline):

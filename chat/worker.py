@@ -15,12 +15,10 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from config.celery import shutdown_requested
-from memory.chat_events import ChatEventType, chat_send_now
-from memory.models import ChatMessage
-from memory.selectors.chat import chat_history_for_prompt
-from memory.selectors.facts import memory_prompt_context, memory_system_instructions
-from memory.services.chat import (
+from chat.events import ChatEventType, chat_send_now
+from chat.models import ChatMessage
+from chat.selectors import chat_history_for_prompt
+from chat.services import (
     ERROR_PREFIX,
     chat_message_requeue,
     chat_message_take_next,
@@ -29,8 +27,11 @@ from memory.services.chat import (
     chat_reply_save,
     chat_session_heartbeat,
 )
+from config.celery import shutdown_requested
+from llm.providers import provider_for
+from llm.providers.base import Cancelled, LLMRequest, Provider, ProviderError
+from memory.selectors.facts import memory_prompt_context, memory_system_instructions
 from memory.services.facts import markers_apply
-from pipelines.providers.base import Cancelled, LLMRequest, Provider, ProviderError
 
 logger = logging.getLogger(__name__)
 
@@ -41,22 +42,6 @@ ASSISTANT_INSTRUCTIONS = (
 CHUNK_FLUSH_SECONDS = 0.05
 HEARTBEAT_SECONDS = 30.0
 CHAT_MAX_TOKENS = 4096
-
-
-def chat_provider() -> Provider:
-    if settings.LLM_PROVIDER == "claude-cli":
-        from pipelines.providers.claude_cli import ClaudeCliProvider
-
-        return ClaudeCliProvider(
-            executable=settings.CLAUDE_CLI_PATH, timeout=settings.CLAUDE_CLI_TIMEOUT_SECONDS, model=settings.LLM_MODEL
-        )
-    from pipelines.providers.anthropic import AnthropicProvider
-
-    return AnthropicProvider(
-        api_key=settings.ANTHROPIC_API_KEY or "demo-key",
-        base_url=settings.ANTHROPIC_BASE_URL or None,
-        timeout=settings.LLM_TIMEOUT_SECONDS,
-    )
 
 
 def chat_system_prompt(message: ChatMessage) -> str:
@@ -141,7 +126,7 @@ def chat_message_answer(message: ChatMessage, *, provider: Provider | None = Non
     stream = _ChunkStream(message)
     try:
         request = chat_request(message)
-        result = (provider or chat_provider()).complete(
+        result = (provider or provider_for()).complete(
             request, on_chunk=stream.write, should_cancel=shutdown_requested.is_set
         )
     except Cancelled:

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import chat_views
+from . import views
 
+app_name = "chat"
 urlpatterns = [
-    path("", chat_views.chat_page, name="chat"),
+    path("", views.chat_page, name="page"),
 ]

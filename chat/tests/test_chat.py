@@ -1,7 +1,7 @@
 """Chat with the assistant: the API, sessions (TTL, /new, corrupt state), the queue's
 one holder, markers, provider errors and attachments. The LLM is the fake Anthropic
 server; answering runs in the test's thread (the worker end to end is in
-test_chat_worker.py)."""
+test_chat_live.py)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.utils import timezone
 
-from config.celery import shutdown_requested
-from memory.chat_worker import chat_queue_process
-from memory.models import ChatMessage, ChatSession, Fact
-from memory.services.chat import (
+from chat.models import ChatMessage, ChatSession
+from chat.services import (
     CHAT_PROCESSING_STALE_SECONDS,
     EMPTY_TEXT,
     IMAGE_TOO_LARGE,
@@ -29,6 +27,9 @@ from memory.services.chat import (
     chat_queue_claim,
     chat_session_current,
 )
+from chat.worker import chat_queue_process
+from config.celery import shutdown_requested
+from memory.models import Fact
 from memory.services.facts import fact_create
 from tests.api_helpers import assert_error, field_errors
 from tests.fake_anthropic import HttpError, RecordedRequest, TextReply
@@ -98,7 +99,7 @@ def test_send_refuses_empty_and_too_long_text(owner_client, text, message) -> No
 
 
 def test_service_messages_for_bad_text(owner) -> None:
-    from memory.services.chat import ChatInputInvalid
+    from chat.services import ChatInputInvalid
 
     with pytest.raises(ChatInputInvalid, match=EMPTY_TEXT):
         chat_message_send(user=owner, text=" ")
@@ -264,7 +265,7 @@ def test_expire_command_closes_idle_sessions(owner, other_user, settings) -> Non
     chat_message_send(user=other_user, text="b")
     ChatSession.objects.filter(user=owner).update(last_activity=timezone.now() - timedelta(hours=3))
     out = io.StringIO()
-    call_command("memory_expire_sessions", stdout=out)
+    call_command("chat_expire_sessions", stdout=out)
     assert "Closed 1 idle chat session." in out.getvalue()
     assert ChatSession.objects.get(user=owner).closed_at is not None
     assert ChatSession.objects.get(user=other_user).closed_at is None
@@ -289,7 +290,7 @@ def test_new_command_closes_the_session_without_a_model_call(owner_client, owner
 def test_corrupt_provider_session_id_reads_as_a_fresh_session(owner, caplog) -> None:
     first, _ = chat_message_send(user=owner, text="a")
     ChatSession.objects.update(provider_session_id="{not an id ]]\x07")
-    with caplog.at_level(logging.WARNING, logger="memory.services.chat"):
+    with caplog.at_level(logging.WARNING, logger="chat.services"):
         session = chat_session_current(user=owner)
     assert session.pk != first.session_id
     assert "corrupt" in caplog.text
@@ -298,7 +299,7 @@ def test_corrupt_provider_session_id_reads_as_a_fresh_session(owner, caplog) -> 
 def test_session_pointing_at_someone_elses_project_reads_as_fresh(owner, project, other_project, caplog) -> None:
     first, _ = chat_message_send(user=owner, project=project, text="a")
     ChatSession.objects.filter(pk=first.session_id).update(project=other_project)
-    with caplog.at_level(logging.WARNING, logger="memory.services.chat"):
+    with caplog.at_level(logging.WARNING, logger="chat.services"):
         session = chat_session_current(user=owner, project=other_project)
     assert session.pk != first.session_id
     assert ChatSession.objects.get(pk=first.session_id).closed_at is not None
@@ -417,7 +418,7 @@ def test_chat_page_form_posts_without_javascript(browser, owner, project) -> Non
 def test_admin_shows_a_session_with_its_messages(client, owner, admin_user) -> None:
     message, _ = chat_message_send(user=owner, text="in the admin")
     client.force_login(admin_user)
-    assert client.get("/admin/memory/chatsession/").status_code == 200
-    page = client.get(f"/admin/memory/chatsession/{message.session_id}/change/")
+    assert client.get("/admin/chat/chatsession/").status_code == 200
+    page = client.get(f"/admin/chat/chatsession/{message.session_id}/change/")
     assert page.status_code == 200
     assert "in the admin" in page.content.decode()

@@ -17,7 +17,7 @@ from core.exceptions import NotFound
 from pipelines.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, KEEPALIVE_SECONDS
 from projects.selectors import project_get_for_user
 
-from .chat_events import chat_group
+from .events import chat_group
 
 
 class ChatConsumer(AsyncWebsocketConsumer):

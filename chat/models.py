@@ -23,6 +23,9 @@ class ChatSession(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        # The chat began inside the memory app; its tables kept their names when it
+        # moved (chat/migrations/0001_initial.py).
+        db_table = "memory_chatsession"
         ordering = ["-last_activity"]
 
     def __str__(self) -> str:
@@ -53,8 +56,9 @@ class ChatMessage(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
+        db_table = "memory_chatmessage"
         ordering = ["created_at", "id"]
-        indexes = [models.Index(fields=["session", "status", "id"])]
+        indexes = [models.Index(fields=["session", "status", "id"], name="memory_chat_session_a92579_idx")]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.text[:60]}"

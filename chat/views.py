@@ -16,10 +16,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from accounts.models import User
+from chat.events import chat_message_payload
+from chat.selectors import chat_message_list, chat_session_current_open, chat_session_state
+from chat.services import NEW_SESSION_COMMAND, ChatImage, chat_image_validate, chat_message_send
 from core.exceptions import ApplicationError, NotFound
-from memory.chat_events import chat_message_payload
-from memory.selectors.chat import chat_message_list, chat_session_current_open, chat_session_state
-from memory.services.chat import NEW_SESSION_COMMAND, ChatImage, chat_image_validate, chat_message_send
 from projects.models import Project
 from projects.selectors import project_get_for_user, project_list_for_user
 
@@ -41,7 +41,7 @@ def chat_page(request: HttpRequest) -> HttpResponse:
     user = request.user
     assert isinstance(user, User)
     project = _project(user, request.GET.get("project") or request.POST.get("project"))
-    url = reverse("memory:chat") + (f"?project={project.pk}" if project else "")
+    url = reverse("chat:page") + (f"?project={project.pk}" if project else "")
     if request.method == "POST":
         image: ChatImage | None = None
         try:
@@ -61,7 +61,7 @@ def chat_page(request: HttpRequest) -> HttpResponse:
     ws_path = "/ws/chat" + (f"?project={project.pk}" if project else "")
     return render(
         request,
-        "memory/chat.html",
+        "chat/chat.html",
         {
             "project": project,
             "projects": project_list_for_user(user=user),

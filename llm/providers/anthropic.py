@@ -20,6 +20,9 @@ from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, 
 logger = logging.getLogger(__name__)
 
 KEY_REJECTED = "The Anthropic API key was rejected. Check the key in your settings or the server's ANTHROPIC_API_KEY."
+NO_API_KEY = (
+    "No Anthropic API key is configured. Set ANTHROPIC_API_KEY on the server, or start the run with your own key."
+)
 PERMISSION_DENIED = "The Anthropic API key is not allowed to use this model or feature."
 CANCEL_POLL_SECONDS = 0.2
 
@@ -107,6 +110,8 @@ class AnthropicProvider:
         otherwise). The abandoned call's thread ends at its own timeout."""
         if should_cancel():
             raise Cancelled
+        if not self._api_key:
+            raise ProviderError(NO_API_KEY, retryable=False)
         client = self._new_client()
         feed: queue.Queue[tuple[str, Any]] = queue.Queue()
         abort = threading.Event()

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from pipelines.providers.anthropic import KEY_REJECTED, AnthropicProvider
-from pipelines.providers.base import Cancelled, LLMRequest, ProviderError, Tool
+from llm.providers.anthropic import KEY_REJECTED, AnthropicProvider
+from llm.providers.base import Cancelled, LLMRequest, ProviderError, Tool
 from tests.fake_anthropic import (
     FakeAnthropicServer,
     Hang,
