@@ -53,9 +53,11 @@ prod-env:
 	@test -n "$$DATABASE_URL" || { echo "make up-prod: DATABASE_URL is not set (postgres://user:password@host:5432/name)" >&2; exit 2; }
 	@test -n "$$REDIS_URL" || { echo "make up-prod: REDIS_URL is not set (redis://host:6379/0)" >&2; exit 2; }
 
+# lint-imports holds the apps to their layers (pyproject.toml, docs/ARCHITECTURE.md).
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
