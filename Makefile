@@ -81,8 +81,9 @@ beat: $(VENV)/.installed-run
 clean:
 	rm -rf $(VENV) staticfiles .pytest_cache .mypy_cache .ruff_cache
 
-# Watch whole runs without an API key: the test suite's fake Anthropic server stands in
-# for the API (the UI labels the model as a scripted demo). Its own database, demo.sqlite3.
+# Watch whole runs without an API key: the scripted demo model (llm/demo/, a local server
+# speaking the Anthropic Messages API) stands in for the API; the UI labels the model as a
+# scripted demo. It needs no Django settings. Its own database, demo.sqlite3.
 DEMO_LLM_PORT ?= 8090
 DEMO_ENV = DEBUG=true LLM_DEMO_MODE=true DATABASE_URL=sqlite:///$(CURDIR)/demo.sqlite3 \
 	ANTHROPIC_BASE_URL=http://127.0.0.1:$(DEMO_LLM_PORT) ANTHROPIC_API_KEY=demo-key-not-secret
@@ -91,8 +92,8 @@ demo: $(VENV)/.installed-run
 	$(DEMO_ENV) $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(DEMO_ENV) $(BIN)/python manage.py repos_demo
 	@echo "AutoCoder demo on http://$(HOST):$(PORT) — scripted demo model on port $(DEMO_LLM_PORT), no API key used"
-	@$(BIN)/python -m tests.fake_anthropic --port $(DEMO_LLM_PORT) & fake=$$!; \
-	trap 'kill $$fake 2>/dev/null' EXIT INT TERM; \
+	@$(BIN)/python -m llm.demo --port $(DEMO_LLM_PORT) & model=$$!; \
+	trap 'kill $$model 2>/dev/null' EXIT INT TERM; \
 	$(DEMO_ENV) $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 # Everything already installed is held at its version (chromadb would otherwise upgrade

@@ -1,0 +1,131 @@
+"""The scripted demo model (llm.demo): served as ``make demo`` serves it, and answering
+the app's provider like a small, well-behaved model."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anthropic
+import pytest
+
+from llm.demo import DEMO_MODEL_LABEL, DemoModelServer
+from llm.providers import provider_for
+from llm.providers.base import LLMRequest, Tool
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PLAN_TOOL = Tool(name="submit_plan", description="Submit the plan.", input_schema={"type": "object"})
+CHANGES_TOOL = Tool(name="submit_changes", description="Submit the changes.", input_schema={"type": "object"})
+LIST_FILES = Tool(name="list_files", description="List files.", input_schema={"type": "object"})
+READ_FILE = Tool(name="read_file", description="Read a file.", input_schema={"type": "object"})
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def demo_url() -> Iterator[str]:
+    """``python -m llm.demo`` in its own process, as the Makefile's ``demo`` target runs it."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llm.demo", "--port", str(port), "--delay", "0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        assert DEMO_MODEL_LABEL in banner, banner
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def demo_server(settings) -> Iterator[DemoModelServer]:
+    with DemoModelServer() as server:
+        settings.ANTHROPIC_BASE_URL = server.url
+        settings.ANTHROPIC_API_KEY = "demo-key-not-secret"
+        settings.LLM_PROVIDER = "anthropic"
+        settings.LLM_DEMO_MODE = True
+        yield server
+
+
+def test_make_demo_serves_the_model_to_the_provider(demo_url: str, settings) -> None:
+    settings.ANTHROPIC_BASE_URL = demo_url
+    settings.ANTHROPIC_API_KEY = "demo-key-not-secret"
+    settings.LLM_PROVIDER = "anthropic"
+    settings.LLM_DEMO_MODE = True
+    chunks: list[str] = []
+    request = LLMRequest(
+        system="You plan.", messages=[{"role": "user", "content": "Plan it"}], model="m", max_tokens=500, tool=PLAN_TOOL
+    )
+    result = provider_for().complete(request, on_chunk=chunks.append, should_cancel=lambda: False)
+    assert result.tool_input is not None
+    assert [subtask["id"] for subtask in result.tool_input["subtasks"]] == ["s1", "s2"]
+    assert result.stop_reason == "tool_use"
+    assert result.text.startswith("Reading the task")
+    assert len(chunks) > 2
+    assert result.input_tokens >= 1
+    assert result.output_tokens > 1
+
+
+def test_the_server_needs_neither_django_nor_the_tests() -> None:
+    code = (
+        "import sys, llm.demo.__main__\n"
+        "apps = {'django', 'tests', 'repos', 'memory', 'pipelines', 'chat', 'anthropic'}\n"
+        "print(sorted({name.split('.')[0] for name in sys.modules} & apps))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_coder_looks_around_then_submits(demo_server: DemoModelServer) -> None:
+    messages: list[dict[str, object]] = [{"role": "user", "content": "Code it"}]
+    request = LLMRequest(
+        system="You code.",
+        messages=messages,
+        model="m",
+        max_tokens=500,
+        tool=CHANGES_TOOL,
+        explore_tools=(LIST_FILES, READ_FILE),
+    )
+    calls = []
+    tool_results = ["app.py (12 bytes)\nREADME.md (3 bytes)", "print('hi')"]
+    for answer in [*tool_results, None]:
+        result = provider_for().complete(request, on_chunk=lambda chunk: None, should_cancel=lambda: False)
+        call = result.tool_calls[-1]
+        calls.append((call.name, call.input))
+        if answer is None:
+            break
+        messages.append({"role": "assistant", "content": result.content})
+        result_block = {"type": "tool_result", "tool_use_id": call.id, "content": answer}
+        messages.append({"role": "user", "content": [result_block]})
+    assert calls[0] == ("list_files", {"path": "."})
+    assert calls[1] == ("read_file", {"path": "app.py"})
+    assert calls[2][0] == "submit_changes"
+    assert [change["file_path"] for change in calls[2][1]["changes"]] == ["src/feature.py", "tests/test_feature.py"]
+
+
+def test_chat_answers_without_streaming_too(demo_server: DemoModelServer) -> None:
+    client = anthropic.Anthropic(api_key="demo-key-not-secret", base_url=demo_server.url, max_retries=0)
+    message = client.messages.create(
+        model="m", max_tokens=100, messages=[{"role": "user", "content": "Remember that I like tea."}]
+    )
+    assert message.stop_reason == "end_turn"
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "I'll remember that. [REMEMBER: I like tea]"
+    assert message.usage.output_tokens > 1
+
+    with client.messages.stream(model="m", max_tokens=100, messages=[{"role": "user", "content": "Hi"}]) as stream:
+        text = "".join(stream.text_stream)
+    assert text.startswith(f"Hello from the {DEMO_MODEL_LABEL}.")
