@@ -31,12 +31,12 @@ from llm.providers import provider_for
 from llm.providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError, Tool, ToolCall
 from memory.selectors import memory_prompt_context
 from memory.selectors.facts import memory_system_instructions
-from memory.services.context import context_record_agent_call
 
 from . import agents, workspace
 from .diff import diff_changes
 from .events import AgentLogStream, EventType, event_publish
 from .leases import Lease
+from .lineage import context_record_agent_call
 from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, AgentCall, PipelineRun, RunStatus, RunTransition
 from .services import StaleRun, run_transition
 

@@ -26,6 +26,7 @@ from tasks.selectors import task_get_for_user
 
 from . import services
 from .forms import RequestChangesForm, StartRunForm
+from .lineage import context_run_get_for_user, lineage_rows
 from .models import PipelineRun, RunStatus
 from .panel import panel_context
 from .selectors import run_get_for_user
@@ -192,3 +193,16 @@ def run_discard_branch(request: HttpRequest, run_id: int) -> HttpResponse:
         return BRANCH_DISCARDED.format(branch=run.branch)
 
     return _act(request, run.task, discard)
+
+
+@login_required
+@require_GET
+def run_lineage(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run's context lineage: what each agent was given and produced, in order."""
+    user = request_user(request)
+    try:
+        run = context_run_get_for_user(user=user, run_id=run_id)
+    except NotFound:
+        raise Http404("No such run.") from None
+    rows = lineage_rows(user=user, run=run)
+    return render(request, "pipelines/lineage_run.html", {"run": run, "task": run.task, "rows": rows})
