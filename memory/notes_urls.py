@@ -9,5 +9,4 @@ urlpatterns = [
     path("agents/<key:agent_id>/", notes_views.agent_detail, name="notes-agent"),
     path("agents/<key:agent_id>/append", notes_views.agent_append, name="notes-append"),
     path("agents/<key:agent_id>/promote/<id:entry_id>", notes_views.agent_promote, name="notes-promote"),
-    path("runs/<id:run_id>/lineage", notes_views.run_lineage, name="run-lineage"),
 ]

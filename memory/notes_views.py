@@ -1,9 +1,8 @@
-"""Pages of agent notes, daily logs and a run's context lineage: thin views over
-memory.services.notes / memory.selectors."""
+"""Pages of agent notes and daily logs: thin views over memory.services.notes /
+memory.selectors."""
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import date
 
@@ -19,19 +18,17 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
 from core.exceptions import ApplicationError, NotFound
-from memory.selectors.context import context_list_for_run, context_run_get_for_user
 from memory.selectors.notes import (
     daily_log_for_user,
+    daily_log_session_page,
     daily_log_sessions,
     notes_agents_for_user,
     notes_get_for_user,
     notes_list_for_user,
 )
-from memory.services.context import context_decode
 from memory.services.notes import notes_append, notes_promote
 
 AGENT_ID_MAX = 50
-CONTENT_PREVIEW_MAX = 20_000
 _HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 _CODE = re.compile(r"`([^`]+)`")
@@ -83,8 +80,9 @@ def render_markdown(text: str) -> SafeString:
 
 
 def _lineage_url(session: str) -> str:
-    match = re.fullmatch(r"run-(\d+)", session)
-    return reverse("memory:run-lineage", args=[int(match.group(1))]) if match else ""
+    """The page of a session's context lineage (a run's), registered by the app it is of."""
+    page = daily_log_session_page(session)
+    return reverse(page[0], args=[page[1]]) if page else ""
 
 
 def _agent_id(agent_id: str) -> str:
@@ -156,30 +154,3 @@ def agent_promote(request: HttpRequest, agent_id: str, entry_id: int) -> HttpRes
     day = request.POST.get("date", "")
     suffix = f"?date={day}" if re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) else ""
     return redirect(f"{request.path.rsplit('/promote/', 1)[0]}/{suffix}")
-
-
-@login_required
-@require_GET
-def run_lineage(request: HttpRequest, run_id: int) -> HttpResponse:
-    try:
-        run = context_run_get_for_user(user=request.user, run_id=run_id)  # type: ignore[arg-type]
-    except NotFound:
-        raise Http404("No such run.") from None
-    items = context_list_for_run(user=request.user, run=run)  # type: ignore[arg-type]
-    by_id = {item.pk: item for item in items}
-    depth: dict[str, int] = {}
-    rows = []
-    for item in items:
-        parents = [pk for pk in item.parent_ids or [] if pk in by_id]
-        depth[item.pk] = max((depth.get(pk, 0) + 1 for pk in parents), default=0)
-        pretty = json.dumps(context_decode(item), indent=2, ensure_ascii=False)
-        rows.append(
-            {
-                "item": item,
-                "parents": [by_id[pk] for pk in parents],
-                "depth": depth[item.pk],
-                "content": pretty[:CONTENT_PREVIEW_MAX],
-                "truncated": len(pretty) > CONTENT_PREVIEW_MAX,
-            }
-        )
-    return render(request, "memory/lineage_run.html", {"run": run, "task": run.task, "rows": rows})

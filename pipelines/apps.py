@@ -9,9 +9,22 @@ class PipelinesConfig(AppConfig):
 
     def ready(self) -> None:
         from celery.signals import beat_init
+        from django.db.models.signals import post_delete
+
+        from memory.selectors.context import context_run_items_lister_register
+        from memory.selectors.notes import daily_log_session_page_register
 
         from .leases import sweeper_start
+        from .lineage import RUN_SESSION_PREFIX, context_list_for_run_id
+        from .models import PipelineRun
+        from .services import run_deleted
 
         # The sweeper runs wherever beat runs: the celery beat process, or the embedded
         # server's beat thread (config/embedded.py stops it with beat).
         beat_init.connect(sweeper_start, weak=False, dispatch_uid="pipelines.sweeper_start")
+        # Memory knows no runs: its context API lists a run's items (``?run=``) through us,
+        # and its daily log links a run's session to the run's lineage page.
+        context_run_items_lister_register(context_list_for_run_id)
+        daily_log_session_page_register(prefix=RUN_SESSION_PREFIX, url_name="pipelines:run-lineage")
+        # A task's total cost (Task.total_cost) counts its runs: deleting one recounts it.
+        post_delete.connect(run_deleted, sender=PipelineRun, dispatch_uid="pipelines.run_deleted")

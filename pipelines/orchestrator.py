@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
-from django.db.models import F
 
 from config.celery import shutdown_requested
 from core.crypto import decrypt_secret
@@ -31,14 +30,14 @@ from llm.providers import provider_for
 from llm.providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError, Tool, ToolCall
 from memory.selectors import memory_prompt_context
 from memory.selectors.facts import memory_system_instructions
-from memory.services.context import context_record_agent_call
 
 from . import agents, workspace
 from .diff import diff_changes
 from .events import AgentLogStream, EventType, event_publish
 from .leases import Lease
+from .lineage import context_record_agent_call
 from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, AgentCall, PipelineRun, RunStatus, RunTransition
-from .services import StaleRun, run_transition
+from .services import StaleRun, run_transition, run_usage_add
 
 if TYPE_CHECKING:
     from repos.tools import ReadLedger
@@ -573,11 +572,7 @@ def _record_call(
         duration_ms=result.extra.get("duration_ms", 0),
         error="; ".join(problems),
     )
-    PipelineRun.objects.filter(pk=run.pk).update(
-        input_tokens=F("input_tokens") + result.input_tokens,
-        output_tokens=F("output_tokens") + result.output_tokens,
-        cost_usd=F("cost_usd") + cost,
-    )
+    run_usage_add(run=run, input_tokens=result.input_tokens, output_tokens=result.output_tokens, cost=cost)
     totals = PipelineRun.objects.filter(pk=run.pk).values("input_tokens", "output_tokens", "cost_usd").get()
     run.input_tokens, run.output_tokens, run.cost_usd = (
         totals["input_tokens"],

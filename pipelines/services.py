@@ -1,5 +1,5 @@
-"""Pipeline runs: start, the one service that changes a run's status, and the
-person's actions (cancel, retry, request changes, approve).
+"""Pipeline runs: start, the one service that changes a run's status, the
+person's actions (cancel, retry, request changes, approve), and what runs cost.
 
 A run's status changes only in ``run_transition``: a compare-and-set update from the
 status the caller saw, along RUN_TRANSITIONS, with its audit row, the task's column
@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import functools
 import logging
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import F, Max, OuterRef, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.crypto import encrypt_secret
@@ -263,7 +265,10 @@ def run_start(*, task: Task, user: User | None, api_key: str | None = None) -> P
                 RunTransition.objects.create(
                     run=run, from_status="", to_status=RunStatus.QUEUED, reason="started", actor=user
                 )
-                Task.objects.filter(pk=task.pk).update(pipeline_state=_pipeline_state(run))
+                Task.objects.filter(pk=task.pk).update(
+                    pipeline_state=_pipeline_state(run),
+                    total_cost=Coalesce(F("total_cost"), Value(Decimal(0))),  # None: never run
+                )
                 event_publish(
                     task=task,
                     run=run,
@@ -417,3 +422,42 @@ def runs_cleanup_worktrees(*, older_than_hours: int | None = None) -> int:
             continue
         removed += 1
     return removed
+
+
+# --- What runs cost -----------------------------------------------------------------------
+
+
+def task_cost_add(*, task_id: int, amount: Decimal) -> None:
+    """Add what a call cost to its task's total (Task.total_cost, the board card's)."""
+    Task.objects.filter(pk=task_id).update(total_cost=Coalesce(F("total_cost"), Value(Decimal(0))) + amount)
+
+
+def run_usage_add(*, run: PipelineRun, input_tokens: int, output_tokens: int, cost: Decimal) -> None:
+    """Count one agent call's tokens and cost on its run, and the cost on the run's task,
+    in one transaction."""
+    with transaction.atomic():
+        PipelineRun.objects.filter(pk=run.pk).update(
+            input_tokens=F("input_tokens") + input_tokens,
+            output_tokens=F("output_tokens") + output_tokens,
+            cost_usd=F("cost_usd") + cost,
+        )
+        task_cost_add(task_id=run.task_id, amount=cost)
+
+
+def task_cost_refresh(*, task_id: int) -> None:
+    """Recount the task's total from its runs (None when it has none left)."""
+    total = (
+        PipelineRun.objects.filter(task=OuterRef("pk"))
+        .order_by()
+        .values("task")
+        .annotate(total=Sum("cost_usd"))
+        .values("total")
+    )
+    Task.objects.filter(pk=task_id).update(total_cost=Subquery(total))
+
+
+def run_deleted(sender: type[PipelineRun], instance: PipelineRun, origin: Any = None, **kwargs: Any) -> None:
+    """post_delete of a run: runs deleted themselves (in the admin, or a start the queue
+    refused) no longer count in their task's total. A task deleted with its runs needs nothing."""
+    if isinstance(origin, PipelineRun) or getattr(origin, "model", None) is PipelineRun:
+        task_cost_refresh(task_id=instance.task_id)

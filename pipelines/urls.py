@@ -1,4 +1,4 @@
-"""The task page's pipeline actions (HTML). Included at the site root."""
+"""The task page's pipeline actions and a run's lineage page (HTML). Included at the site root."""
 
 from __future__ import annotations
 
@@ -16,4 +16,6 @@ urlpatterns = [
     path("runs/<id:run_id>/approve", views.run_approve, name="approve"),
     path("runs/<id:run_id>/patch", views.run_patch, name="patch"),
     path("runs/<id:run_id>/discard-branch", views.run_discard_branch, name="discard_branch"),
+    # Under /memory/ since it shows what the agents remembered (the context store).
+    path("memory/runs/<id:run_id>/lineage", views.run_lineage, name="run-lineage"),
 ]

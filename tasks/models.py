@@ -61,6 +61,15 @@ class Task(TimeStampedModel):
     position = models.PositiveIntegerField(default=0, help_text="Order within its column, from 0.")
     subtasks = models.JSONField(default=list, blank=True, help_text="Ordered subtasks from the Planner.")
     pipeline_state = models.JSONField(default=dict, blank=True, help_text="Summary of the latest pipeline run.")
+    # Kept by the pipeline as its agent calls are paid for (the board card shows it).
+    total_cost = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="What all the task's pipeline runs cost, in USD; empty before its first run.",
+    )
 
     class Meta:
         ordering = ["project", "status", "position", "id"]

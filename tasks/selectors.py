@@ -2,13 +2,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value, When, Window
+from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Value, When, Window
 from django.db.models.functions import RowNumber
 
 from accounts.models import User
 from core.converters import parse_id
 from core.exceptions import NotFound
-from pipelines.models import PipelineRun
 from projects.models import Project
 
 from .models import Task, TaskStatus, TaskStatusChange
@@ -73,19 +72,6 @@ class BoardColumn:
         return max(0, self.total - self.offset - len(self.tasks))
 
 
-def _with_cost(tasks: QuerySet[Task]) -> QuerySet[Task]:
-    # A subquery, not Sum() over a join: no GROUP BY, so the row-number window and the
-    # slicing below apply to tasks, not to task × run rows.
-    runs = (
-        PipelineRun.objects.filter(task=OuterRef("pk"))
-        .order_by()
-        .values("task")
-        .annotate(total=Sum("cost_usd"))
-        .values("total")
-    )
-    return tasks.annotate(total_cost=Subquery(runs))
-
-
 def task_board(
     *,
     user: User,
@@ -100,7 +86,7 @@ def task_board(
     Each task carries ``total_cost``: what all its pipeline runs cost (None without runs).
     """
     tasks = task_list(user=user, project=project, category=category, q=q)
-    ranked = _with_cost(tasks).annotate(
+    ranked = tasks.annotate(
         column_rank=Window(RowNumber(), partition_by=[F("status")], order_by=[F("position"), F("id")]),
         # Windows are computed before the rank filter applies: the count is the column's.
         column_total=Window(Count("id"), partition_by=[F("status")]),
@@ -128,7 +114,7 @@ def task_board_column(
     offset = max(0, offset)
     return BoardColumn(
         status=status,
-        tasks=list(_with_cost(tasks)[offset : offset + limit]),
+        tasks=list(tasks[offset : offset + limit]),
         total=tasks.count(),
         offset=offset,
     )

@@ -16,7 +16,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from core.exceptions import InvalidTransition, NotFound
 from core.forms import add_service_errors
-from pipelines.views import panel_context
 from projects.context_processors import get_current_project, set_current_project
 from projects.models import Project
 from projects.views import get_project_or_404
@@ -174,7 +173,6 @@ def _detail_context(task: Task, **extra: Any) -> dict[str, Any]:
         "task": task,
         "move_choices": [(status, labels[status]) for status in allowed],
         "history": task_history(task=task),
-        **panel_context(task=task),
         **extra,
     }
 

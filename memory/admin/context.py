@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from core.admin import admin_change_link
 from memory.models import ContextItem
 from memory.services.context import context_decode
 
@@ -56,8 +57,7 @@ class ContextItemAdmin(admin.ModelAdmin):
     def run_link(self, item: ContextItem) -> SafeString | str:
         if item.run_id is None:
             return "—"
-        url = reverse("admin:pipelines_pipelinerun_change", args=[item.run_id])
-        return format_html('<a href="{}">{}</a>', url, item.run)
+        return admin_change_link(item.run)
 
     @admin.display(description="Content (decompressed)")
     def content_preview(self, item: ContextItem) -> SafeString:

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from accounts.selectors import request_user
 from core.api import ApiView, StrictCharField, StrictJSONField, error_responses
 from memory.models import ContextItem
-from memory.selectors.context import context_lineage, context_list_for_run, context_run_get_for_user
+from memory.selectors.context import context_lineage, context_list_for_run_id
 from memory.services.context import context_decode, context_get, context_get_many, context_save, context_touch
 
 IDS_MAX = 100
@@ -131,8 +131,8 @@ class ContextListApi(ApiView):
         if query.validated_data.get("ids"):
             items = context_get_many(user=user, context_ids=query.validated_data["ids"])
             return Response(ContextItemSerializer(items, many=True).data)
-        run = context_run_get_for_user(user=user, run_id=query.validated_data["run"])
-        return Response(ContextItemSummarySerializer(context_list_for_run(user=user, run=run), many=True).data)
+        items = context_list_for_run_id(user=user, run_id=query.validated_data["run"])
+        return Response(ContextItemSummarySerializer(items, many=True).data)
 
     @extend_schema(
         operation_id="memory_contexts_create",

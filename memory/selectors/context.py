@@ -1,21 +1,26 @@
-"""Reads of the context store: a run's items and an item's lineage."""
+"""Reads of the context store: a user's items, a run's items and an item's lineage."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 
-from core.converters import parse_id
 from core.exceptions import NotFound
 from memory.models import ContextItem
 from memory.services.context import CONTEXT_NOT_FOUND
 
 if TYPE_CHECKING:
     from accounts.models import User
-    from pipelines.models import PipelineRun
 
 RUN_NOT_FOUND = "No such run."
+
+# A run's items (the list API's ``?run=``): memory keeps items per pipeline run but knows
+# nothing of runs, which belong to a higher layer. That layer registers at start-up how to
+# list the items of one of a user's runs, raising NotFound for a run that is not theirs.
+RunItemsLister = Callable[..., list[ContextItem]]
+_run_items_lister: list[RunItemsLister] = []
 
 
 def context_list_for_user(*, user: User) -> QuerySet[ContextItem]:
@@ -30,21 +35,17 @@ def context_get_for_user(*, user: User, context_id: str) -> ContextItem:
     return item
 
 
-def context_run_get_for_user(*, user: User, run_id: object) -> PipelineRun:
-    from pipelines.models import PipelineRun
+def context_run_items_lister_register(lister: RunItemsLister) -> None:
+    """Set the lister of a run's items: ``lister(user=..., run_id=...)``."""
+    _run_items_lister[:] = [lister]
 
-    run_pk = parse_id(run_id)
-    if run_pk is None:
+
+def context_list_for_run_id(*, user: User, run_id: object) -> list[ContextItem]:
+    """The items of one of the user's runs, oldest first; NotFound when there is no such
+    run of theirs (or no lister is registered)."""
+    if not _run_items_lister:
         raise NotFound(RUN_NOT_FOUND)
-    run = PipelineRun.objects.select_related("task__project").filter(pk=run_pk, task__project__owner=user).first()
-    if run is None:
-        raise NotFound(RUN_NOT_FOUND)
-    return run
-
-
-def context_list_for_run(*, user: User, run: PipelineRun) -> list[ContextItem]:
-    """The run's items, oldest first (the order the pipeline made them)."""
-    return list(context_list_for_user(user=user).filter(run=run).order_by("created_at"))
+    return _run_items_lister[0](user=user, run_id=run_id)
 
 
 def context_lineage(*, user: User, context_id: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,24 @@ def daily_log_sessions(entries: QuerySet[DailyLogEntry] | list[DailyLogEntry]) -
     for entry in entries:
         sessions.setdefault(entry.session, []).append(entry)
     return [{"session": name, "entries": items} for name, items in sessions.items()]
+
+
+# A daily log session may have a page in a higher layer (a pipeline run's "run-<id>"
+# sessions: the run's lineage). That layer registers at start-up the sessions' prefix and
+# the URL name of their page, which takes the id.
+_session_pages: dict[str, str] = {}
+
+
+def daily_log_session_page_register(*, prefix: str, url_name: str) -> None:
+    _session_pages[prefix] = url_name
+
+
+def daily_log_session_page(session: str) -> tuple[str, int] | None:
+    """``(URL name, id)`` of the session's page, or None when it has none."""
+    for prefix, url_name in _session_pages.items():
+        if match := re.fullmatch(re.escape(prefix) + r"(\d+)", session):
+            return url_name, int(match.group(1))
+    return None
 
 
 def notes_markdown(*, agent_id: str, note: AgentNote | None) -> str:

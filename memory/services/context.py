@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import logging
 import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -25,9 +24,6 @@ from memory.models import ContextItem
 
 if TYPE_CHECKING:
     from accounts.models import User
-    from pipelines.models import PipelineRun
-
-logger = logging.getLogger(__name__)
 
 CONTENT_MAX_BYTES = 1024 * 1024
 CONTENT_TOO_LARGE = "The content is larger than 1 MiB of JSON."
@@ -35,13 +31,6 @@ CONTENT_NOT_JSON = "The content is not JSON-serialisable."
 CONTEXT_NOT_FOUND = "No such context item."
 PARENT_NOT_FOUND = "Unknown parent context item: {id}."
 TYPE_REQUIRED = "A context item needs a type."
-
-# Agent → (input type, output type) of the items a pipeline call leaves behind.
-AGENT_ITEM_TYPES: dict[str, tuple[str, str]] = {
-    "planner": ("task", "plan"),
-    "coder": ("prompt", "changes"),
-    "reviewer": ("prompt", "review"),
-}
 
 
 def canonical_json(content: Any) -> bytes:
@@ -73,10 +62,11 @@ def context_save(
     parent_ids: list[str] | None = None,
     metadata: dict[str, Any] | None = None,
     ttl_seconds: int | None = None,
-    run: PipelineRun | None = None,
+    run_id: int | None = None,
 ) -> tuple[ContextItem, bool]:
     """Save ``content`` and return ``(item, created)``. Identical content of the same
-    owner is one item, whatever the compression: the existing one is returned."""
+    owner is one item, whatever the compression: the existing one is returned.
+    ``run_id``: the pipeline run whose lineage the item is part of, if any."""
     if not type:
         raise ValidationError({"type": [TYPE_REQUIRED]})
     raw = canonical_json(content)
@@ -102,7 +92,7 @@ def context_save(
     item = ContextItem(
         id=f"ctx_{uuid.uuid4().hex}",
         owner=owner,
-        run=run,
+        run_id=run_id,
         type=type,
         agent_id=agent_id,
         content=stored,
@@ -154,91 +144,3 @@ def context_touch(*, user: User, context_id: str) -> ContextItem:
 def context_delete_expired(*, now: datetime | None = None) -> int:
     deleted, _ = ContextItem.objects.filter(expires_at__lte=now or timezone.now()).delete()
     return deleted
-
-
-# --- The pipeline's lineage -----------------------------------------------------------------
-
-
-def _latest_of_run(run: PipelineRun, type: str) -> ContextItem | None:
-    return ContextItem.objects.filter(run=run, type=type).order_by("-created_at").first()
-
-
-def _phase_parents(run: PipelineRun, agent: str) -> list[str]:
-    wanted: list[str] = []
-    if agent == "coder":
-        wanted = ["plan"]
-        if run.review_findings or run.feedback:
-            wanted.append("review")
-    elif agent == "reviewer":
-        wanted = ["changes"]
-    return [item.pk for name in wanted if (item := _latest_of_run(run, name)) is not None]
-
-
-def context_record_agent_output(
-    *, run: PipelineRun, agent: str, prompt: str, output: dict[str, Any]
-) -> tuple[list[str], str]:
-    """Store one successful agent call as an input item (the prompt, whose parents are
-    the previous phase's outputs) and an output item (the tool input). Returns
-    ``(input ids, output id)`` for the daily log."""
-    owner = run.task.project.owner
-    input_type, output_type = AGENT_ITEM_TYPES.get(agent, ("prompt", agent))
-    parents = _phase_parents(run, agent)
-    # Run and iteration are part of the content so that two runs never share an item.
-    where = {"run": run.pk, "phase": run.status, "iteration": run.iteration}
-    input_content: dict[str, Any] = {**where, "prompt": prompt}
-    if agent == "planner":
-        input_content.update(title=run.task.title, description=run.task.description)
-    input_item, _ = context_save(
-        owner=owner,
-        run=run,
-        type=input_type,
-        agent_id=agent,
-        content=input_content,
-        parent_ids=parents,
-        metadata={"role": "input", **where},
-    )
-    output_item, _ = context_save(
-        owner=owner,
-        run=run,
-        type=output_type,
-        agent_id=agent,
-        content={**where, "output": output},
-        parent_ids=[*parents, input_item.pk],
-        metadata={"role": "output", "input_id": input_item.pk, **where},
-    )
-    return [input_item.pk, *parents], output_item.pk
-
-
-def context_record_agent_call(
-    *,
-    run: PipelineRun,
-    agent: str,
-    outcome: str,
-    prompt: str = "",
-    output: dict[str, Any] | None = None,
-    duration_ms: int = 0,
-    error: str = "",
-) -> None:
-    """The pipeline's one hook: remember a call (its context items when it succeeded)
-    and add it to the agent's daily log. Never breaks the run: a failure is logged."""
-    from .notes import daily_log_record
-
-    try:
-        with transaction.atomic():
-            input_ids: list[str] = []
-            output_id = ""
-            if outcome == "ok" and output is not None:
-                input_ids, output_id = context_record_agent_output(run=run, agent=agent, prompt=prompt, output=output)
-            daily_log_record(
-                owner=run.task.project.owner,
-                agent_id=agent,
-                session=f"run-{run.pk}",
-                type=AGENT_ITEM_TYPES.get(agent, ("", agent))[1],
-                input_context_ids=input_ids,
-                output_context_id=output_id,
-                duration_ms=duration_ms,
-                outcome=outcome,
-                error=error,
-            )
-    except Exception:
-        logger.exception("Run %s: could not record the %s call in memory", run.pk, agent)

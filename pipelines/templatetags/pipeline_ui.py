@@ -1,4 +1,5 @@
-"""Presentation filters for pipeline runs: money, token counts, status chips, anchors."""
+"""Presentation filters for pipeline runs (money, token counts, status chips, anchors) and
+the task page's pipeline section (``{% run_panel task %}``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django import template
+from django.template import Context
 
 from pipelines.models import RunStatus
+from pipelines.panel import panel_context
+from tasks.models import Task
 
 register = template.Library()
 
@@ -73,3 +77,13 @@ def is_working(status: Any) -> bool:
 def file_anchor(path: str) -> str:
     """A stable element id for a file's diff (paths may hold any character)."""
     return "file-" + hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:12]
+
+
+@register.inclusion_tag("pipelines/_section.html", takes_context=True)
+def run_panel(context: Context, task: Task) -> dict[str, Any]:
+    """The task page's pipeline section: the run panel, the agents' log panes and the diff.
+
+    It sees the page's context (the request, csrf token, messages) with the panel's on top.
+    """
+    page: dict[Any, Any] = context.flatten()
+    return {**page, **panel_context(task=task)}

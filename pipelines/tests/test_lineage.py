@@ -1,5 +1,6 @@
-"""A real pipeline run (against the fake Anthropic server) leaves its lineage in the
-context store and every agent call in the agents' daily logs."""
+"""A run's lineage (pipelines.lineage): a real pipeline run (against the fake Anthropic
+server) leaves its lineage in the context store and every agent call in the agents' daily
+logs; the context API's ``?run=`` list and the lineage page read it back."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import pytest
 from django.utils import timezone
 
 from memory.models import ContextItem, DailyLogEntry
-from memory.services.context import context_decode
+from memory.services.context import context_decode, context_save
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
 from pipelines.orchestrator import run_advance
 from pipelines.services import run_cancel, run_start
 from tasks.models import Task
+from tests.api_helpers import assert_error
 from tests.factories import TaskFactory
 from tests.fake_anthropic import HttpError, ToolReply
 from tests.workers import drive_in_process
@@ -161,3 +163,18 @@ def test_the_lineage_page_is_the_owners_only(fake_llm, task, owner, other_user, 
     client.logout()
     response = client.get(f"/memory/runs/{run.pk}/lineage")
     assert response.status_code == 302 and "login" in response["Location"]
+
+
+def test_list_by_run_is_the_runs_lineage(owner, project, other_user, owner_client, other_client) -> None:
+    run = PipelineRun.objects.create(task=TaskFactory(project=project), number=1)
+    task_item, _ = context_save(owner=owner, run_id=run.pk, type="task", content="t")
+    plan, _ = context_save(owner=owner, run_id=run.pk, type="plan", content="p", parent_ids=[task_item.pk])
+    context_save(owner=owner, type="unrelated", content="u")
+    rows = owner_client.get("/api/memory/contexts", {"run": run.pk}).json()
+    assert [(row["type"], row["parent_ids"], row["run"]) for row in rows] == [
+        ("task", [], run.pk),
+        ("plan", [task_item.pk], run.pk),
+    ]
+    assert plan.access_count == 0
+    assert_error(other_client.get("/api/memory/contexts", {"run": run.pk}), 404, "not_found")
+    assert_error(owner_client.get("/api/memory/contexts", {"run": 999999}), 404, "not_found")
