@@ -10,7 +10,7 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -27,7 +27,7 @@ from memory.selectors.semantic import (
     memory_list_recent,
     memory_search,
 )
-from memory.services.semantic import MemoryNotFound, memory_create, memory_delete, memory_reinforce
+from memory.services.semantic import memory_create, memory_delete, memory_reinforce
 from projects.models import Project
 
 RESULT_LIMIT = 20
@@ -132,17 +132,10 @@ def recall_add(request: HttpRequest) -> HttpResponse:
     return render(request, "memory/recall.html", context, status=400)
 
 
-def _memory_id_or_404(request: HttpRequest, memory_id: int) -> int:
-    try:
-        return memory_get_for_user(user=request_user(request), memory_id=memory_id).pk
-    except MemoryNotFound as exc:
-        raise Http404(exc.message) from None
-
-
 @login_required
 @require_POST
 def recall_reinforce(request: HttpRequest, memory_id: int) -> HttpResponse:
-    pk = _memory_id_or_404(request, memory_id)
+    pk = memory_get_for_user(user=request_user(request), memory_id=memory_id).pk
     try:
         memory_reinforce(owner=request_user(request), memory_id=pk)
     except ApplicationError as exc:
@@ -155,7 +148,7 @@ def recall_reinforce(request: HttpRequest, memory_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def recall_delete(request: HttpRequest, memory_id: int) -> HttpResponse:
-    pk = _memory_id_or_404(request, memory_id)
+    pk = memory_get_for_user(user=request_user(request), memory_id=memory_id).pk
     memory_delete(owner=request_user(request), memory_id=pk)
     messages.success(request, "Memory deleted.")
     return _back(request)

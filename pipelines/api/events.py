@@ -20,7 +20,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import renderers
 from rest_framework.request import Request
 
-from accounts.models import User
+from accounts.selectors import request_user
 from core.api import ApiView, error_responses
 from tasks.models import Task
 from tasks.selectors import task_get_for_user
@@ -101,9 +101,7 @@ class TaskEventsApi(ApiView):
         },
     )
     def get(self, request: Request, task_id: str) -> StreamingHttpResponse:
-        user = request.user
-        assert isinstance(user, User)
-        task = task_get_for_user(user=user, task_id=task_id)
+        task = task_get_for_user(user=request_user(request), task_id=task_id)
         follow = request.query_params.get("follow", "true").lower() not in ("0", "false", "no")
         response = StreamingHttpResponse(
             event_stream(task, _last_event_id(request), follow), content_type="text/event-stream"
