@@ -5,9 +5,6 @@ Thin views over memory.services.facts and memory.selectors.facts.
 
 from __future__ import annotations
 
-from typing import Any
-
-from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -15,12 +12,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.models import User
 from accounts.selectors import request_user
 from core.exceptions import Conflict
 from core.forms import add_service_errors
+from memory.forms.facts import FactForm, GoalForm
 from memory.models import Goal
-from memory.models.facts import DEADLINE_MAX_LENGTH, FACT_MAX_LENGTH, GOAL_MAX_LENGTH
 from memory.selectors.facts import (
     fact_get_for_user,
     fact_list,
@@ -30,45 +26,8 @@ from memory.selectors.facts import (
 )
 from memory.services import facts as services
 from projects.context_processors import get_current_project
-from projects.models import Project
 
 LIST_LIMIT = 200
-
-
-class _ProjectForm(forms.Form):
-    project = forms.ModelChoiceField(
-        queryset=Project.objects.none(),
-        required=False,
-        empty_label="All projects",
-    )
-
-    def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        field: forms.ModelChoiceField = self.fields["project"]  # type: ignore[assignment]
-        field.queryset = Project.objects.filter(owner=user).order_by("created_at", "id")
-
-
-class FactForm(_ProjectForm):
-    content = forms.CharField(
-        max_length=FACT_MAX_LENGTH,
-        label="Fact",
-        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "e.g. We deploy with GitHub Actions"}),
-    )
-    field_order = ["content", "project"]
-
-
-class GoalForm(_ProjectForm):
-    text = forms.CharField(
-        max_length=GOAL_MAX_LENGTH,
-        label="Goal",
-        widget=forms.TextInput(attrs={"placeholder": "e.g. Ship the CSV export", "autocomplete": "off"}),
-    )
-    deadline = forms.CharField(
-        max_length=DEADLINE_MAX_LENGTH,
-        required=False,
-        widget=forms.TextInput(attrs={"placeholder": "e.g. Friday", "autocomplete": "off"}),
-    )
-    field_order = ["text", "deadline", "project"]
 
 
 def _index(
