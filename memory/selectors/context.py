@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 
-from core.converters import parse_id
 from core.exceptions import NotFound
+from core.selectors import one_or_not_found
 from memory.models import ContextItem
 from memory.services.context import CONTEXT_NOT_FOUND
 
@@ -33,13 +33,8 @@ def context_get_for_user(*, user: User, context_id: str) -> ContextItem:
 def context_run_get_for_user(*, user: User, run_id: object) -> PipelineRun:
     from pipelines.models import PipelineRun
 
-    run_pk = parse_id(run_id)
-    if run_pk is None:
-        raise NotFound(RUN_NOT_FOUND)
-    run = PipelineRun.objects.select_related("task__project").filter(pk=run_pk, task__project__owner=user).first()
-    if run is None:
-        raise NotFound(RUN_NOT_FOUND)
-    return run
+    runs = PipelineRun.objects.select_related("task__project").filter(task__project__owner=user)
+    return one_or_not_found(runs, run_id, RUN_NOT_FOUND)
 
 
 def context_list_for_run(*, user: User, run: PipelineRun) -> list[ContextItem]:
