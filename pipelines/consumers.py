@@ -14,10 +14,11 @@ from channels.db import database_sync_to_async
 
 from core.consumers import LiveConsumer
 from projects.selectors import project_get_for_user
+from tasks.models import Task
 from tasks.selectors import task_get_for_user
 
 from .events import as_message, project_group, task_group
-from .models import RunEvent
+from .selectors import run_events
 
 
 class _EventsConsumer(LiveConsumer):
@@ -54,17 +55,16 @@ class _EventsConsumer(LiveConsumer):
 
 
 class TaskEventsConsumer(_EventsConsumer):
-    task_id: int = 0
+    task: Task | None = None
 
     async def resolve_group(self, user: Any) -> str | None:
-        task = await database_sync_to_async(task_get_for_user)(user=user, task_id=self.object_id)
-        self.task_id = task.pk
-        return task_group(task.pk)
+        self.task = await database_sync_to_async(task_get_for_user)(user=user, task_id=self.object_id)
+        return task_group(self.task.pk)
 
     async def backlog(self, after_id: int) -> list[dict[str, Any]]:
         def load() -> list[dict[str, Any]]:
-            events = RunEvent.objects.filter(task_id=self.task_id, id__gt=after_id).order_by("id")[:5000]
-            return [as_message(event) for event in events]
+            assert self.task is not None
+            return [as_message(event) for event in run_events(task=self.task, after_id=after_id)]
 
         return await database_sync_to_async(load)()
 

@@ -26,7 +26,7 @@ from tasks.models import Task
 from tasks.selectors import task_get_for_user
 
 from ..events import EventType, as_message
-from ..models import RunEvent
+from ..selectors import run_events
 
 POLL_SECONDS = 0.25
 KEEPALIVE_SECONDS = 30.0
@@ -55,7 +55,7 @@ def _last_event_id(request: Request) -> int:
 
 
 def _batch(task: Task, after_id: int) -> list[dict[str, Any]]:
-    return [as_message(event) for event in RunEvent.objects.filter(task=task, id__gt=after_id).order_by("id")[:500]]
+    return [as_message(event) for event in run_events(task=task, after_id=after_id, limit=500)]
 
 
 async def event_stream(
