@@ -4,8 +4,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from core.converters import parse_id
-from core.exceptions import NotFound
+from core.selectors import one_or_not_found
 
 from .models import ApiToken, User
 
@@ -28,8 +27,4 @@ def api_token_list_for_user(*, user: User) -> QuerySet[ApiToken]:
 
 def api_token_get_for_user(*, user: User, token_id: object) -> ApiToken:
     """The user's token, or NotFound — also when it exists but is someone else's."""
-    pk = parse_id(token_id)
-    token = ApiToken.objects.filter(user=user, pk=pk).first() if pk is not None else None
-    if token is None:
-        raise NotFound(TOKEN_NOT_FOUND)
-    return token
+    return one_or_not_found(ApiToken.objects.filter(user=user), token_id, TOKEN_NOT_FOUND)

@@ -8,14 +8,14 @@ from django.contrib import messages
 from django.contrib.auth import login, logout, update_session_auth_hash
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
-from core.exceptions import NotFound, RateLimited
+from core.exceptions import RateLimited
 from core.forms import add_service_errors
 
 from .forms import LoginForm, PasswordChangeForm, RegisterForm, TokenCreateForm
@@ -185,10 +185,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
-    try:
-        token = api_token_get_for_user(user=request_user(request), token_id=token_id)
-    except NotFound as exc:
-        raise Http404(exc.message) from None
+    token = api_token_get_for_user(user=request_user(request), token_id=token_id)
     api_token_revoke(token=token)
     messages.success(request, TOKEN_REVOKED.format(name=token.name or f"{token.prefix}…"))
     return redirect("accounts:tokens")

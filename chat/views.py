@@ -10,16 +10,17 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from accounts.models import User
+from accounts.selectors import request_user
 from chat.events import chat_message_payload
 from chat.selectors import chat_message_list, chat_session_current_open, chat_session_state
 from chat.services import NEW_SESSION_COMMAND, ChatImage, chat_image_validate, chat_message_send
-from core.exceptions import ApplicationError, NotFound
+from core.exceptions import ApplicationError
 from projects.models import Project
 from projects.selectors import project_get_for_user, project_list_for_user
 
@@ -27,19 +28,13 @@ PAGE_MESSAGES = 100
 
 
 def _project(user: User, raw: str | None) -> Project | None:
-    if not raw:
-        return None
-    try:
-        return project_get_for_user(user=user, project_id=raw)
-    except NotFound:
-        raise Http404 from None
+    return project_get_for_user(user=user, project_id=raw) if raw else None
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def chat_page(request: HttpRequest) -> HttpResponse:
-    user = request.user
-    assert isinstance(user, User)
+    user = request_user(request)
     project = _project(user, request.GET.get("project") or request.POST.get("project"))
     url = reverse("chat:page") + (f"?project={project.pk}" if project else "")
     if request.method == "POST":

@@ -3,8 +3,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
+from django.core.handlers.exception import response_for_exception
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
+
+from .exceptions import NotFound
 
 
 class ApiTrailingSlashMiddleware:
@@ -84,3 +87,25 @@ class NulCharacterMiddleware:
             return self.get_response(request)
         shown = [name.replace("\x00", "") for name in fields]
         return render(request, "bad_request.html", {"message": NUL_NOT_ALLOWED, "fields": shown}, status=400)
+
+
+class NotFoundMiddleware:
+    """Answer ``core.exceptions.NotFound`` from a page with the 404 page.
+
+    Selectors raise NotFound for what is missing or not the user's (the same answer for
+    both); page views just call them. The response is the one ``raise Http404`` gives
+    (the handler404 page, templates/404.html; Django's debug page under DEBUG), htmx
+    requests included. The API maps NotFound itself, in its own error body
+    (core.exception_handlers), so /api/ paths are left alone.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, NotFound) or request.path_info.startswith("/api/"):
+            return None
+        return response_for_exception(request, Http404(exception.message))

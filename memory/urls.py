@@ -6,7 +6,7 @@ from django.urls import include, path
 
 app_name = "memory"
 urlpatterns = [
-    path("memory/", include("memory.facts_urls")),
-    path("memory/", include("memory.semantic_urls")),
-    path("memory/", include("memory.notes_urls")),
+    path("memory/", include("memory.views.facts_urls")),
+    path("memory/", include("memory.views.semantic_urls")),
+    path("memory/", include("memory.views.notes_urls")),
 ]

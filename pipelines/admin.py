@@ -7,6 +7,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
+from accounts.selectors import request_user
 from core.admin import admin_change_link
 from core.exceptions import ApplicationError
 
@@ -93,11 +94,11 @@ class PipelineRunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel the selected runs")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[PipelineRun]) -> None:
-        self._apply(request, queryset, lambda run: run_cancel(run=run, actor=request.user), "cancelled")  # type: ignore[arg-type]
+        self._apply(request, queryset, lambda run: run_cancel(run=run, actor=request_user(request)), "cancelled")
 
     @admin.action(description="Retry the selected runs (resume paused ones, restart the others)")
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[PipelineRun]) -> None:
-        self._apply(request, queryset, lambda run: run_retry(run=run, actor=request.user), "retried")  # type: ignore[arg-type]
+        self._apply(request, queryset, lambda run: run_retry(run=run, actor=request_user(request)), "retried")
 
     def _apply(self, request: HttpRequest, queryset: QuerySet[PipelineRun], action: Any, verb: str) -> None:
         done = 0

@@ -7,8 +7,7 @@ from typing import Any
 from django.db.models import Count, Max, QuerySet, Sum
 
 from accounts.models import User
-from core.converters import parse_id
-from core.exceptions import NotFound
+from core.selectors import one_or_not_found
 from tasks.models import Task
 
 from .diff import ChangeSetDiff, diff_changes, diff_file_versions
@@ -24,13 +23,8 @@ def run_list_for_task(*, task: Task) -> QuerySet[PipelineRun]:
 
 def run_get_for_user(*, user: User, run_id: object) -> PipelineRun:
     """The user's run, or NotFound — also when it exists but is someone else's."""
-    pk = parse_id(run_id)
-    if pk is None:
-        raise NotFound(RUN_NOT_FOUND)
-    run = PipelineRun.objects.select_related("task__project").filter(pk=pk, task__project__owner=user).first()
-    if run is None:
-        raise NotFound(RUN_NOT_FOUND)
-    return run
+    runs = PipelineRun.objects.select_related("task__project").filter(task__project__owner=user)
+    return one_or_not_found(runs, run_id, RUN_NOT_FOUND)
 
 
 def run_latest_for_task(*, task: Task) -> PipelineRun | None:

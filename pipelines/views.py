@@ -13,21 +13,21 @@ from collections.abc import Callable
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.selectors import request_user
-from core.exceptions import ApplicationError, NotFound
+from core.exceptions import ApplicationError
 from tasks.models import Task
 from tasks.selectors import task_get_for_user
 
 from . import services
 from .forms import RequestChangesForm, StartRunForm
 from .lineage import context_run_get_for_user, lineage_rows
-from .models import PipelineRun, RunStatus
+from .models import RunStatus
 from .panel import panel_context
 from .selectors import run_get_for_user
 
@@ -39,20 +39,6 @@ CHANGES_REQUESTED = "Changes requested: the Coder is working on your feedback."
 RUN_APPROVED = "Approved. The task moved to Done."
 RUN_APPROVED_MERGED = "Approved and merged into {base} ({commit}). The task moved to Done."
 BRANCH_DISCARDED = "Branch {branch} deleted."
-
-
-def _task_or_404(request: HttpRequest, task_id: int) -> Task:
-    try:
-        return task_get_for_user(user=request_user(request), task_id=task_id)
-    except NotFound as exc:
-        raise Http404(exc.message) from None
-
-
-def _run_or_404(request: HttpRequest, run_id: int) -> PipelineRun:
-    try:
-        return run_get_for_user(user=request_user(request), run_id=run_id)
-    except NotFound as exc:
-        raise Http404(exc.message) from None
 
 
 def _respond(request: HttpRequest, task: Task) -> HttpResponse:
@@ -87,14 +73,14 @@ def _form_error(form: StartRunForm | RequestChangesForm) -> str:
 @require_GET
 def pipeline_panel(request: HttpRequest, task_id: int) -> HttpResponse:
     """The panel alone, for htmx refreshes; a plain visit goes to the task page."""
-    task = _task_or_404(request, task_id)
+    task = task_get_for_user(user=request_user(request), task_id=task_id)
     return _respond(request, task)
 
 
 @login_required
 @require_POST
 def pipeline_start(request: HttpRequest, task_id: int) -> HttpResponse:
-    task = _task_or_404(request, task_id)
+    task = task_get_for_user(user=request_user(request), task_id=task_id)
     form = StartRunForm(request.POST)
     if not form.is_valid():
         messages.error(request, _form_error(form))
@@ -110,7 +96,7 @@ def pipeline_start(request: HttpRequest, task_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_or_404(request, run_id)
+    run = run_get_for_user(user=request_user(request), run_id=run_id)
 
     def cancel() -> str:
         services.run_cancel(run=run, actor=request_user(request))
@@ -122,7 +108,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_or_404(request, run_id)
+    run = run_get_for_user(user=request_user(request), run_id=run_id)
     form = StartRunForm(request.POST)
     if not form.is_valid():
         messages.error(request, _form_error(form))
@@ -141,7 +127,7 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_request_changes(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_or_404(request, run_id)
+    run = run_get_for_user(user=request_user(request), run_id=run_id)
     form = RequestChangesForm(request.POST)
     if not form.is_valid():
         messages.error(request, _form_error(form))
@@ -157,7 +143,7 @@ def run_request_changes(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_approve(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_or_404(request, run_id)
+    run = run_get_for_user(user=request_user(request), run_id=run_id)
 
     def approve() -> str:
         approved = services.run_approve(run=run, actor=request_user(request))
@@ -176,17 +162,13 @@ def run_approve(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_patch(request: HttpRequest, run_id: int) -> HttpResponse:
     from .api.views import patch_response
 
-    run = _run_or_404(request, run_id)
-    try:
-        return patch_response(run)
-    except NotFound as exc:
-        raise Http404(exc.message) from None
+    return patch_response(run_get_for_user(user=request_user(request), run_id=run_id))
 
 
 @login_required
 @require_POST
 def run_discard_branch(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_or_404(request, run_id)
+    run = run_get_for_user(user=request_user(request), run_id=run_id)
 
     def discard() -> str:
         services.run_discard_branch(run=run, actor=request_user(request))
@@ -200,9 +182,6 @@ def run_discard_branch(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_lineage(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run's context lineage: what each agent was given and produced, in order."""
     user = request_user(request)
-    try:
-        run = context_run_get_for_user(user=user, run_id=run_id)
-    except NotFound:
-        raise Http404("No such run.") from None
+    run = context_run_get_for_user(user=user, run_id=run_id)
     rows = lineage_rows(user=user, run=run)
     return render(request, "pipelines/lineage_run.html", {"run": run, "task": run.task, "rows": rows})

@@ -11,6 +11,8 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from accounts.selectors import request_user
+
 from .models import Project
 from .selectors import project_list_for_user
 
@@ -22,7 +24,7 @@ def user_projects(request: HttpRequest) -> list[Project]:
     """The signed-in user's projects, oldest first, each with ``task_count``."""
     cached = getattr(request, _CACHE_ATTR, None)
     if cached is None:
-        cached = list(project_list_for_user(user=request.user))  # type: ignore[arg-type]
+        cached = list(project_list_for_user(user=request_user(request)))
         setattr(request, _CACHE_ATTR, cached)
     return cached
 

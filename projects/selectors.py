@@ -3,8 +3,7 @@ from __future__ import annotations
 from django.db.models import Count, QuerySet
 
 from accounts.models import User
-from core.converters import parse_id
-from core.exceptions import NotFound
+from core.selectors import one_or_not_found
 
 from .models import Project
 
@@ -17,13 +16,7 @@ def project_list_for_user(*, user: User) -> QuerySet[Project]:
 
 def project_get_for_user(*, user: User, project_id: object) -> Project:
     """The user's project, or NotFound — also when it exists but is someone else's."""
-    pk = parse_id(project_id)
-    if pk is None:
-        raise NotFound(PROJECT_NOT_FOUND)
-    project = Project.objects.filter(owner=user, pk=pk).first()
-    if project is None:
-        raise NotFound(PROJECT_NOT_FOUND)
-    return project
+    return one_or_not_found(Project.objects.filter(owner=user), project_id, PROJECT_NOT_FOUND)
 
 
 def project_get_default(*, user: User) -> Project | None:

@@ -5,26 +5,18 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from core.exceptions import NotFound
+from accounts.selectors import request_user
 from core.forms import add_service_errors
 
 from . import services
 from .context_processors import set_current_project, user_projects
 from .forms import ProjectForm
-from .models import Project
 from .selectors import project_get_for_user
 from .services import LAST_PROJECT, LastProject
-
-
-def get_project_or_404(request: HttpRequest, project_id: object) -> Project:
-    try:
-        return project_get_for_user(user=request.user, project_id=project_id)  # type: ignore[arg-type]
-    except NotFound as exc:
-        raise Http404(exc.message) from None
 
 
 @login_required
@@ -41,7 +33,7 @@ def project_create(request: HttpRequest) -> HttpResponse:
     form = ProjectForm(request.POST)
     if form.is_valid():
         try:
-            project = services.project_create(owner=request.user, **form.cleaned_data)  # type: ignore[arg-type]
+            project = services.project_create(owner=request_user(request), **form.cleaned_data)
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:
@@ -54,7 +46,7 @@ def project_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def project_edit(request: HttpRequest, project_id: int) -> HttpResponse:
-    project = get_project_or_404(request, project_id)
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
     if request.method == "GET":
         form = ProjectForm(
             initial={field: getattr(project, field) for field in ("name", "description", *services.LLM_FIELDS)}
@@ -77,7 +69,7 @@ def project_edit(request: HttpRequest, project_id: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def project_delete(request: HttpRequest, project_id: int) -> HttpResponse:
-    project = get_project_or_404(request, project_id)
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
     if request.method == "POST":
         try:
             services.project_delete(project=project)

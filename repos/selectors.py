@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.converters import parse_id
-from core.exceptions import NotFound
+from core.selectors import one_or_not_found
 
 from .git import GitError, git_output, git_succeeds, run_git
 from .models import Repository, RepositoryStatus
@@ -25,13 +24,8 @@ FOLDER_GONE = "The folder {path} is not there any more (moved or deleted?). Link
 def repository_get_for_user(*, user: User, project_id: object) -> Repository:
     """The repository of a project the user owns; NotFound otherwise (not yours and
     not there look the same)."""
-    pk = parse_id(project_id)
-    if pk is None:
-        raise NotFound(NOT_LINKED)
-    repository = Repository.objects.select_related("project").filter(project_id=pk, project__owner=user).first()
-    if repository is None:
-        raise NotFound(NOT_LINKED)
-    return repository
+    repositories = Repository.objects.select_related("project").filter(project__owner=user)
+    return one_or_not_found(repositories, project_id, NOT_LINKED, field="project_id")
 
 
 def repository_for_project(*, project: Project) -> Repository | None:

@@ -12,9 +12,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.selectors import request_user
 from core.forms import add_service_errors
 from projects.models import Project
-from projects.views import get_project_or_404
+from projects.selectors import project_get_for_user
 
 from . import services
 from .forms import CloneForm, LinkForm, SettingsForm
@@ -58,13 +59,13 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
 @login_required
 @require_GET
 def repository_page(request: HttpRequest, project_id: int) -> HttpResponse:
-    return _page(request, get_project_or_404(request, project_id))
+    return _page(request, project_get_for_user(user=request_user(request), project_id=project_id))
 
 
 @login_required
 @require_POST
 def repository_link_view(request: HttpRequest, project_id: int) -> HttpResponse:
-    project = get_project_or_404(request, project_id)
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
     form = LinkForm(request.POST)
     if form.is_valid():
         try:
@@ -80,7 +81,7 @@ def repository_link_view(request: HttpRequest, project_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def repository_clone_view(request: HttpRequest, project_id: int) -> HttpResponse:
-    project = get_project_or_404(request, project_id)
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
     form = CloneForm(request.POST)
     if form.is_valid():
         try:
@@ -96,7 +97,7 @@ def repository_clone_view(request: HttpRequest, project_id: int) -> HttpResponse
 @login_required
 @require_POST
 def repository_settings_view(request: HttpRequest, project_id: int) -> HttpResponse:
-    project = get_project_or_404(request, project_id)
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
     repository = repository_for_project(project=project)
     if repository is None:
         return redirect("repos:page", project_id=project.pk)
@@ -116,7 +117,7 @@ def repository_settings_view(request: HttpRequest, project_id: int) -> HttpRespo
 @login_required
 @require_POST
 def repository_unlink_view(request: HttpRequest, project_id: int) -> HttpResponse:
-    project = get_project_or_404(request, project_id)
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
     repository = repository_for_project(project=project)
     if repository is not None:
         services.repository_unlink(repository=repository)

@@ -6,8 +6,7 @@ from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Value, W
 from django.db.models.functions import RowNumber
 
 from accounts.models import User
-from core.converters import parse_id
-from core.exceptions import NotFound
+from core.selectors import one_or_not_found
 from projects.models import Project
 
 from .models import Task, TaskStatus, TaskStatusChange
@@ -45,13 +44,7 @@ def task_list(
 
 def task_get_for_user(*, user: User, task_id: object) -> Task:
     """The user's task, or NotFound — also when it exists but is someone else's."""
-    pk = parse_id(task_id)
-    if pk is None:
-        raise NotFound(TASK_NOT_FOUND)
-    task = Task.objects.select_related("project").filter(project__owner=user, pk=pk).first()
-    if task is None:
-        raise NotFound(TASK_NOT_FOUND)
-    return task
+    return one_or_not_found(Task.objects.select_related("project").filter(project__owner=user), task_id, TASK_NOT_FOUND)
 
 
 # The board renders at most this many cards per column; "Show more" fetches the next

@@ -14,11 +14,12 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from core.exceptions import InvalidTransition, NotFound
+from accounts.selectors import request_user
+from core.exceptions import InvalidTransition
 from core.forms import add_service_errors
 from projects.context_processors import get_current_project, set_current_project
 from projects.models import Project
-from projects.views import get_project_or_404
+from projects.selectors import project_get_for_user
 
 from . import services
 from .forms import BoardFilterForm, TaskForm, TaskMoveForm
@@ -35,18 +36,12 @@ EMPTY_HINTS: dict[str, str] = {
 }
 
 
-def _task_or_404(request: HttpRequest, task_id: object) -> Task:
-    try:
-        return task_get_for_user(user=request.user, task_id=task_id)  # type: ignore[arg-type]
-    except NotFound as exc:
-        raise Http404(exc.message) from None
-
-
 @login_required
 @require_GET
 def board(request: HttpRequest) -> HttpResponse:
+    user = request_user(request)
     if request.GET.get("project"):
-        set_current_project(request, get_project_or_404(request, request.GET["project"]))
+        set_current_project(request, project_get_for_user(user=user, project_id=request.GET["project"]))
     # The switcher's copy of the project carries its task count.
     project = get_current_project(request)
     if project is None:
@@ -59,7 +54,7 @@ def board(request: HttpRequest) -> HttpResponse:
     more_status = request.GET.get("column")
     if more_status:
         return _board_column_more(request, project, more_status, category=category, q=q)
-    grouped = task_board(user=request.user, project=project, category=category, q=q)  # type: ignore[arg-type]
+    grouped = task_board(user=user, project=project, category=category, q=q)
     columns = [
         {
             "status": status,
@@ -118,7 +113,7 @@ def _board_column_more(
     except ValueError:
         offset = 0
     column = task_board_column(
-        user=request.user,  # type: ignore[arg-type]
+        user=request_user(request),
         project=project,
         status=status,
         offset=offset,
@@ -142,7 +137,8 @@ def task_create(request: HttpRequest) -> HttpResponse:
 
     form = TaskForm(request.POST)
     project_id = request.POST.get("project")
-    project = get_project_or_404(request, project_id) if project_id else get_current_project(request)
+    user = request_user(request)
+    project = project_get_for_user(user=user, project_id=project_id) if project_id else get_current_project(request)
     if project is None:
         messages.error(request, "Create a project first: tasks live in a project.")
         return redirect("projects:create")
@@ -155,7 +151,7 @@ def task_create(request: HttpRequest) -> HttpResponse:
                 description=data["description"],
                 category=data["category"],
                 priority=data["priority"],
-                actor=request.user,  # type: ignore[arg-type]
+                actor=user,
             )
         except ValidationError as exc:
             add_service_errors(form, exc)
@@ -191,7 +187,7 @@ def _edit_form(task: Task) -> TaskForm:
 @login_required
 @require_http_methods(["GET", "POST"])
 def task_detail(request: HttpRequest, task_id: int) -> HttpResponse:
-    task = _task_or_404(request, task_id)
+    task = task_get_for_user(user=request_user(request), task_id=task_id)
     if request.method == "GET":
         return render(request, "tasks/detail.html", _detail_context(task, form=_edit_form(task)))
 
@@ -219,7 +215,7 @@ def task_detail(request: HttpRequest, task_id: int) -> HttpResponse:
 @require_POST
 def task_move(request: HttpRequest, task_id: int) -> HttpResponse:
     """The no-drag way to change a task's column (the board drags through the API)."""
-    task = _task_or_404(request, task_id)
+    task = task_get_for_user(user=request_user(request), task_id=task_id)
     form = TaskMoveForm(request.POST)
     if form.is_valid():
         status = form.cleaned_data["status"]
@@ -228,7 +224,7 @@ def task_move(request: HttpRequest, task_id: int) -> HttpResponse:
                 task=task,
                 status=status,
                 position=form.cleaned_data["position"],
-                actor=request.user,  # type: ignore[arg-type]
+                actor=request_user(request),
             )
         except InvalidTransition as exc:
             form.add_error("status", exc.message)
@@ -248,7 +244,7 @@ def task_move(request: HttpRequest, task_id: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def task_delete(request: HttpRequest, task_id: int) -> HttpResponse:
-    task = _task_or_404(request, task_id)
+    task = task_get_for_user(user=request_user(request), task_id=task_id)
     if request.method == "GET":
         return render(request, "tasks/delete.html", {"task": task})
     title = task.title

@@ -19,7 +19,7 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
 from config.asgi import application
-from pipelines.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from core.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from pipelines.events import EventType, event_publish
 from tests.factories import TaskFactory
 

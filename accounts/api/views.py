@@ -7,7 +7,7 @@ They go through the sign-in throttle of accounts.services, shared with the login
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from django.contrib.auth import login, logout, update_session_auth_hash
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -17,7 +17,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.models import ApiToken, User
+from accounts.models import ApiToken
 from accounts.selectors import api_token_get_for_user, api_token_list_for_user, request_user
 from accounts.services import (
     api_token_create,
@@ -151,7 +151,7 @@ class MeApi(ApiView):
         responses={200: UserSerializer, **error_responses(401)},
     )
     def get(self, request: Request) -> Response:
-        return Response(UserSerializer(cast(User, request.user)).data)
+        return Response(UserSerializer(request_user(request)).data)
 
 
 def _current_token(request: Request) -> ApiToken | None:

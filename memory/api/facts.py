@@ -35,8 +35,9 @@ from memory.services.facts import (
     goal_delete,
     goal_update,
 )
+from projects.api.fields import OwnedProjectField
 from projects.models import Project
-from projects.selectors import PROJECT_NOT_FOUND, project_get_for_user
+from projects.selectors import project_get_for_user
 
 STATUS_NOT_EDITABLE = "Complete a goal with POST /api/memory/goals/{id}/complete."
 FACT_ID = OpenApiParameter("fact_id", int, OpenApiParameter.PATH, description="The fact's id.")
@@ -70,18 +71,9 @@ class GoalSerializer(serializers.ModelSerializer[Goal]):
 
 # Needs ``context={"user": ...}`` to resolve ``project`` among the user's own.
 class _ProjectFieldMixin(serializers.Serializer):
-    project = serializers.IntegerField(
+    project = OwnedProjectField(
         required=False, allow_null=True, help_text="One of your projects, or null (the default) for all of them."
     )
-
-    def validate_project(self, value: int | None) -> Project | None:
-        if value is None:
-            return None
-        try:
-            return project_get_for_user(user=self.context["user"], project_id=value)
-        except NotFound:
-            # Someone else's project reads exactly like one that does not exist.
-            raise serializers.ValidationError(PROJECT_NOT_FOUND) from None
 
 
 class FactWriteSerializer(_ProjectFieldMixin):

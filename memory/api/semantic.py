@@ -11,7 +11,6 @@ from rest_framework.response import Response
 
 from accounts.selectors import request_user
 from core.api import ApiView, StrictCharField, error_responses
-from core.exceptions import NotFound
 from memory.models.semantic import MEMORY_MAX_LENGTH, DecayPolicy, Memory
 from memory.selectors.semantic import (
     SEARCH_LIMIT_MAX,
@@ -22,8 +21,7 @@ from memory.selectors.semantic import (
     memory_status,
 )
 from memory.services.semantic import memory_create, memory_delete, memory_reinforce
-from projects.models import Project
-from projects.selectors import PROJECT_NOT_FOUND, project_get_for_user
+from projects.api.fields import OwnedProjectField
 
 MEMORY_ID = OpenApiParameter("memory_id", int, OpenApiParameter.PATH, description="The memory's id.")
 NOT_A_BOOLEAN = "Must be true or false."
@@ -92,16 +90,8 @@ class MemoryCreateSerializer(serializers.Serializer):
     half_life_hours = serializers.FloatField(min_value=0.001, max_value=1_000_000, required=False)
     agent = StrictCharField(max_length=50, required=False, allow_blank=True, default="")
     personality = StrictCharField(max_length=50, required=False, allow_blank=True, default="")
-    project = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="One of your projects.")
+    project = OwnedProjectField(required=False, allow_null=True, default=None, help_text="One of your projects.")
     is_global = StrictBooleanField(required=False, default=False)
-
-    def validate_project(self, value: int | None) -> Project | None:
-        if value is None:
-            return None
-        try:
-            return project_get_for_user(user=self.context["user"], project_id=value)
-        except NotFound:
-            raise serializers.ValidationError(PROJECT_NOT_FOUND) from None
 
 
 class MemorySearchQuerySerializer(serializers.Serializer):

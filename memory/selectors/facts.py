@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from core.converters import parse_id
-from core.exceptions import NotFound
+from core.selectors import one_or_not_found
 from memory.models import Fact, Goal
 
 if TYPE_CHECKING:
@@ -66,24 +65,14 @@ def goal_list(*, user: User, status: str | None = None, project: Project | None 
     return goals.order_by("-created_at", "-id")
 
 
-def _get_for_user(queryset: QuerySet[Row], *, user: User, object_id: object, message: str) -> Row:
-    pk = parse_id(object_id)
-    if pk is None:
-        raise NotFound(message)
-    found = queryset.filter(user=user, pk=pk).first()
-    if found is None:
-        raise NotFound(message)
-    return found
-
-
 def fact_get_for_user(*, user: User, fact_id: object) -> Fact:
     """The user's fact, or NotFound — also when it exists but is someone else's."""
-    return _get_for_user(Fact.objects.all(), user=user, object_id=fact_id, message=FACT_NOT_FOUND)
+    return one_or_not_found(Fact.objects.filter(user=user), fact_id, FACT_NOT_FOUND)
 
 
 def goal_get_for_user(*, user: User, goal_id: object) -> Goal:
     """The user's goal, or NotFound — also when it exists but is someone else's."""
-    return _get_for_user(Goal.objects.all(), user=user, object_id=goal_id, message=GOAL_NOT_FOUND)
+    return one_or_not_found(Goal.objects.filter(user=user), goal_id, GOAL_NOT_FOUND)
 
 
 def goal_find_active(*, user: User, search_text: str, project: Project | None = None) -> Goal | None:

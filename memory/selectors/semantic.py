@@ -9,7 +9,7 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import User
-from core.converters import parse_id
+from core.selectors import one_or_not_found
 from memory.decay import compute_confidence
 from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL, embed_text
 from memory.models.semantic import Memory
@@ -43,13 +43,8 @@ def memory_confidence(*, memory: Memory, now: datetime | None = None) -> float:
 def memory_get_for_user(*, user: User, memory_id: object) -> Memory:
     """The user's memory (deleted ones too), or MemoryNotFound — also when it is
     someone else's."""
-    pk = parse_id(memory_id)
-    if pk is None:
-        raise MemoryNotFound(MEMORY_NOT_FOUND)
-    memory = Memory.objects.select_related("project").filter(owner=user, pk=pk).first()
-    if memory is None:
-        raise MemoryNotFound(MEMORY_NOT_FOUND)
-    return memory
+    memories = Memory.objects.select_related("project").filter(owner=user)
+    return one_or_not_found(memories, memory_id, MEMORY_NOT_FOUND, error=MemoryNotFound)
 
 
 def memory_list_recent(*, user: User, limit: int = 20) -> QuerySet[Memory]:

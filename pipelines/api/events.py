@@ -20,13 +20,13 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import renderers
 from rest_framework.request import Request
 
-from accounts.models import User
+from accounts.selectors import request_user
 from core.api import ApiView, error_responses
 from tasks.models import Task
 from tasks.selectors import task_get_for_user
 
 from ..events import EventType, as_message
-from ..models import RunEvent
+from ..selectors import run_events
 
 POLL_SECONDS = 0.25
 KEEPALIVE_SECONDS = 30.0
@@ -55,7 +55,7 @@ def _last_event_id(request: Request) -> int:
 
 
 def _batch(task: Task, after_id: int) -> list[dict[str, Any]]:
-    return [as_message(event) for event in RunEvent.objects.filter(task=task, id__gt=after_id).order_by("id")[:500]]
+    return [as_message(event) for event in run_events(task=task, after_id=after_id, limit=500)]
 
 
 async def event_stream(
@@ -101,9 +101,7 @@ class TaskEventsApi(ApiView):
         },
     )
     def get(self, request: Request, task_id: str) -> StreamingHttpResponse:
-        user = request.user
-        assert isinstance(user, User)
-        task = task_get_for_user(user=user, task_id=task_id)
+        task = task_get_for_user(user=request_user(request), task_id=task_id)
         follow = request.query_params.get("follow", "true").lower() not in ("0", "false", "no")
         response = StreamingHttpResponse(
             event_stream(task, _last_event_id(request), follow), content_type="text/event-stream"

@@ -11,7 +11,7 @@ from django.test import Client
 
 from accounts.services import api_token_create
 from config.asgi import application
-from pipelines.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from core.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from pipelines.events import CONSUMER_MESSAGE_TYPE, EventType, event_publish, project_group, task_group
 from tests.factories import TaskFactory
 

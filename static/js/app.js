@@ -40,8 +40,128 @@
     schedule(el, kind);
   }
 
+  // --- Live sockets --------------------------------------------------------------------
+
+  // 4401 signed out, 4403 refused, 4404 not found or not yours (core/consumers.py):
+  // reconnecting cannot help.
+  var FINAL_CLOSE_CODES = { 4401: 1, 4403: 1, 4404: 1 };
+  var BACKOFF_MS = [1000, 2000, 5000];
+
+  /**
+   * A websocket to this site that comes back by itself: after a drop it reconnects in
+   * 1 s, 2 s, then every 5 s, and at once when the page comes back from the browser's
+   * page cache. Returns null where the browser has no WebSocket.
+   *   path                  "/ws/…", or a function that returns it (asked at each connect)
+   *   options.onMessage(m)  each message, parsed: an object with a string type; the
+   *                         server's keepalive pings and unreadable frames are dropped
+   *   options.onOpen(again) connected; again is true after a drop (time to catch up)
+   *   options.onStatus(state, closeEvent)
+   *                         "live", "reconnecting", or "offline" after a final close
+   * The result has send(data) (false while not connected) and close() (for good).
+   */
+  function liveSocket(path, options) {
+    if (!("WebSocket" in window)) return null;
+    options = options || {};
+    var socket = null;
+    var timer = null;
+    var attempt = 0;
+    var openedBefore = false;
+    var stopped = false;
+
+    function status(state, event) {
+      if (options.onStatus) options.onStatus(state, event);
+    }
+
+    function url() {
+      var scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
+      return scheme + "//" + window.location.host + (typeof path === "function" ? path() : path);
+    }
+
+    function connect() {
+      timer = null;
+      if (stopped || socket) return;
+      try {
+        socket = new WebSocket(url());
+      } catch (error) {
+        socket = null;
+        retry();
+        return;
+      }
+      socket.onopen = function () {
+        attempt = 0;
+        status("live");
+        var again = openedBefore;
+        openedBefore = true;
+        if (options.onOpen) options.onOpen(again);
+      };
+      socket.onmessage = function (event) {
+        var message;
+        try {
+          message = JSON.parse(event.data);
+        } catch (error) {
+          return;
+        }
+        if (!message || typeof message.type !== "string" || message.type === "ping") return;
+        if (options.onMessage) options.onMessage(message);
+      };
+      socket.onclose = function (event) {
+        socket = null;
+        if (stopped) return;
+        if (FINAL_CLOSE_CODES[event.code]) {
+          status("offline", event);
+          return;
+        }
+        retry();
+      };
+    }
+
+    function retry() {
+      status("reconnecting");
+      var delay = BACKOFF_MS[Math.min(attempt, BACKOFF_MS.length - 1)];
+      attempt += 1;
+      timer = setTimeout(connect, delay);
+    }
+
+    // Back from the browser's page cache: the socket was closed meanwhile.
+    window.addEventListener("pageshow", function (event) {
+      if (event.persisted && !socket && !timer) connect();
+    });
+
+    connect();
+    return {
+      send: function (data) {
+        if (!socket || socket.readyState !== WebSocket.OPEN) return false;
+        socket.send(typeof data === "string" ? data : JSON.stringify(data));
+        return true;
+      },
+      close: function () {
+        stopped = true;
+        clearTimeout(timer);
+        timer = null;
+        if (socket) socket.close();
+      },
+    };
+  }
+
+  /** A liveSocket onStatus that shows the state in a [data-live-indicator] badge. */
+  function liveIndicator(indicator) {
+    return function (state, event) {
+      if (!indicator) return;
+      var text = state === "live" ? "Live"
+        : state === "reconnecting" ? "Reconnecting…"
+        : event && event.code === 4401 ? "Signed out" : "Offline";
+      indicator.hidden = false;
+      indicator.setAttribute("data-state", state);
+      var label = indicator.querySelector("[data-live-text]");
+      if (label) label.textContent = text;
+      indicator.title = state === "live" ? "Live updates are on" : text;
+    };
+  }
+
   window.AutoCoder = window.AutoCoder || {};
   window.AutoCoder.toast = toast;
+  window.AutoCoder.liveSocket = liveSocket;
+  window.AutoCoder.liveIndicator = liveIndicator;
 
   document.addEventListener("DOMContentLoaded", function () {
     // Flash messages rendered by the server fade out like the others.

@@ -7,8 +7,8 @@
  *                                     replaces its streaming bubble)
  *   chat-queue {queue_size, processing} → the queue indicator
  *   ping                            → ignored
- * A dropped socket reconnects (1 s, 2 s, then every 5 s) and reloads the history, so
- * nothing sent in between is missed. Without JavaScript the form posts to the page.
+ * A dropped socket reconnects (AutoCoder.liveSocket, static/js/app.js) and reloads the
+ * history, so nothing sent in between is missed. Without JavaScript the form posts to the page.
  */
 (function () {
   "use strict";
@@ -16,8 +16,6 @@
   var root = document.querySelector("[data-chat]");
   if (!root) return;
 
-  var BACKOFF_MS = [1000, 2000, 5000];
-  var FINAL_CLOSE_CODES = { 4401: 1, 4403: 1, 4404: 1 };
   var list = root.querySelector("[data-chat-messages]");
   var form = root.querySelector("[data-chat-form]");
   var input = root.querySelector("[data-chat-input]");
@@ -29,9 +27,6 @@
   var apiUrl = root.getAttribute("data-api-url");
   var project = root.getAttribute("data-project") || "";
   var maxBytes = Number(root.getAttribute("data-max-bytes")) || 0;
-  var socket = null;
-  var attempt = 0;
-  var opened = false;
 
   function csrfToken() {
     var field = form.querySelector("input[name=csrfmiddlewaretoken]");
@@ -135,30 +130,13 @@
       .catch(function () {});
   }
 
-  function connect() {
-    var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(scheme + window.location.host + root.getAttribute("data-ws-path"));
-    socket.onopen = function () {
-      if (opened) reload();
-      opened = true;
-      attempt = 0;
-      showLive("");
-    };
-    socket.onmessage = function (event) {
-      var message;
-      try { message = JSON.parse(event.data); } catch (e) { return; }
-      var data = message.data || {};
-      if (message.type === "chat-chunk") chunk(data);
-      else if (message.type === "chat-message" && data.message) upsert(data.message);
-      else if (message.type === "chat-queue") showQueue(data.queue_size, data.processing);
-    };
-    socket.onclose = function (event) {
-      if (FINAL_CLOSE_CODES[event.code]) { showLive("Live updates are off. Reload the page."); return; }
-      showLive("Reconnecting…");
-      var delay = BACKOFF_MS[Math.min(attempt, BACKOFF_MS.length - 1)];
-      attempt += 1;
-      window.setTimeout(connect, delay);
-    };
+  var LIVE_TEXT = { live: "", reconnecting: "Reconnecting…", offline: "Live updates are off. Reload the page." };
+
+  function receive(message) {
+    var data = message.data || {};
+    if (message.type === "chat-chunk") chunk(data);
+    else if (message.type === "chat-message" && data.message) upsert(data.message);
+    else if (message.type === "chat-queue") showQueue(data.queue_size, data.processing);
   }
 
   function send() {
@@ -209,5 +187,11 @@
     });
   }
   scrollDown();
-  if ("WebSocket" in window) connect();
+  if (window.AutoCoder && window.AutoCoder.liveSocket) {
+    window.AutoCoder.liveSocket(root.getAttribute("data-ws-path"), {
+      onStatus: function (state) { showLive(LIVE_TEXT[state]); },
+      onOpen: function (again) { if (again) reload(); },
+      onMessage: receive,
+    });
+  }
 })();

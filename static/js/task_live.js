@@ -8,27 +8,22 @@
  *                             → the run panel is fetched again (htmx); the log panes are
  *                               outside it and keep their text
  *   ping                      → ignored
- * A dropped socket reconnects (1 s, 2 s, then every 5 s) from the last id seen.
+ * A dropped socket reconnects (AutoCoder.liveSocket, static/js/app.js) from the last
+ * id seen.
  * Without JavaScript the page still shows everything persisted so far.
  */
 (function () {
   "use strict";
 
   var root = document.querySelector("[data-task-live]");
-  if (!root || !("WebSocket" in window)) return;
+  if (!root || !("WebSocket" in window) || !window.AutoCoder || !window.AutoCoder.liveSocket) return;
 
-  var BACKOFF_MS = [1000, 2000, 5000];
   var REFRESH_DEBOUNCE_MS = 150;
   var REFRESH_TYPES = { "phase-change": 1, "run-update": 1, error: 1, "pipeline-complete": 1, "task-status": 1 };
   var AGENT_FOR_STATUS = { planning: "planner", coding: "coder", fixing: "coder", verifying: "verifier", reviewing: "reviewer" };
-  // 4401 not logged in, 4404 not found or not yours: reconnecting cannot help.
-  var FINAL_CLOSE_CODES = { 4401: 1, 4403: 1, 4404: 1 };
 
   var lastId = Number(root.getAttribute("data-last-event-id")) || 0;
   var panelUrl = root.getAttribute("data-panel-url");
-  var indicator = root.querySelector("[data-live-indicator]");
-  var socket = null;
-  var attempt = 0;
   var refreshTimer = null;
   var currentRunNumber = "";
   // The phase the next log chunks belong to: the id of the phase-change that began it.
@@ -48,17 +43,6 @@
     var status = el.getAttribute("data-run-status") || "";
     var stopped = status === "paused" || status === "failed" ? status : "";
     setActiveAgent(AGENT_FOR_STATUS[status] || "", el.getAttribute("data-focus-agent") || "", stopped);
-  }
-
-  // --- Status indicator ----------------------------------------------------------------
-
-  function showState(state, text) {
-    if (!indicator) return;
-    indicator.hidden = false;
-    indicator.setAttribute("data-state", state);
-    var label = indicator.querySelector("[data-live-text]");
-    if (label) label.textContent = text;
-    indicator.title = state === "live" ? "Live updates are on" : text;
   }
 
   // --- Log panes -----------------------------------------------------------------------
@@ -135,8 +119,6 @@
   function handle(message) {
     var data = message.data || {};
     switch (message.type) {
-      case "ping":
-        return;
       case "agent-log":
         appendLog(data.agent, data.chunk);
         return;
@@ -156,52 +138,13 @@
 
   // --- Socket --------------------------------------------------------------------------
 
-  function socketUrl() {
-    var scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
-    return scheme + "//" + window.location.host + root.getAttribute("data-ws-path") + "?last_event_id=" + lastId;
-  }
-
-  function connect() {
-    try {
-      socket = new WebSocket(socketUrl());
-    } catch (error) {
-      scheduleReconnect();
-      return;
+  function receive(message) {
+    var id = Number(message.id) || 0;
+    if (id) {
+      if (id <= lastId) return; // already shown (a replay after a reconnect)
+      lastId = id;
     }
-    socket.onopen = function () {
-      attempt = 0;
-      showState("live", "Live");
-    };
-    socket.onmessage = function (event) {
-      var message;
-      try {
-        message = JSON.parse(event.data);
-      } catch (error) {
-        return;
-      }
-      if (!message || typeof message.type !== "string") return;
-      var id = Number(message.id) || 0;
-      if (id) {
-        if (id <= lastId) return; // already shown (a replay after a reconnect)
-        lastId = id;
-      }
-      handle(message);
-    };
-    socket.onclose = function (event) {
-      socket = null;
-      if (FINAL_CLOSE_CODES[event.code]) {
-        showState("offline", event.code === 4401 ? "Signed out" : "Offline");
-        return;
-      }
-      scheduleReconnect();
-    };
-  }
-
-  function scheduleReconnect() {
-    showState("reconnecting", "Reconnecting…");
-    var delay = BACKOFF_MS[Math.min(attempt, BACKOFF_MS.length - 1)];
-    attempt += 1;
-    setTimeout(connect, delay);
+    handle(message);
   }
 
   root.addEventListener("click", function (event) {
@@ -212,12 +155,10 @@
   // After any swap (a refresh, or an action's answer) the panel says which run is current.
   document.addEventListener("htmx:afterSettle", readPanel);
 
-  // Back from the browser's page cache: the socket was closed meanwhile.
-  window.addEventListener("pageshow", function (event) {
-    if (event.persisted && !socket) connect();
-  });
-
   readPanel();
   root.querySelectorAll("[data-log-body]").forEach(function (body) { body.scrollTop = body.scrollHeight; });
-  connect();
+  window.AutoCoder.liveSocket(
+    function () { return root.getAttribute("data-ws-path") + "?last_event_id=" + lastId; },
+    { onStatus: window.AutoCoder.liveIndicator(root.querySelector("[data-live-indicator]")), onMessage: receive }
+  );
 })();

@@ -5,11 +5,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from accounts.models import User
 from core.api import StrictCharField
-from core.exceptions import NotFound
-from projects.models import Project
-from projects.selectors import PROJECT_NOT_FOUND, project_get_for_user
+from projects.api.fields import OwnedProjectField
 from tasks.models import DESCRIPTION_MAX_LENGTH, TITLE_MAX_LENGTH, Task, TaskCategory, TaskPriority, TaskStatus
 
 STATUS_NOT_EDITABLE = "The status changes only through PATCH /api/tasks/{id}/status."
@@ -63,17 +60,9 @@ class _TaskFieldsSerializer(serializers.Serializer):
 
 # Needs ``context={"user": ...}`` to resolve ``project`` among the user's own.
 class TaskCreateSerializer(_TaskFieldsSerializer):
-    project = serializers.IntegerField(
+    project = OwnedProjectField(
         required=False, help_text="One of your projects; by default your first (oldest) project."
     )
-
-    def validate_project(self, value: int) -> Project:
-        user: User = self.context["user"]
-        try:
-            return project_get_for_user(user=user, project_id=value)
-        except NotFound:
-            # Someone else's project reads exactly like one that does not exist.
-            raise serializers.ValidationError(PROJECT_NOT_FOUND) from None
 
 
 class TaskUpdateSerializer(_TaskFieldsSerializer):

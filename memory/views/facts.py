@@ -5,22 +5,18 @@ Thin views over memory.services.facts and memory.selectors.facts.
 
 from __future__ import annotations
 
-from typing import Any
-
-from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.models import User
 from accounts.selectors import request_user
-from core.exceptions import Conflict, NotFound
+from core.exceptions import Conflict
 from core.forms import add_service_errors
-from memory.models import Fact, Goal
-from memory.models.facts import DEADLINE_MAX_LENGTH, FACT_MAX_LENGTH, GOAL_MAX_LENGTH
+from memory.forms.facts import FactForm, GoalForm
+from memory.models import Goal
 from memory.selectors.facts import (
     fact_get_for_user,
     fact_list,
@@ -30,59 +26,8 @@ from memory.selectors.facts import (
 )
 from memory.services import facts as services
 from projects.context_processors import get_current_project
-from projects.models import Project
 
 LIST_LIMIT = 200
-
-
-class _ProjectForm(forms.Form):
-    project = forms.ModelChoiceField(
-        queryset=Project.objects.none(),
-        required=False,
-        empty_label="All projects",
-    )
-
-    def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        field: forms.ModelChoiceField = self.fields["project"]  # type: ignore[assignment]
-        field.queryset = Project.objects.filter(owner=user).order_by("created_at", "id")
-
-
-class FactForm(_ProjectForm):
-    content = forms.CharField(
-        max_length=FACT_MAX_LENGTH,
-        label="Fact",
-        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "e.g. We deploy with GitHub Actions"}),
-    )
-    field_order = ["content", "project"]
-
-
-class GoalForm(_ProjectForm):
-    text = forms.CharField(
-        max_length=GOAL_MAX_LENGTH,
-        label="Goal",
-        widget=forms.TextInput(attrs={"placeholder": "e.g. Ship the CSV export", "autocomplete": "off"}),
-    )
-    deadline = forms.CharField(
-        max_length=DEADLINE_MAX_LENGTH,
-        required=False,
-        widget=forms.TextInput(attrs={"placeholder": "e.g. Friday", "autocomplete": "off"}),
-    )
-    field_order = ["text", "deadline", "project"]
-
-
-def _fact_or_404(request: HttpRequest, fact_id: int) -> Fact:
-    try:
-        return fact_get_for_user(user=request_user(request), fact_id=fact_id)
-    except NotFound as exc:
-        raise Http404(exc.message) from None
-
-
-def _goal_or_404(request: HttpRequest, goal_id: int) -> Goal:
-    try:
-        return goal_get_for_user(user=request_user(request), goal_id=goal_id)
-    except NotFound as exc:
-        raise Http404(exc.message) from None
 
 
 def _index(
@@ -128,7 +73,7 @@ def fact_create(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def fact_edit(request: HttpRequest, fact_id: int) -> HttpResponse:
     user = request_user(request)
-    fact = _fact_or_404(request, fact_id)
+    fact = fact_get_for_user(user=user, fact_id=fact_id)
     if request.method == "GET":
         form = FactForm(user=user, initial={"content": fact.content, "project": fact.project_id})
         return render(request, "memory/facts_edit.html", {"form": form, "fact": fact})
@@ -147,7 +92,7 @@ def fact_edit(request: HttpRequest, fact_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def fact_delete(request: HttpRequest, fact_id: int) -> HttpResponse:
-    services.fact_delete(fact=_fact_or_404(request, fact_id))
+    services.fact_delete(fact=fact_get_for_user(user=request_user(request), fact_id=fact_id))
     messages.success(request, "Fact forgotten.")
     return redirect("memory:index")
 
@@ -173,7 +118,7 @@ def goal_create(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def goal_edit(request: HttpRequest, goal_id: int) -> HttpResponse:
     user = request_user(request)
-    goal = _goal_or_404(request, goal_id)
+    goal = goal_get_for_user(user=user, goal_id=goal_id)
     if request.method == "GET":
         initial = {"text": goal.text, "deadline": goal.deadline, "project": goal.project_id}
         return render(request, "memory/facts_edit.html", {"form": GoalForm(user=user, initial=initial), "goal": goal})
@@ -193,7 +138,7 @@ def goal_edit(request: HttpRequest, goal_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def goal_complete(request: HttpRequest, goal_id: int) -> HttpResponse:
-    goal = _goal_or_404(request, goal_id)
+    goal = goal_get_for_user(user=request_user(request), goal_id=goal_id)
     try:
         services.goal_complete(goal=goal)
     except Conflict as exc:
@@ -206,6 +151,6 @@ def goal_complete(request: HttpRequest, goal_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def goal_delete(request: HttpRequest, goal_id: int) -> HttpResponse:
-    services.goal_delete(goal=_goal_or_404(request, goal_id))
+    services.goal_delete(goal=goal_get_for_user(user=request_user(request), goal_id=goal_id))
     messages.success(request, "Goal deleted.")
     return redirect("memory:index")

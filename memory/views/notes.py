@@ -17,6 +17,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.selectors import request_user
 from core.exceptions import ApplicationError, NotFound
 from memory.selectors.notes import (
     daily_log_for_user,
@@ -94,10 +95,10 @@ def _agent_id(agent_id: str) -> str:
 @login_required
 @require_GET
 def agent_list(request: HttpRequest) -> HttpResponse:
-    notes = {note.agent_id: note for note in notes_list_for_user(user=request.user)}  # type: ignore[arg-type]
+    notes = {note.agent_id: note for note in notes_list_for_user(user=request_user(request))}
     agents = [
         {"agent_id": agent_id, "note": notes.get(agent_id)}
-        for agent_id in notes_agents_for_user(user=request.user)  # type: ignore[arg-type]
+        for agent_id in notes_agents_for_user(user=request_user(request))
     ]
     return render(request, "memory/notes_agents.html", {"agents": agents})
 
@@ -110,8 +111,9 @@ def agent_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
         day = date.fromisoformat(request.GET["date"]) if request.GET.get("date") else timezone.localdate()
     except ValueError:
         day = timezone.localdate()
-    note = notes_get_for_user(user=request.user, agent_id=agent_id)  # type: ignore[arg-type]
-    entries = list(daily_log_for_user(user=request.user, agent_id=agent_id, day=day))  # type: ignore[arg-type]
+    user = request_user(request)
+    note = notes_get_for_user(user=user, agent_id=agent_id)
+    entries = list(daily_log_for_user(user=user, agent_id=agent_id, day=day))
     context = {
         "agent_id": agent_id,
         "note": note,
@@ -131,7 +133,7 @@ def agent_append(request: HttpRequest, agent_id: str) -> HttpResponse:
     agent_id = _agent_id(agent_id)
     text = request.POST.get("text", "")
     try:
-        notes_append(owner=request.user, agent_id=agent_id, text=text[:20_000])  # type: ignore[arg-type]
+        notes_append(owner=request_user(request), agent_id=agent_id, text=text[:20_000])
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:
@@ -144,9 +146,9 @@ def agent_append(request: HttpRequest, agent_id: str) -> HttpResponse:
 def agent_promote(request: HttpRequest, agent_id: str, entry_id: int) -> HttpResponse:
     agent_id = _agent_id(agent_id)
     try:
-        notes_promote(owner=request.user, agent_id=agent_id, entry_id=entry_id)  # type: ignore[arg-type]
+        notes_promote(owner=request_user(request), agent_id=agent_id, entry_id=entry_id)
     except NotFound:
-        raise Http404("No such entry.") from None
+        raise  # the 404 page (core.middleware.NotFoundMiddleware), not a message
     except ApplicationError as exc:
         messages.error(request, exc.message)
     else:

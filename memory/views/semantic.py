@@ -7,19 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.models import User
 from accounts.selectors import request_user
 from core.exceptions import ApplicationError
-from memory.models.semantic import MEMORY_MAX_LENGTH, DecayPolicy
+from memory.forms.semantic import QUERY_MAX_LENGTH, MemoryForm, RecallSearchForm
 from memory.selectors.semantic import (
     MemorySearchResult,
     memory_confidence,
@@ -27,31 +25,9 @@ from memory.selectors.semantic import (
     memory_list_recent,
     memory_search,
 )
-from memory.services.semantic import MemoryNotFound, memory_create, memory_delete, memory_reinforce
-from projects.models import Project
+from memory.services.semantic import memory_create, memory_delete, memory_reinforce
 
 RESULT_LIMIT = 20
-QUERY_MAX_LENGTH = 500
-
-
-class RecallSearchForm(forms.Form):
-    q = forms.CharField(max_length=QUERY_MAX_LENGTH, required=False, strip=True)
-    min_confidence = forms.FloatField(min_value=0, max_value=1, required=False)
-
-
-class MemoryForm(forms.Form):
-    content = forms.CharField(
-        max_length=MEMORY_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 3}), label="What to remember"
-    )
-    memory_type = forms.CharField(max_length=50, initial="note", label="Type")
-    decay_policy = forms.ChoiceField(choices=DecayPolicy.choices, initial=DecayPolicy.REINFORCEABLE, label="Decay")
-    half_life_hours = forms.FloatField(min_value=0.01, required=False, label="Half-life (hours)")
-    project = forms.ModelChoiceField(queryset=Project.objects.none(), required=False, empty_label="No project")
-    is_global = forms.BooleanField(required=False, label="Global (every agent and project)")
-
-    def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["project"].queryset = Project.objects.filter(owner=user).order_by("name")  # type: ignore[attr-defined]
 
 
 def _results(request: HttpRequest, form: RecallSearchForm) -> tuple[str, list[dict[str, Any]]]:
@@ -132,17 +108,10 @@ def recall_add(request: HttpRequest) -> HttpResponse:
     return render(request, "memory/recall.html", context, status=400)
 
 
-def _memory_id_or_404(request: HttpRequest, memory_id: int) -> int:
-    try:
-        return memory_get_for_user(user=request_user(request), memory_id=memory_id).pk
-    except MemoryNotFound as exc:
-        raise Http404(exc.message) from None
-
-
 @login_required
 @require_POST
 def recall_reinforce(request: HttpRequest, memory_id: int) -> HttpResponse:
-    pk = _memory_id_or_404(request, memory_id)
+    pk = memory_get_for_user(user=request_user(request), memory_id=memory_id).pk
     try:
         memory_reinforce(owner=request_user(request), memory_id=pk)
     except ApplicationError as exc:
@@ -155,7 +124,7 @@ def recall_reinforce(request: HttpRequest, memory_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def recall_delete(request: HttpRequest, memory_id: int) -> HttpResponse:
-    pk = _memory_id_or_404(request, memory_id)
+    pk = memory_get_for_user(user=request_user(request), memory_id=memory_id).pk
     memory_delete(owner=request_user(request), memory_id=pk)
     messages.success(request, "Memory deleted.")
     return _back(request)

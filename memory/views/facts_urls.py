@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import facts_views as views
+from . import facts as views
 
 urlpatterns = [
     path("", views.index, name="index"),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import semantic_views as views
+from . import semantic as views
 
 urlpatterns = [
     path("recall", views.recall, name="recall"),

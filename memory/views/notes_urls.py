@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import notes_views
+from . import notes as notes_views
 
 urlpatterns = [
     path("agents/", notes_views.agent_list, name="notes-agents"),

@@ -1,0 +1,85 @@
+"""The base of every websocket: a one-way live stream of a group's events for a
+logged-in user.
+
+What comes before a consumer is in config/asgi.py, once for every path: the Origin check
+(AllowedHostsOriginValidator: a cross-site page cannot open a socket with the user's
+session cookie) and the login (session cookie, or ``Authorization: Token``). This class
+refuses anonymous users, asks the subclass which group the socket follows (a selector's
+NotFound, or None, closes it: not there and not yours are the same), joins the group,
+accepts, lets the subclass replay a backlog, then pings every ``keepalive_seconds`` so
+that proxies keep an idle socket open. What a client sends is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from .exceptions import NotFound
+
+KEEPALIVE_SECONDS = 30.0
+# Close codes: 4401 not authenticated, 4404 not found or not yours (same for both).
+# The pages' scripts (static/js/app.js, liveSocket) do not reconnect after these.
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+
+class LiveConsumer(AsyncWebsocketConsumer):
+    group_name = ""
+    keepalive_seconds = KEEPALIVE_SECONDS
+    _keepalive: asyncio.Task[None] | None = None
+
+    async def resolve_group(self, user: Any) -> str | None:
+        """The group this socket follows, for this user; None (or NotFound) if the
+        object it names is missing or not theirs."""
+        raise NotImplementedError
+
+    async def accepted(self) -> None:
+        """Called once the socket is open and in its group: e.g. replay a backlog."""
+
+    def query_param(self, name: str) -> str:
+        """The first value of ``name`` in the handshake's query string, or ""."""
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        return (query.get(name) or [""])[0]
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        try:
+            group = await self.resolve_group(user)
+        except NotFound:
+            group = None
+        if group is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.group_name = group
+        # Join first, then replay: an event published in between arrives live, and a
+        # subclass that replays can skip it by id.
+        await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
+        await self.accepted()
+        self._keepalive = asyncio.ensure_future(self._ping())
+
+    async def disconnect(self, code: int) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        if self.group_name:
+            await self.channel_layer.group_discard(self.group_name, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        # The stream is one-way; anything a client sends is ignored (not echoed, not parsed).
+        return
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=json.dumps(event))
+
+    async def _ping(self) -> None:
+        while True:
+            await asyncio.sleep(self.keepalive_seconds)
+            await self.send_event({"type": "ping", "data": {}})
