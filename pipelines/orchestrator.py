@@ -23,9 +23,10 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 from django.db.models import F
 
-from config.celery import shutdown_requested
 from core.crypto import decrypt_secret
 from core.exceptions import ApplicationError
+from core.jobs import enqueue
+from core.workers import shutdown_requested
 from llm.pricing import call_cost
 from llm.providers import provider_for
 from llm.providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError, Tool, ToolCall
@@ -110,9 +111,7 @@ def run_advance(*, run_id: int) -> None:
         # help: the job ended normally and was acknowledged).
         lease.release(hand_on=stopping)
     if database_dropped:
-        from .tasks import pipeline_advance
-
-        pipeline_advance.apply_async((run.pk,), countdown=DATABASE_RETRY_SECONDS)
+        enqueue("pipelines.tasks.pipeline_advance", run.pk, countdown=DATABASE_RETRY_SECONDS)
 
 
 def _execute_phase(run: PipelineRun, lease: Lease) -> None:

@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 
-from config.celery import shutdown_requested
+from core.workers import shutdown_requested
 from llm.providers.anthropic import KEY_REJECTED
 from pipelines import orchestrator
 from pipelines.leases import Lease, runs_needing_a_worker
