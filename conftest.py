@@ -34,7 +34,7 @@ def _drop_test_queue() -> Iterator[None]:
 def _worker_not_stopping() -> None:
     # An embedded worker stopped by an earlier test leaves the process-wide flag set,
     # which would make phases and chat answers run in-process give up at once.
-    from config.celery import shutdown_requested
+    from core.workers import shutdown_requested
 
     shutdown_requested.clear()
 

@@ -6,16 +6,14 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm
 from django.contrib.auth.forms import UserChangeForm as BaseUserChangeForm
-from django.db.models import Count, QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
-from core.admin import admin_change_link, admin_changelist_link
-from projects.models import Project
-from projects.services import project_create_default
+from core.admin import admin_change_link
 
 from .models import ApiToken, User
+from .signals import user_save_new
 
 
 class UserCreationForm(AdminUserCreationForm):
@@ -47,9 +45,11 @@ class ApiTokenInline(admin.TabularInline):
 
 @admin.register(User)
 class UserAdmin(BaseUserAdmin):
+    """Users; the apps above add their own columns (projects/admin.py: the projects)."""
+
     form = UserChangeForm
     add_form = UserCreationForm
-    list_display = ("email", "display_name", "is_staff", "is_active", "date_joined", "project_count")
+    list_display: tuple[str, ...] = ("email", "display_name", "is_staff", "is_active", "date_joined")
     list_filter = ("is_staff", "is_superuser", "is_active", "groups", "date_joined")
     search_fields = ("email", "display_name")
     ordering = ("email",)
@@ -75,19 +75,13 @@ class UserAdmin(BaseUserAdmin):
     ) -> list[type[admin.options.InlineModelAdmin[Any, Any]]]:
         return [ApiTokenInline] if obj is not None else []
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[User]:
-        return super().get_queryset(request).annotate(project_count=Count("projects"))
-
-    @admin.display(description="Projects", ordering="project_count")
-    def project_count(self, user: User) -> SafeString:
-        count = getattr(user, "project_count", 0)
-        return admin_changelist_link(Project, count, owner__id__exact=user.pk)
-
     def save_model(self, request: HttpRequest, obj: User, form: ModelForm[User], change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        if not change:
-            # Like registration and createsuperuser: every account starts with a board.
-            project_create_default(owner=obj)
+        if change:
+            super().save_model(request, obj, form, change)
+        else:
+            # Like registration and createsuperuser (user_created: every account starts
+            # with a board).
+            user_save_new(user=obj)
 
 
 @admin.register(ApiToken)

@@ -11,6 +11,8 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from .signals import user_save_new
+
 
 def normalize_email(email: str) -> str:
     """Emails are compared case-insensitively: store them trimmed and lower-cased."""
@@ -26,8 +28,8 @@ class UserManager(BaseUserManager["User"]):
         user = self.model(email=normalize_email(email), **extra)
         user.set_password(password)
         user.full_clean(exclude=["password"])
-        user.save(using=self._db)
-        return user
+        # With the receivers of user_created (every account starts with a board).
+        return user_save_new(user=user, using=self._db)
 
     def create_user(self, email: str, password: str | None = None, **extra: Any) -> User:
         extra.setdefault("is_staff", False)
@@ -37,12 +39,7 @@ class UserManager(BaseUserManager["User"]):
     def create_superuser(self, email: str, password: str | None = None, **extra: Any) -> User:
         extra["is_staff"] = True
         extra["is_superuser"] = True
-        user = self._create_user(email, password, **extra)
-        # An operator made with createsuperuser gets a board like everyone else.
-        from projects.services import project_create_default
-
-        project_create_default(owner=user)
-        return user
+        return self._create_user(email, password, **extra)
 
 
 class User(AbstractBaseUser, PermissionsMixin):

@@ -24,9 +24,9 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from core.exceptions import ApplicationError, Conflict, RateLimited, RateLimiterUnavailable
-from projects.services import project_create_default
 
 from .models import ApiToken, User, hash_token, normalize_email
+from .signals import user_save_new
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,8 @@ class EmailTaken(Conflict):
 
 
 def user_register(*, email: str, password: str, client_address: str, display_name: str = "") -> User:
-    """Create an account and its default project together, or neither.
+    """Create an account and what every new user gets (user_created: its default
+    project) together, or neither.
 
     Counted against the registrations of ``client_address`` first (RateLimited)."""
     auth_rate_limit_hit(action="register", client_address=client_address)
@@ -69,9 +70,7 @@ def user_register(*, email: str, password: str, client_address: str, display_nam
     if User.objects.filter(email=email).exists():
         raise EmailTaken(EMAIL_TAKEN)
     try:
-        with transaction.atomic():
-            user.save()
-            project_create_default(owner=user)
+        user_save_new(user=user)
     except IntegrityError:
         # Two registrations raced past the check above; the constraint decided.
         raise EmailTaken(EMAIL_TAKEN) from None

@@ -31,6 +31,7 @@ from chat.selectors import (
     chat_sessions_expired,
 )
 from core.exceptions import ApplicationError
+from core.jobs import enqueue, enqueue_on_commit
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -198,12 +199,7 @@ def chat_message_send(
     _publish_queue(session)
     session_id = session.pk
 
-    def queue_answer() -> None:
-        from chat.tasks import chat_answer_queue
-
-        chat_answer_queue.delay(session_id)
-
-    transaction.on_commit(queue_answer)
+    enqueue_on_commit("chat.tasks.chat_answer_queue", session_id)
     return message, position
 
 
@@ -316,9 +312,6 @@ def chat_queues_sweep() -> list[int]:
         .exclude(processing=True, last_activity__gte=stale)
         .values_list("pk", flat=True)
     )
-    if session_ids:
-        from chat.tasks import chat_answer_queue
-
-        for session_id in session_ids:
-            chat_answer_queue.delay(session_id)
+    for session_id in session_ids:
+        enqueue("chat.tasks.chat_answer_queue", session_id)
     return session_ids

@@ -27,7 +27,7 @@ from chat.services import (
     chat_reply_save,
     chat_session_heartbeat,
 )
-from config.celery import shutdown_requested
+from core.workers import shutdown_requested
 from llm.providers import provider_for
 from llm.providers.base import Cancelled, LLMRequest, Provider, ProviderError
 from memory.selectors.facts import memory_prompt_context, memory_system_instructions

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from typing import Any
 
-from celery import Celery, bootsteps
+from celery import Celery
 from celery.signals import worker_init, worker_shutting_down
 from celery.worker.consumer import Consumer
 from celery.worker.state import active_requests
+
+from core.workers import WorkerHeartbeat, shutdown_requested
 
 logger = logging.getLogger(__name__)
 
@@ -26,39 +27,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-class WorkerHeartbeat(bootsteps.StartStopStep):
-    """Refreshes this worker's heartbeat key on the worker's timer (core/health.py).
-
-    ``/healthz`` counts live workers from these keys; independent of beat and of
-    Celery's own event heartbeats (``--without-heartbeat`` leaves it on).
-    """
-
-    requires = {"celery.worker.components:Timer"}
-
-    def __init__(self, parent: Any, **kwargs: Any) -> None:
-        super().__init__(parent, **kwargs)
-        self.tref: Any = None
-
-    def start(self, parent: Any) -> None:
-        from django.conf import settings
-
-        if settings.EMBEDDED:
-            return  # /healthz looks at the worker thread itself
-        from core.health import HEARTBEAT_INTERVAL, record_worker_heartbeat
-
-        record_worker_heartbeat(parent.hostname)
-        self.tref = parent.timer.call_repeatedly(HEARTBEAT_INTERVAL, record_worker_heartbeat, (parent.hostname,))
-
-    def stop(self, parent: Any) -> None:
-        if self.tref is None:
-            return
-        from core.health import forget_worker_heartbeat
-
-        self.tref.cancel()
-        self.tref = None
-        forget_worker_heartbeat(parent.hostname)
-
-
+# The worker's heartbeat for /healthz (core/workers.py).
 app.steps["worker"].add(WorkerHeartbeat)
 
 
@@ -98,12 +67,9 @@ class BrokerLossTolerantConsumer(Consumer):
 
 app.conf.worker_consumer = f"{__name__}:BrokerLossTolerantConsumer"
 
-#: Set when this process's worker is shutting down. Celery waits for running tasks
-#: before it exits (and in the embedded mode so does Ctrl-C), so a long task checks
-#: this between steps and stops early, leaving its work resumable.
-shutdown_requested = threading.Event()
 
-
+# The apps read whether the worker is shutting down from core.workers.shutdown_requested:
+# long tasks check it between steps and stop early, leaving their work resumable.
 @worker_shutting_down.connect
 def _on_worker_shutting_down(**kwargs: Any) -> None:
     shutdown_requested.set()

@@ -29,6 +29,8 @@ from celery.worker import WorkController
 from channels.layers import InMemoryChannelLayer
 from django.db import connections
 
+from core.workers import embedded_worker, register_embedded_worker, unregister_embedded_worker
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -97,17 +99,16 @@ class EmbeddedWorker:
         """Stop beat and the worker, waiting ``timeout`` seconds at most.
 
         Celery's thread pool waits for running tasks (and Python joins pool threads at
-        exit), so a long task must watch ``config.celery.shutdown_requested`` (or its
+        exit), so a long task must watch ``core.workers.shutdown_requested`` (or its
         own flag set on ``worker_shutting_down``) for the process to exit promptly.
         Queued tasks are lost with the memory broker.
         """
-        global _running
         if self.stopped.is_set():
             return
         self.stopped.set()
         started = time.monotonic()
         # What `celery worker` sends on SIGTERM/SIGINT; WorkController.stop() does not.
-        # Tasks' stop flags hang on it (config.celery.shutdown_requested among them).
+        # Tasks' stop flags hang on it (core.workers.shutdown_requested among them).
         worker_shutting_down.send(sender=self.worker.hostname, sig="SIGTERM", how="Warm", exitcode=0)
         if self.beat_service is not None:
             self.beat_service.stop()
@@ -125,21 +126,20 @@ class EmbeddedWorker:
         if self.beat is not None:
             # Beat sleeps at most 1 s between ticks, then saves last-run times.
             self.beat.join(max(0.0, started + timeout - time.monotonic()))
-        with _lock:
-            if _running is self:
-                _running = None
+        unregister_embedded_worker(self)
         if stopper.is_alive():
             logger.warning("Embedded Celery worker: tasks still running; the process exits when they end")
         logger.info("Embedded Celery worker and beat stopped in %.2f s", time.monotonic() - started)
 
 
 _lock = threading.Lock()
-_running: EmbeddedWorker | None = None
 
 
 def running_worker() -> EmbeddedWorker | None:
-    """The in-process worker started by ``start_embedded_worker``, until it is stopped."""
-    return _running
+    """The in-process worker started by ``start_embedded_worker``, until it is stopped
+    (registered with core.workers, where the apps see it)."""
+    running = embedded_worker()
+    return running if isinstance(running, EmbeddedWorker) else None
 
 
 def start_embedded_worker(*, concurrency: int = 4, beat: bool = True) -> EmbeddedWorker:
@@ -148,10 +148,10 @@ def start_embedded_worker(*, concurrency: int = 4, beat: bool = True) -> Embedde
     Only the one ASGI server process may call this (config/asgi.py): the memory broker
     lives in this process, so ``.delay()`` from anywhere else is never seen here.
     """
-    global _running
     with _lock:
-        if _running is not None:
-            return _running
+        running = running_worker()
+        if running is not None:
+            return running
         from .celery import app
 
         worker = app.WorkController(
@@ -177,7 +177,7 @@ def start_embedded_worker(*, concurrency: int = 4, beat: bool = True) -> Embedde
             beat_service = Service(app, max_interval=1, scheduler_cls=app.conf.beat_scheduler, remote_control=False)
             beat_thread = threading.Thread(target=_run_beat, args=(beat_service,), name="celery-beat", daemon=True)
             beat_thread.start()
-        _running = EmbeddedWorker(
+        running = EmbeddedWorker(
             app=app,
             worker=worker,
             worker_thread=worker_thread,
@@ -185,14 +185,15 @@ def start_embedded_worker(*, concurrency: int = 4, beat: bool = True) -> Embedde
             beat_service=beat_service,
             stopped=threading.Event(),
         )
-        _stop_on_server_shutdown(_running)
+        register_embedded_worker(running)
+        _stop_on_server_shutdown(running)
         logger.info(
             "Embedded Celery worker started (%d threads, broker %s)%s",
             concurrency,
             app.conf.broker_url,
             f" with beat ({app.conf.beat_scheduler})" if beat else "",
         )
-        return _running
+        return running
 
 
 def _run_beat(service: Service) -> None:

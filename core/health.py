@@ -10,17 +10,16 @@ any fails); a missing worker, or workers that cannot sandbox test commands (they
 refuse to run them), make the status ``degraded`` but keep HTTP 200, so a load balancer
 keeps serving pages while workers restart.
 
-Workers are seen through a heartbeat (production): each ``celery worker`` sets
-``autocoder:worker-heartbeat:<queue>:<hostname>`` in the broker's Redis every
-``HEARTBEAT_INTERVAL`` seconds with a ``HEARTBEAT_TTL`` expiry (config/celery.py,
-``WorkerHeartbeat``), and the check counts the live keys. In the embedded mode the
-broker is in memory and the worker is a thread of this process: both report its state.
+Workers are seen through a heartbeat (production): each ``celery worker`` sets a key
+in the broker's Redis every ``HEARTBEAT_INTERVAL`` seconds with a ``HEARTBEAT_TTL``
+expiry (core/workers.py, ``WorkerHeartbeat``), and the check counts the live keys. In
+the embedded mode the broker is in memory and the worker is a thread of this process
+(registered in core/workers.py): both report its state.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
@@ -29,19 +28,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connections
 
 from core.sandbox import sandbox_status
+from core.workers import embedded_worker_alive, live_worker_count, live_worker_sandboxes, redis_client
 
 logger = logging.getLogger(__name__)
 
 CHECK_TIMEOUT = 1.5
-HEARTBEAT_INTERVAL = 15.0
-HEARTBEAT_TTL = 45
 REQUIRED = ("database", "broker", "channel_layer")
 SANDBOX_DISABLED_HEALTH = (
     "UNSAFE_RUN_TESTS_WITHOUT_SANDBOX is on: test commands run as the server's own user, unsandboxed."
@@ -81,15 +78,11 @@ def check_database() -> Check:
     return {"ok": True}
 
 
-def _redis_client(url: str, timeout: float) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
-
-
 def check_broker() -> Check:
     if settings.EMBEDDED:
         # memory:// lives in this process; it is served only while the worker thread runs.
         return {"ok": embedded_worker_alive(), "transport": "memory"}
-    client = _redis_client(settings.CELERY_BROKER_URL, CHECK_TIMEOUT)
+    client = redis_client(settings.CELERY_BROKER_URL, CHECK_TIMEOUT)
     try:
         client.ping()
     finally:
@@ -143,77 +136,6 @@ def _sandbox_verdict(report: dict[str, Any]) -> Check:
     if not report.get("available"):
         return {"ok": False, "reason": report.get("message") or "unknown"}
     return {"ok": True}
-
-
-# --- Worker heartbeat ---------------------------------------------------------------
-
-
-def embedded_worker_alive() -> bool:
-    from config.embedded import running_worker
-
-    embedded = running_worker()
-    return embedded is not None and embedded.worker_thread.is_alive() and not embedded.stopped.is_set()
-
-
-def _heartbeat_prefix() -> str:
-    # Per queue: deployments sharing a Redis (CELERY_QUEUE) count their own workers.
-    return f"autocoder:worker-heartbeat:{settings.CELERY_TASK_DEFAULT_QUEUE}:"
-
-
-def record_worker_heartbeat(hostname: str) -> None:
-    """Mark the worker ``hostname`` alive for ``HEARTBEAT_TTL`` seconds (never raises).
-
-    The value says when, and whether this worker can sandbox test commands."""
-    try:
-        beat = json.dumps({"at": time.time(), "sandbox": sandbox_status().as_dict()})
-        client = _redis_client(settings.CELERY_BROKER_URL, 2.0)
-        try:
-            client.set(_heartbeat_prefix() + hostname, beat, ex=HEARTBEAT_TTL)
-        finally:
-            client.close()
-    except Exception:  # a missed beat must not stop the worker's timer (logged)
-        logger.warning("Worker heartbeat for %s not recorded", hostname, exc_info=True)
-
-
-def forget_worker_heartbeat(hostname: str) -> None:
-    """A worker shutting down stops counting at once (never raises)."""
-    try:
-        client = _redis_client(settings.CELERY_BROKER_URL, 2.0)
-        try:
-            client.delete(_heartbeat_prefix() + hostname)
-        finally:
-            client.close()
-    except Exception:  # the key expires anyway (logged)
-        logger.warning("Worker heartbeat for %s not removed", hostname, exc_info=True)
-
-
-def live_worker_count() -> int:
-    client = _redis_client(settings.CELERY_BROKER_URL, CHECK_TIMEOUT)
-    try:
-        return sum(1 for _ in client.scan_iter(match=_heartbeat_prefix() + "*", count=100))
-    finally:
-        client.close()
-
-
-def live_worker_sandboxes() -> list[dict[str, Any]]:
-    """The sandbox verdicts in the live workers' heartbeats."""
-    client = _redis_client(settings.CELERY_BROKER_URL, CHECK_TIMEOUT)
-    try:
-        keys = list(client.scan_iter(match=_heartbeat_prefix() + "*", count=100))
-        values = client.mget(keys) if keys else []
-    finally:
-        client.close()
-    reports = []
-    for value in values:
-        if value is None:
-            continue  # expired between the scan and the read
-        try:
-            report = json.loads(value)["sandbox"]
-        except (TypeError, ValueError, KeyError):
-            continue  # a worker of an older release: no verdict
-        if isinstance(report, dict):
-            reports.append(report)
-    return reports
 
 
 # --- Running them -------------------------------------------------------------------

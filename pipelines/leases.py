@@ -27,6 +27,8 @@ from django.db import DatabaseError, connection, connections
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from core.jobs import job
+
 from .models import WORKING_STATUSES, PipelineRun, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -161,8 +163,6 @@ def runs_needing_a_worker(*, grace_seconds: int = UNCLAIMED_GRACE_SECONDS) -> li
 
 def runs_sweep(*, grace_seconds: int = UNCLAIMED_GRACE_SECONDS) -> list[int]:
     """Queue again the runs that need a worker; the ids queued."""
-    from .tasks import pipeline_advance
-
     queued = []
     for run_id in runs_needing_a_worker(grace_seconds=grace_seconds):
         # Take the run off the dead worker first, on the same conditions: a concurrent
@@ -178,7 +178,7 @@ def runs_sweep(*, grace_seconds: int = UNCLAIMED_GRACE_SECONDS) -> list[int]:
             continue
         logger.warning("Run %s has no live worker; queueing it again", run_id)
         try:
-            pipeline_advance.delay(run_id)
+            job("pipelines.tasks.pipeline_advance").delay(run_id)
         except Exception as exc:  # noqa: BLE001 - whatever the broker raised, a later sweep tries again
             logger.error(
                 "Run %s: could not queue it again (%s); the sweeper tries again in %d s", run_id, exc, grace_seconds

@@ -179,7 +179,7 @@ class AgentCall(models.Model):
     duration_ms = models.PositiveIntegerField(default=0)
     # The transition that entered the phase this call was bought in, and the reply as
     # the pipeline took it: a phase resumed after its worker died reuses the replies it
-    # already bought instead of buying them again (orchestrator._BoughtCalls).
+    # already bought instead of buying them again (recovery.BoughtCalls).
     phase_entry = models.ForeignKey(RunTransition, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     response = models.JSONField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

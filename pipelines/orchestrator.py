@@ -1,77 +1,53 @@
 """Executes one phase of a run: the work behind the ``pipeline_advance`` Celery task.
 
 A phase is claimed with a lease (compare-and-set on the run row, pipelines/leases.py),
-its agent is called with streaming, and its output is saved together with the
-transition to the next phase — which queues the next task on commit. A worker killed
-mid-phase loses only that phase's call in flight: its lease runs out, the sweeper queues
-the run again, and the phase starts over reusing the calls it had already bought. Slow
-I/O (the LLM call) happens outside any database transaction.
+its agent is called with streaming (pipelines/conversation.py), and its output is
+saved together with the transition to the next phase — which queues the next task on
+commit. A worker killed mid-phase loses only that phase's call in flight: its lease runs
+out, the sweeper queues the run again, and the phase starts over reusing the calls it
+had already bought (pipelines/recovery.py). Slow I/O (the LLM call) happens outside any
+database transaction.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-from collections import deque
 from dataclasses import asdict
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError
 
-from config.celery import shutdown_requested
-from core.crypto import decrypt_secret
 from core.exceptions import ApplicationError
-from llm.pricing import call_cost
-from llm.providers import provider_for
-from llm.providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError, Tool, ToolCall
-from memory.selectors import memory_prompt_context
-from memory.selectors.facts import memory_system_instructions
+from core.workers import shutdown_requested
+from llm.providers.base import ProviderError
 
 from . import agents, workspace
+from .conversation import (
+    BudgetExceeded,
+    InvalidAgentOutput,
+    PhaseInterrupted,
+    call_agent,
+    run_provider,
+    should_stop,
+)
 from .diff import diff_changes
-from .events import AgentLogStream, EventType, event_publish
+from .events import AgentLogStream
 from .leases import Lease
 from .lineage import context_record_agent_call
-from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, AgentCall, PipelineRun, RunStatus, RunTransition
-from .services import StaleRun, run_transition, run_usage_add
+from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, RunStatus
+from .recovery import drop_broken_connection, queue_phase_again
+from .services import StaleRun, run_transition
 
 if TYPE_CHECKING:
-    from repos.tools import ReadLedger
     from repos.verify import VerifyResult
 
 logger = logging.getLogger(__name__)
 
 VERIFIER = "verifier"
 
-# A phase whose database connection dropped is queued again this many seconds later.
-DATABASE_RETRY_SECONDS = 2
-
-BUDGET_EXCEEDED = (
-    "This run has used {used:,} of its {budget:,}-token budget and the next call could exceed it. "
-    "Raise the budget in the project settings (or RUN_TOKEN_BUDGET), then Retry."
-)
 REVIEW_GAVE_UP = "The review still failed after {n} rounds of fixes. See the findings, then Retry or edit the task."
-REPLY_REUSED = "\n[Resumed: this reply was bought before the worker stopped, so it is reused, not bought again.]\n"
-
-
-class PhaseInterrupted(Exception):
-    """The run was cancelled or changed, or the worker is stopping: drop this phase."""
-
-
-class InvalidAgentOutput(Exception):
-    pass
-
-
-class BudgetExceeded(Exception):
-    pass
-
-
-def run_provider(run: PipelineRun) -> Provider:
-    return provider_for(name=run.provider, model=run.model, api_key=decrypt_secret(run.api_key_encrypted))
 
 
 def run_advance(*, run_id: int) -> None:
@@ -97,21 +73,14 @@ def run_advance(*, run_id: int) -> None:
         logger.info("Run %s: phase %s interrupted", run.pk, run.status)
         stopping = shutdown_requested.is_set()
     except (OperationalError, InterfaceError) as exc:
-        # The database connection broke mid-phase (a restart, a failover, a killed
-        # backend): nothing of the phase was saved. Drop the broken connection (the
-        # next query opens a new one), give the phase back and queue it again, instead
-        # of leaving it leased until the lease runs out and the sweeper finds it.
-        logger.warning("Run %s: database connection lost during %s (%s); retrying the phase", run.pk, run.status, exc)
-        connection.close()
+        drop_broken_connection(run, exc)
         database_dropped = True
     finally:
         # A worker stopping hands its phase straight to the sweeper (acks_late does not
         # help: the job ended normally and was acknowledged).
         lease.release(hand_on=stopping)
     if database_dropped:
-        from .tasks import pipeline_advance
-
-        pipeline_advance.apply_async((run.pk,), countdown=DATABASE_RETRY_SECONDS)
+        queue_phase_again(run.pk)
 
 
 def _execute_phase(run: PipelineRun, lease: Lease) -> None:
@@ -155,7 +124,7 @@ def _plan(run: PipelineRun, lease: Lease) -> None:
 
         tree = file_tree(worktree=worktree)
     prompt = agents.planner_prompt(title=task.title, description=task.description, file_tree=tree)
-    tool_input = _call_agent(run, lease, agents.PLANNER, prompt)
+    tool_input = call_agent(run, lease, agents.PLANNER, prompt)
     plan = sorted(tool_input["subtasks"], key=lambda subtask: subtask["order"])
     from tasks.models import Task
 
@@ -179,7 +148,7 @@ def _code(run: PipelineRun, lease: Lease) -> None:
         branch_diff=workspace.workspace_diff_text(run) if worktree else None,
     )
     ledger = workspace.read_ledger(run, worktree) if worktree and run_provider(run).supports_tools else None
-    tool_input = _call_agent(run, lease, agents.CODER, prompt, worktree=worktree, ledger=ledger)
+    tool_input = call_agent(run, lease, agents.CODER, prompt, worktree=worktree, ledger=ledger)
     changes = tool_input["changes"]
     fields: dict[str, Any] = {"file_changes": changes, "change_problems": [], "verify_result": None}
     next_status = RunStatus.REVIEWING
@@ -253,7 +222,7 @@ def _run_sandboxed_tests(
         limits=limits_from_settings(),
         max_output_chars=settings.VERIFY_OUTPUT_MAX_CHARS,
         on_output=log.write,
-        should_cancel=lambda: _should_stop(lease),
+        should_cancel=lambda: should_stop(lease),
     )
 
 
@@ -291,7 +260,7 @@ def _review(run: PipelineRun, lease: Lease) -> None:
             diff_text=diff_text,
             verify_summary=_verify_summary(run.verify_result),
         )
-        review = _call_agent(run, lease, agents.REVIEWER, prompt, worktree=worktree)
+        review = call_agent(run, lease, agents.REVIEWER, prompt, worktree=worktree)
     findings = [*known, *review["findings"]]
     passed = bool(review["pass"]) and not known
     iteration = run.iteration + 1
@@ -305,302 +274,3 @@ def _review(run: PipelineRun, lease: Lease) -> None:
         to_status, reason = RunStatus.FAILED, "review failed"
         fields["error"] = REVIEW_GAVE_UP.format(n=iteration)
     run_transition(run=run, to_status=to_status, reason=reason, fields=fields, held_by=lease.token)
-
-
-# --- Calling an agent -----------------------------------------------------------------
-
-
-def _should_stop(lease: Lease) -> bool:
-    return shutdown_requested.is_set() or not lease.check()
-
-
-def _call_agent(
-    run: PipelineRun,
-    lease: Lease,
-    agent_name: str,
-    prompt: str,
-    *,
-    worktree: Path | None = None,
-    ledger: ReadLedger | None = None,
-) -> dict[str, Any]:
-    """Call the agent until its answer validates (one retry with the errors).
-
-    Given a worktree (and a provider that can), the agent may first explore the
-    repository with read-only tools: at most AGENT_TOOL_MAX_TURNS tool turns and
-    AGENT_TOOL_TOKEN_LIMIT tokens, then its answer is forced. Every turn is a recorded,
-    costed call, every tool call shows in the agent's live log, and what it read goes
-    into ``ledger``."""
-    spec = agents.AGENTS[agent_name]
-    memory = memory_prompt_context(user=run.task.project.owner, project=run.task.project)
-    system = spec.system_prompt("\n\n".join(filter(None, [memory, memory_system_instructions()])))
-    log = AgentLogStream(task=run.task, run=run, agent=agent_name)
-    provider = run_provider(run)
-    explore: tuple[Tool, ...] = ()
-    if worktree is not None and provider.supports_tools:
-        from repos.tools import REPO_TOOLS
-
-        explore = tuple(REPO_TOOLS)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
-    problems: list[str] = []
-    turns = tokens = 0
-    bought = _BoughtCalls(run, agent_name)
-    for attempt in (1, 2):
-        while True:
-            out_of_turns = turns >= settings.AGENT_TOOL_MAX_TURNS or tokens >= settings.AGENT_TOOL_TOKEN_LIMIT
-            request = LLMRequest(
-                system=system,
-                messages=messages,
-                model=run.model,
-                max_tokens=run.max_tokens,
-                tool=spec.tool,
-                explore_tools=explore,
-                force_answer=bool(explore) and out_of_turns,
-            )
-            result = bought.take(attempt, request)
-            if result is None:
-                result = _call_with_backoff(run, lease, request, log, provider)
-            else:
-                log.write(REPLY_REUSED)
-            tokens += result.input_tokens + result.output_tokens
-            explorations = [call for call in result.tool_calls if call.name != spec.tool.name]
-            answered = len(explorations) < len(result.tool_calls)
-            if not explore or request.force_answer or answered or not explorations:
-                break
-            assert worktree is not None
-            _record_call(run, agent_name, attempt, request, result, [], bought.phase_entry)
-            turns += 1
-            tool_results = _run_repo_tools(worktree, explorations, log, ledger)
-            messages = [
-                *messages,
-                {"role": "assistant", "content": result.content},
-                {"role": "user", "content": tool_results},
-            ]
-        problems = spec.validate(result.tool_input)
-        _record_call(run, agent_name, attempt, request, result, problems, bought.phase_entry)
-        if not problems:
-            return result.tool_input or {}
-        log.write(f"\n[{spec.tool.name} input was invalid: {'; '.join(problems[:3])}]\n")
-        log.flush()
-        correction = (
-            f"Your previous call to {spec.tool.name} was invalid:\n- "
-            + "\n- ".join(problems)
-            + f"\nCall {spec.tool.name} again with input that fixes every problem."
-        )
-        if explore:
-            # Keep what the agent has read: answer its call with the errors and force a
-            # new answer.
-            messages = [*messages, *_correction_turn(result, correction)]
-            turns = settings.AGENT_TOOL_MAX_TURNS
-        else:
-            messages = [{"role": "user", "content": prompt + "\n\n" + correction}]
-    raise InvalidAgentOutput(
-        f"The {agent_name} gave invalid output twice, so the run stopped. Last problems: {'; '.join(problems[:3])}"
-    )
-
-
-class _BoughtCalls:
-    """The replies this phase bought before its worker died: the calls recorded since
-    the transition that entered the phase. The resumed phase asks the same questions in
-    the same order (same prompt, same tool results) and takes these replies instead of
-    buying them again, until a question differs."""
-
-    def __init__(self, run: PipelineRun, agent_name: str) -> None:
-        entries = RunTransition.objects.filter(run=run, to_status=run.status).order_by("-id")
-        self.phase_entry: int | None = entries.values_list("pk", flat=True).first()
-        calls = AgentCall.objects.filter(run=run, agent=agent_name, phase_entry=self.phase_entry)
-        self._calls = deque(calls.filter(response__isnull=False).order_by("id") if self.phase_entry else ())
-
-    def take(self, attempt: int, request: LLMRequest) -> LLMResult | None:
-        if not self._calls:
-            return None
-        call = self._calls.popleft()
-        if call.attempt != attempt or call.prompt != _prompt_text(request):
-            self._calls.clear()
-            return None
-        response = call.response or {}
-        return LLMResult(
-            text=call.response_text,
-            tool_input=response.get("tool_input"),
-            raw_tool_input=response.get("raw_tool_input", ""),
-            input_tokens=call.input_tokens,
-            output_tokens=call.output_tokens,
-            model=call.model,
-            stop_reason=response.get("stop_reason"),
-            extra={"duration_ms": call.duration_ms, "reused": True},
-            tool_calls=[ToolCall(**tool_call) for tool_call in response.get("tool_calls", [])],
-            content=response.get("content", []),
-        )
-
-
-def _run_repo_tools(
-    worktree: Path, calls: list[ToolCall], log: AgentLogStream, ledger: ReadLedger | None = None
-) -> list[dict[str, Any]]:
-    """Execute the agent's read-only tool calls; their results for the next turn."""
-    from repos.tools import execute_repo_tool
-
-    results = []
-    for call in calls:
-        if call.input is None:
-            text, is_error = f"The input of {call.name} was not valid JSON.", True
-        else:
-            output = execute_repo_tool(
-                worktree=worktree, name=call.name, tool_input=call.input, max_chars=settings.AGENT_TOOL_OUTPUT_MAX_CHARS
-            )
-            text, is_error = output.text, output.is_error
-            if ledger is not None and output.read is not None:
-                ledger.note_read(output.read)
-        arguments = json.dumps(call.input or {}, ensure_ascii=False)[:200]
-        outcome = f"error: {text.splitlines()[0][:200]}" if is_error and text else f"{text.count(chr(10)) + 1} lines"
-        log.write(f"\n→ {call.name} {arguments} · {outcome}\n")
-        results.append(
-            {"type": "tool_result", "tool_use_id": call.id, "content": text or "(empty)", "is_error": is_error}
-        )
-    log.flush()
-    return results
-
-
-def _correction_turn(result: LLMResult, correction: str) -> list[dict[str, Any]]:
-    """The messages that tell the agent its answer was invalid, continuing its
-    conversation: every tool call of its reply needs a result."""
-    if not result.tool_calls:
-        content = result.content or [{"type": "text", "text": "(no answer)"}]
-        return [{"role": "assistant", "content": content}, {"role": "user", "content": correction}]
-    tool_results = [
-        {"type": "tool_result", "tool_use_id": call.id, "content": correction, "is_error": True}
-        for call in result.tool_calls
-    ]
-    return [{"role": "assistant", "content": result.content}, {"role": "user", "content": tool_results}]
-
-
-def _check_budget(run: PipelineRun) -> None:
-    if run.token_budget and run.total_tokens + run.max_tokens > run.token_budget:
-        raise BudgetExceeded(BUDGET_EXCEEDED.format(used=run.total_tokens, budget=run.token_budget))
-
-
-def _call_with_backoff(
-    run: PipelineRun, lease: Lease, request: LLMRequest, log: AgentLogStream, provider: Provider
-) -> LLMResult:
-    delays = list(settings.LLM_RETRY_DELAYS)
-    for attempt in range(len(delays) + 1):
-        _check_budget(run)
-        started = time.monotonic()
-        try:
-            result = provider.complete(request, on_chunk=log.write, should_cancel=lambda: _should_stop(lease))
-        except Cancelled:
-            if lease.lapsed:
-                # Woken after its lease ran out: the phase may be another worker's by
-                # now, its log and its agent's memory too. Write nothing.
-                raise PhaseInterrupted from None
-            log.flush()
-            _remember_failed_call(run, log.agent, started, "cancelled", "Cancelled.")
-            raise PhaseInterrupted from None
-        except ProviderError as exc:
-            log.flush()
-            _remember_failed_call(run, log.agent, started, "error", exc.message)
-            if not exc.retryable or attempt == len(delays):
-                raise
-            wait = max(delays[attempt], min(exc.retry_after or 0.0, settings.LLM_RETRY_AFTER_CAP_SECONDS))
-            log.write(f"\n[{exc.message} Retrying in {wait:g} s.]\n")
-            log.flush()
-            _sleep_unless_stopped(wait, lease)
-            continue
-        log.flush()
-        result.extra["duration_ms"] = int((time.monotonic() - started) * 1000)
-        return result
-    raise AssertionError("unreachable")
-
-
-def _sleep_unless_stopped(seconds: float, lease: Lease) -> None:
-    deadline = time.monotonic() + seconds
-    while (remaining := deadline - time.monotonic()) > 0:
-        if _should_stop(lease):
-            raise PhaseInterrupted
-        time.sleep(min(0.2, remaining))
-
-
-def _remember_failed_call(run: PipelineRun, agent_name: str, started: float, outcome: str, error: str) -> None:
-    duration_ms = int((time.monotonic() - started) * 1000)
-    context_record_agent_call(run=run, agent=agent_name, outcome=outcome, duration_ms=duration_ms, error=error)
-
-
-def _record_call(
-    run: PipelineRun,
-    agent_name: str,
-    attempt: int,
-    request: LLMRequest,
-    result: LLMResult,
-    problems: list[str],
-    phase_entry: int | None,
-) -> None:
-    if result.extra.get("reused"):
-        return  # recorded, costed and remembered when it was bought
-    cost = call_cost(
-        model=result.model or run.model, input_tokens=result.input_tokens, output_tokens=result.output_tokens
-    )
-    AgentCall.objects.create(
-        run=run,
-        agent=agent_name,
-        phase=run.status,
-        iteration=run.iteration,
-        attempt=attempt,
-        model=result.model,
-        prompt=_prompt_text(request),
-        response_text=result.text,
-        tool_input=_recorded_tool_input(result),
-        outcome=AgentCall.Outcome.INVALID if problems else AgentCall.Outcome.OK,
-        error="; ".join(problems)[:5000],
-        input_tokens=result.input_tokens,
-        output_tokens=result.output_tokens,
-        cost_usd=cost,
-        duration_ms=result.extra.get("duration_ms", 0),
-        phase_entry_id=phase_entry,
-        response={
-            "tool_input": result.tool_input,
-            "raw_tool_input": result.raw_tool_input if result.tool_input is None else "",
-            "stop_reason": result.stop_reason,
-            "tool_calls": [asdict(call) for call in result.tool_calls],
-            "content": result.content,
-        },
-    )
-    # The agent's memory: its input and output as context items, and a daily log entry.
-    context_record_agent_call(
-        run=run,
-        agent=agent_name,
-        outcome=AgentCall.Outcome.INVALID if problems else AgentCall.Outcome.OK,
-        prompt=_prompt_text(request),
-        output=result.tool_input,
-        duration_ms=result.extra.get("duration_ms", 0),
-        error="; ".join(problems),
-    )
-    run_usage_add(run=run, input_tokens=result.input_tokens, output_tokens=result.output_tokens, cost=cost)
-    totals = PipelineRun.objects.filter(pk=run.pk).values("input_tokens", "output_tokens", "cost_usd").get()
-    run.input_tokens, run.output_tokens, run.cost_usd = (
-        totals["input_tokens"],
-        totals["output_tokens"],
-        totals["cost_usd"],
-    )
-    event_publish(
-        task=run.task,
-        run=run,
-        event_type=EventType.RUN_UPDATE,
-        data={
-            "run_id": run.pk,
-            "input_tokens": run.input_tokens,
-            "output_tokens": run.output_tokens,
-            "cost_usd": str(Decimal(run.cost_usd).quantize(Decimal("0.0001"))),
-        },
-    )
-
-
-def _prompt_text(request: LLMRequest) -> str:
-    """What the agent was last told: the prompt, or the tool results of a tool turn."""
-    content = request.messages[-1]["content"]
-    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)[:200_000]
-
-
-def _recorded_tool_input(result: LLMResult) -> dict[str, Any]:
-    if result.tool_input is not None:
-        return result.tool_input
-    if result.tool_calls:
-        return {"tool_calls": [{"name": call.name, "input": call.input} for call in result.tool_calls]}
-    return {"raw": result.raw_tool_input[:100_000]}

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from core.crypto import encrypt_secret
 from core.exceptions import ApplicationError, Conflict, InvalidTransition
+from core.jobs import enqueue
 from tasks.models import Task
 from tasks.services import task_move
 
@@ -86,9 +87,7 @@ class MergeRefused(Conflict):
 
 
 def _enqueue_advance(run_id: int) -> None:
-    from .tasks import pipeline_advance
-
-    pipeline_advance.delay(run_id)
+    enqueue("pipelines.tasks.pipeline_advance", run_id)
 
 
 def _enqueue_advance_or_leave_to_sweeper(run_id: int, status: str) -> None:

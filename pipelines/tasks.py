@@ -1,18 +1,21 @@
 """Celery tasks of the pipeline: thin, ids only, idempotent (safe under acks_late
 redelivery and sweeper duplicates: a run not in a working phase, or leased by another
-worker, is left alone). A worker shutting down (config.celery.shutdown_requested) makes
-calls in flight give their phase back at once; the sweeper resumes them."""
+worker, is left alone). A worker shutting down (core.workers.shutdown_requested) makes
+calls in flight give their phase back at once; the sweeper resumes them.
+
+Each task imports what it runs inside its function; the pipeline queues these tasks by
+name (core/jobs.py), so nothing in the app imports this module back."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from . import leases, orchestrator
-
 
 @shared_task(acks_late=True, ignore_result=True)
 def pipeline_advance(run_id: int) -> None:
-    orchestrator.run_advance(run_id=run_id)
+    from .orchestrator import run_advance
+
+    run_advance(run_id=run_id)
 
 
 @shared_task(ignore_result=True)
@@ -20,7 +23,9 @@ def pipeline_sweep() -> int:
     """One sweep, on demand. The sweeper itself is a loop in the beat process
     (pipelines.leases.Sweeper); deployments whose beat schedule still lists this job
     from before run it harmlessly."""
-    return len(leases.runs_sweep())
+    from .leases import runs_sweep
+
+    return len(runs_sweep())
 
 
 @shared_task(ignore_result=True)

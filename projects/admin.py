@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
@@ -9,8 +9,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.utils.safestring import SafeString
 
+from accounts.admin import UserAdmin as AccountsUserAdmin
+from accounts.models import User
 from core.admin import admin_change_link, admin_changelist_link
-from tasks.models import Task
 
 from .models import Project
 from .services import LAST_PROJECT, project_delete
@@ -18,28 +19,20 @@ from .services import LAST_PROJECT, project_delete
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ("name", "owner_link", "task_count", "created_at", "updated_at")
+    """Projects; the apps above add their own columns (tasks/admin.py: the tasks)."""
+
+    list_display: tuple[str, ...] = ("name", "owner_link", "created_at", "updated_at")
     list_select_related = ("owner",)
     list_filter = ("created_at", "updated_at")
     search_fields = ("name", "description", "owner__email")
     autocomplete_fields = ("owner",)
-    fields = ("owner", "name", "description", "task_count", "created_at", "updated_at")
-    readonly_fields = ("task_count", "created_at", "updated_at")
+    fields: ClassVar[tuple[str, ...]] = ("owner", "name", "description", "created_at", "updated_at")
+    readonly_fields: ClassVar[tuple[str, ...]] = ("created_at", "updated_at")
     date_hierarchy = "created_at"
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Project]:
-        return super().get_queryset(request).annotate(task_count=Count("tasks"))
 
     @admin.display(description="Owner", ordering="owner__email")
     def owner_link(self, project: Project) -> SafeString | str:
         return admin_change_link(project.owner)
-
-    @admin.display(description="Tasks", ordering="task_count")
-    def task_count(self, project: Project) -> SafeString | str:
-        if project.pk is None:
-            return "-"
-        count = getattr(project, "task_count", 0)
-        return admin_changelist_link(Task, f"{count} task{'s' if count != 1 else ''}", project__id__exact=project.pk)
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         # Bulk delete would bypass the rule that every user keeps one project.
@@ -73,3 +66,21 @@ class ProjectAdmin(admin.ModelAdmin):
 
 def _is_last_project(project: Project) -> bool:
     return not Project.objects.filter(owner_id=project.owner_id).exclude(pk=project.pk).exists()
+
+
+class UserAdmin(AccountsUserAdmin):
+    """accounts' user admin, with each user's projects counted and linked."""
+
+    list_display = (*AccountsUserAdmin.list_display, "project_count")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[User]:
+        return super().get_queryset(request).annotate(project_count=Count("projects"))
+
+    @admin.display(description="Projects", ordering="project_count")
+    def project_count(self, user: User) -> SafeString:
+        count = getattr(user, "project_count", 0)
+        return admin_changelist_link(Project, count, owner__id__exact=user.pk)
+
+
+admin.site.unregister(User)
+admin.site.register(User, UserAdmin)

@@ -19,6 +19,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
+from core.jobs import enqueue_on_commit
+
 from .clone import clone_from, clone_host_check
 from .folders import (
     FOLDER_UNAVAILABLE,
@@ -193,9 +195,7 @@ def repository_clone(
                 "error": "",
             },
         )
-        from .tasks import repository_clone_run
-
-        transaction.on_commit(lambda: repository_clone_run.delay(repository.pk))
+        enqueue_on_commit("repos.tasks.repository_clone_run", repository.pk)
     return repository
 
 

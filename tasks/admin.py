@@ -4,11 +4,14 @@ from typing import Any
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db.models import Count, QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.utils.safestring import SafeString
 
-from core.admin import admin_change_link
+from core.admin import admin_change_link, admin_changelist_link
+from projects.admin import ProjectAdmin as ProjectsProjectAdmin
+from projects.models import Project
 
 from .models import Task, TaskStatusChange
 from .services import EDITABLE_FIELDS, task_update
@@ -128,3 +131,25 @@ class TaskStatusChangeAdmin(admin.ModelAdmin):
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         raise PermissionDenied
+
+
+class ProjectAdmin(ProjectsProjectAdmin):
+    """projects' project admin, with each project's tasks counted and linked."""
+
+    list_display = ("name", "owner_link", "task_count", "created_at", "updated_at")
+    fields = ("owner", "name", "description", "task_count", "created_at", "updated_at")
+    readonly_fields = ("task_count", "created_at", "updated_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Project]:
+        return super().get_queryset(request).annotate(task_count=Count("tasks"))
+
+    @admin.display(description="Tasks", ordering="task_count")
+    def task_count(self, project: Project) -> SafeString | str:
+        if project.pk is None:
+            return "-"
+        count = getattr(project, "task_count", 0)
+        return admin_changelist_link(Task, f"{count} task{'s' if count != 1 else ''}", project__id__exact=project.pk)
+
+
+admin.site.unregister(Project)
+admin.site.register(Project, ProjectAdmin)

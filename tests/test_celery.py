@@ -25,8 +25,9 @@ from django_celery_beat.models import PeriodicTask
 from django_celery_beat.schedulers import DatabaseScheduler, ModelEntry
 
 from accounts.tasks import clear_expired_sessions
-from config.celery import app, shutdown_requested
+from config.celery import app
 from config.embedded import EmbeddedWorker, start_embedded_worker
+from core.workers import shutdown_requested
 from tests.workers import delete_queue, embedded_worker, start_celery_worker, wait_until
 
 SCHEDULE_NAME = "clear-expired-sessions"

@@ -28,7 +28,7 @@ from chat.services import (
     chat_session_current,
 )
 from chat.worker import chat_queue_process
-from config.celery import shutdown_requested
+from core.workers import shutdown_requested
 from memory.models import Fact
 from memory.services.facts import fact_create
 from tests.api_helpers import assert_error, field_errors
@@ -72,17 +72,24 @@ def answer_all(owner, project=None) -> int:
 # --- Sending -----------------------------------------------------------------------------
 
 
-def test_send_queues_the_message_and_its_answering_on_commit(owner_client, owner, django_capture_on_commit_callbacks):
+def test_send_queues_the_message_and_its_answering_on_commit(
+    owner_client, owner, django_capture_on_commit_callbacks, monkeypatch
+):
+    queued: list[int] = []
+    monkeypatch.setattr("chat.tasks.chat_answer_queue.delay", queued.append)
     with django_capture_on_commit_callbacks() as callbacks:
         response = send(owner_client, "Hello")
+    assert queued == []  # not before the commit
     assert response.status_code == 202, response.content
     body = response.json()
     assert body["queue_position"] == 1
     assert body["message"]["text"] == "Hello"
     assert body["message"]["status"] == "queued"
     assert body["message"]["role"] == "user"
-    assert any("queue_answer" in getattr(cb, "__qualname__", "") for cb in callbacks)
     session = ChatSession.objects.get(user=owner)
+    for callback in callbacks:
+        callback()
+    assert queued == [session.pk]
     assert session.message_count == 1
     second = send(owner_client, "Again").json()
     assert second["queue_position"] == 2

@@ -29,7 +29,8 @@ from chat.models import ChatMessage, ChatSession
 from chat.services import chat_message_send
 from chat.worker import chat_queue_process
 from config.asgi import application
-from config.celery import app, shutdown_requested
+from config.celery import app
+from core.workers import shutdown_requested
 from tests.fake_anthropic import RecordedRequest, TextReply
 from tests.workers import embedded_worker, start_celery_worker, wait_until
 

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import OperationalError
 from django.test import Client, override_settings
 
-from core import health
+from core import health, workers
 from tests.workers import embedded_worker
 
 pytestmark = pytest.mark.django_db
@@ -33,9 +33,9 @@ def live_worker() -> Iterator[None]:
         with embedded_worker(beat=False):
             yield
     else:
-        health.record_worker_heartbeat("healthz-test@host")
+        workers.record_worker_heartbeat("healthz-test@host")
         yield
-        health.forget_worker_heartbeat("healthz-test@host")
+        workers.forget_worker_heartbeat("healthz-test@host")
 
 
 def test_all_ok_in_the_current_topology(client: Client, live_worker: None) -> None:
@@ -120,10 +120,10 @@ def test_broker_down_is_503_within_the_timeout(client: Client, live_worker: None
 
 @redis_only
 def test_expired_heartbeat_is_not_counted() -> None:
-    health.record_worker_heartbeat("healthz-expiry@host")
-    assert health.live_worker_count() == 1
-    health.forget_worker_heartbeat("healthz-expiry@host")
-    assert health.live_worker_count() == 0
+    workers.record_worker_heartbeat("healthz-expiry@host")
+    assert workers.live_worker_count() == 1
+    workers.forget_worker_heartbeat("healthz-expiry@host")
+    assert workers.live_worker_count() == 0
 
 
 def test_a_hanging_check_is_cut_off(client: Client, live_worker: None) -> None:
@@ -153,7 +153,7 @@ def test_the_sandbox_is_reported_and_its_absence_degrades(client: Client, settin
     settings.SANDBOX_BWRAP = "/nonexistent/bwrap"
     sandbox_status(refresh=True)
     if not settings.EMBEDDED:
-        health.record_worker_heartbeat("healthz-test@host")
+        workers.record_worker_heartbeat("healthz-test@host")
     status, body = get_health(client)
     assert status == 200 and body["status"] == "degraded"
     assert body["sandbox"]["ok"] is False and BWRAP_MISSING in body["sandbox"]["reason"]

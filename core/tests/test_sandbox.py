@@ -20,7 +20,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from core.health import check_sandbox, forget_worker_heartbeat, record_worker_heartbeat
+from core.health import check_sandbox
 from core.sandbox import (
     BWRAP_MISSING,
     SANDBOX_DISABLED_WARNING,
@@ -28,6 +28,7 @@ from core.sandbox import (
     limits_from_settings,
     sandbox_status,
 )
+from core.workers import forget_worker_heartbeat, record_worker_heartbeat
 from repos.verify import VerifyResult, run_test_command
 
 BWRAP = shutil.which("bwrap")

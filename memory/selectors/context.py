@@ -9,11 +9,11 @@ from django.db.models import QuerySet
 
 from core.exceptions import NotFound
 from memory.models import ContextItem
-from memory.services.context import CONTEXT_NOT_FOUND
 
 if TYPE_CHECKING:
     from accounts.models import User
 
+CONTEXT_NOT_FOUND = "No such context item."
 RUN_NOT_FOUND = "No such run."
 
 # A run's items (the list API's ``?run=``): memory keeps items per pipeline run but knows

@@ -9,12 +9,19 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import User
+from core.exceptions import NotFound
 from core.selectors import one_or_not_found
 from memory.decay import compute_confidence
 from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL, embed_text
 from memory.models.semantic import Memory
-from memory.services.semantic import MEMORY_NOT_FOUND, MemoryNotFound
 from memory.vector_store import CandidateFilter, semantic_index
+
+MEMORY_NOT_FOUND = "Memory not found."
+
+
+class MemoryNotFound(NotFound):
+    code = "memory_not_found"
+
 
 SEARCH_LIMIT_MAX = 50
 # Searches in one memory_search when hits keep naming rows deleted outright; a cascade

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from core.exceptions import NotFound
 from memory.models import ContextItem
+from memory.selectors.context import CONTEXT_NOT_FOUND
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 CONTENT_MAX_BYTES = 1024 * 1024
 CONTENT_TOO_LARGE = "The content is larger than 1 MiB of JSON."
 CONTENT_NOT_JSON = "The content is not JSON-serialisable."
-CONTEXT_NOT_FOUND = "No such context item."
 PARENT_NOT_FOUND = "Unknown parent context item: {id}."
 TYPE_REQUIRED = "A context item needs a type."
 

@@ -13,6 +13,7 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from core.exceptions import ApplicationError, Conflict, NotFound
+from core.jobs import enqueue_on_commit
 from llm.providers import provider_for
 from llm.providers.base import LLMRequest, ProviderError
 from memory.models import AgentNote, AgentNoteRevision, DailyLogEntry
@@ -55,10 +56,7 @@ def _append_update(content: str, text: str, heading: str) -> str:
 
 def _summarise_on_commit(note: AgentNote) -> None:
     if len(note.content) > settings.AGENT_NOTES_MAX_CHARS:
-        from memory.tasks import memory_summarise_note
-
-        note_id = note.pk
-        transaction.on_commit(lambda: memory_summarise_note.delay(note_id))
+        enqueue_on_commit("memory.tasks.memory_summarise_note", note.pk)
 
 
 def notes_append(*, owner: User, agent_id: str, text: str, source: str = "") -> AgentNote:

@@ -15,20 +15,16 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import User
-from core.exceptions import ApplicationError, NotFound
+from core.exceptions import ApplicationError
 from memory.embeddings import EMBEDDING_MODEL, embed_text, vector_to_bytes
 from memory.models.semantic import DecayPolicy, Memory
+from memory.selectors.semantic import MEMORY_NOT_FOUND, MemoryNotFound
 from projects.models import Project
 
-MEMORY_NOT_FOUND = "Memory not found."
 CANNOT_REINFORCE_PERMANENT = "A permanent memory does not fade: there is nothing to reinforce."
 CANNOT_REINFORCE_DELETED = "A deleted memory cannot be reinforced."
 EMPTY_CONTENT = "A memory needs some text."
 BAD_HALF_LIFE = "The half-life must be more than 0 hours."
-
-
-class MemoryNotFound(NotFound):
-    code = "memory_not_found"
 
 
 class InvalidOperation(ApplicationError):

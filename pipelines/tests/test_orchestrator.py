@@ -13,12 +13,13 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 
-from config.celery import shutdown_requested
+from core.workers import shutdown_requested
 from llm.providers.anthropic import KEY_REJECTED
 from pipelines import orchestrator
 from pipelines.leases import Lease, runs_needing_a_worker
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
-from pipelines.orchestrator import REPLY_REUSED, REVIEW_GAVE_UP, run_advance
+from pipelines.orchestrator import REVIEW_GAVE_UP, run_advance
+from pipelines.recovery import REPLY_REUSED
 from pipelines.services import run_approve, run_cancel, run_request_changes, run_retry, run_start, run_transition
 from tasks.models import Task
 from tests.factories import TaskFactory
