@@ -1,6 +1,6 @@
 """Live chat events: typed payloads sent to the user's chat group.
 
-Every event is ``{"type": ..., "data": {...}}`` like the pipeline's (DESIGN.md, Events).
+Every event is ``{"type": ..., "data": {...}}`` like the pipeline's (docs/ARCHITECTURE.md, Live events).
 Chat events are not persisted as events: the messages themselves are, and a reloaded
 page renders them. Chunks are sent as they stream (best effort); the rest on commit.
 """

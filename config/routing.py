@@ -1,4 +1,4 @@
-"""Websocket routes (DESIGN.md, Events)."""
+"""Websocket routes (docs/ARCHITECTURE.md, Live events)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Live events: typed payloads, persisted in order, sent to websocket groups on commit.
 
-Every event is ``{"type": ..., "data": {...}}`` (../DESIGN.md, Events). It is stored as
+Every event is ``{"type": ..., "data": {...}}`` (docs/ARCHITECTURE.md, Live events). It is stored as
 a RunEvent first — its id is the sequence number a reloaded page or an SSE client
 resumes from — and then sent to the task's group (and the board's, for column moves).
 """

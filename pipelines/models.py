@@ -29,7 +29,7 @@ WORKING_STATUSES = (RunStatus.PLANNING, RunStatus.CODING, RunStatus.VERIFYING, R
 ACTIVE_STATUSES = (RunStatus.QUEUED, *WORKING_STATUSES, RunStatus.AWAITING_APPROVAL, RunStatus.PAUSED)
 FINAL_STATUSES = (RunStatus.APPROVED, RunStatus.FAILED, RunStatus.CANCELLED)
 
-# The one table of allowed run transitions (../DESIGN.md, Pipeline). Only
+# The one table of allowed run transitions (docs/ARCHITECTURE.md, A run's states). Only
 # pipelines.services.run_transition changes a run's status, and only along these.
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     RunStatus.QUEUED: frozenset({RunStatus.PLANNING, RunStatus.CANCELLED, RunStatus.FAILED}),

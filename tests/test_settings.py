@@ -1,5 +1,5 @@
 """Start-up with bad environment values fails at once, naming the variable; good ones
-start, and pick the topology (DESIGN.md) from REDIS_URL."""
+start, and pick the topology (docs/ARCHITECTURE.md) from REDIS_URL."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """AutoCoder settings: everything comes from the environment (see .env.example).
 
-Two topologies share this file (../DESIGN.md, Topology):
+Two topologies share this file (docs/ARCHITECTURE.md, Topologies):
 - embedded (no REDIS_URL): SQLite by default, in-process broker, worker and channel
   layer inside the one daphne process;
 - production (REDIS_URL set, usually DATABASE_URL too): Redis is the Celery broker,
