@@ -20,9 +20,9 @@ from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, 
 logger = logging.getLogger(__name__)
 
 KEY_REJECTED = "The Anthropic API key was rejected. Check the key in your settings or the server's ANTHROPIC_API_KEY."
-NO_API_KEY = (
-    "No Anthropic API key is configured. Set ANTHROPIC_API_KEY on the server, or start the run with your own key."
-)
+# Pipelines refuse to start a run without a key (pipelines.services); chat and note
+# summaries meet this one.
+NO_API_KEY = "No Anthropic API key is configured: set ANTHROPIC_API_KEY on the server."
 PERMISSION_DENIED = "The Anthropic API key is not allowed to use this model or feature."
 CANCEL_POLL_SECONDS = 0.2
 

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from llm.providers.anthropic import KEY_REJECTED, AnthropicProvider
+from llm.providers import provider_for
+from llm.providers.anthropic import KEY_REJECTED, NO_API_KEY, AnthropicProvider
 from llm.providers.base import Cancelled, LLMRequest, ProviderError, Tool
 from tests.fake_anthropic import (
     FakeAnthropicServer,
@@ -89,6 +90,27 @@ def test_rejected_key_says_what_to_fix(fake_llm) -> None:
     fake_llm.script(HttpError(401, "authentication_error", message="invalid x-api-key"))
     with pytest.raises(ProviderError, match=KEY_REJECTED):
         _provider(fake_llm).complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
+
+
+def test_without_a_key_the_call_fails_with_what_to_set_and_reaches_no_server(fake_llm, settings) -> None:
+    """provider_for has no placeholder key: the server's key, or a caller's, or an error."""
+    settings.ANTHROPIC_API_KEY = ""
+    settings.ANTHROPIC_BASE_URL = fake_llm.url
+    settings.LLM_PROVIDER = "anthropic"
+    with pytest.raises(ProviderError, match=NO_API_KEY) as failed:
+        provider_for().complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
+    assert failed.value.retryable is False
+    assert fake_llm.requests == []
+    # A caller's own key is used when the server has none.
+    fake_llm.script(ToolReply({"subtasks": []}))
+    result = provider_for(api_key="sk-ant-own").complete(
+        _request(), on_chunk=lambda c: None, should_cancel=lambda: False
+    )
+    assert result.tool_input == {"subtasks": []}
+    assert len(fake_llm.requests) == 1
+    sent = {name.lower(): value for name, value in fake_llm.requests[0].headers.items()}
+    # The SDK sends the key as x-api-key or as a bearer token, depending on its version.
+    assert "sk-ant-own" in sent.get("x-api-key", "") + sent.get("authorization", "")
 
 
 def test_timeout_is_retryable(fake_llm) -> None:
