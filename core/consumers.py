@@ -5,7 +5,8 @@ What comes before a consumer is in config/asgi.py, once for every path: the Orig
 (AllowedHostsOriginValidator: a cross-site page cannot open a socket with the user's
 session cookie) and the login (session cookie, or ``Authorization: Token``). This class
 refuses anonymous users, asks the subclass which group the socket follows (a selector's
-NotFound, or None, closes it: not there and not yours are the same), joins the group,
+NotFound, or None, closes it: not there and not yours are the same; a refused socket is
+accepted and closed at once with its close code, so that the page learns it), joins the group,
 accepts, lets the subclass replay a backlog, then pings every ``keepalive_seconds`` so
 that proxies keep an idle socket open. What a client sends is ignored.
 """
@@ -49,14 +50,14 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self._refuse(CLOSE_UNAUTHENTICATED)
             return
         try:
             group = await self.resolve_group(user)
         except NotFound:
             group = None
         if group is None:
-            await self.close(code=CLOSE_NOT_FOUND)
+            await self._refuse(CLOSE_NOT_FOUND)
             return
         self.group_name = group
         # Join first, then replay: an event published in between arrives live, and a
@@ -65,6 +66,16 @@ class LiveConsumer(AsyncWebsocketConsumer):
         await self.accept()
         await self.accepted()
         self._keepalive = asyncio.ensure_future(self._ping())
+
+    async def _refuse(self, code: int) -> None:
+        """Accept, then close at once with ``code``, sending nothing else.
+
+        A close before the handshake is accepted reaches a browser as a refused handshake
+        (close code 1006): the page could not tell "signed out" from a network drop and
+        would retry for ever. Accepted first, the close carries the code, and the page
+        stops and says why."""
+        await self.accept()
+        await self.close(code=code)
 
     async def disconnect(self, code: int) -> None:
         if self._keepalive is not None:

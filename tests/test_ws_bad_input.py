@@ -18,13 +18,12 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
-from config.asgi import application
 from core.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from pipelines.events import EventType, event_publish
 from tests.factories import TaskFactory
+from tests.sockets import open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ORIGIN = (b"origin", b"http://127.0.0.1")
 HUGE_ID = "9" * 30
 ID_PAST_MAX = str(2**63)  # one past the largest signed 64-bit id
 ID_PAST_MIN = str(-(2**63) - 1)
@@ -39,9 +38,7 @@ def _token(user) -> tuple[bytes, bytes]:
 
 
 async def _open(path: str, *headers: tuple[bytes, bytes]) -> tuple[WebsocketCommunicator, bool, int | None]:
-    communicator = WebsocketCommunicator(application, path, headers=[ORIGIN, *headers])
-    connected, code = await communicator.connect(timeout=3)
-    return communicator, connected, code
+    return await open_socket(path, *headers, timeout=3)
 
 
 @pytest.fixture

@@ -28,16 +28,15 @@ from chat import tasks as chat_tasks
 from chat.models import ChatMessage, ChatSession
 from chat.services import chat_message_send
 from chat.worker import chat_queue_process
-from config.asgi import application
 from config.celery import app
 from core.workers import shutdown_requested
 from tests.fake_anthropic import RecordedRequest, TextReply
+from tests.sockets import open_socket
 from tests.workers import embedded_worker, start_celery_worker, wait_until
 
 from .test_chat import last_user_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-ORIGIN = (b"origin", b"http://127.0.0.1")
 
 
 @pytest.fixture(autouse=True)
@@ -149,9 +148,7 @@ def _token_header(user) -> tuple[bytes, bytes]:
 
 
 async def _connect(path: str, *headers: tuple[bytes, bytes]) -> tuple[WebsocketCommunicator, bool, int | None]:
-    communicator = WebsocketCommunicator(application, path, headers=[ORIGIN, *headers])
-    connected, code = await communicator.connect()
-    return communicator, connected, code
+    return await open_socket(path, *headers)
 
 
 def test_owner_socket_streams_the_reply_and_others_see_none_of_it(owner, other_user, fake_llm, monkeypatch) -> None:

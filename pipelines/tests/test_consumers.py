@@ -10,13 +10,12 @@ from django.conf import settings
 from django.test import Client
 
 from accounts.services import api_token_create
-from config.asgi import application
 from core.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from pipelines.events import CONSUMER_MESSAGE_TYPE, EventType, event_publish, project_group, task_group
 from tests.factories import TaskFactory
+from tests.sockets import open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ORIGIN = (b"origin", b"http://127.0.0.1")
 
 
 def _token_header(user) -> tuple[bytes, bytes]:
@@ -31,9 +30,7 @@ def _session_cookie(user) -> tuple[bytes, bytes]:
 
 
 async def _connect(path: str, *headers: tuple[bytes, bytes]) -> tuple[WebsocketCommunicator, bool, int | None]:
-    communicator = WebsocketCommunicator(application, path, headers=[ORIGIN, *headers])
-    connected, code = await communicator.connect()
-    return communicator, connected, code
+    return await open_socket(path, *headers)
 
 
 @pytest.fixture
@@ -163,3 +160,24 @@ def test_a_client_that_falls_behind_still_gets_every_live_event(owner, task) -> 
         return received
 
     assert async_to_sync(scenario)() == list(range(1, sent + 1))
+
+
+def test_a_refused_socket_is_closed_with_its_code_after_the_handshake(other_user, task) -> None:
+    """A browser sees a close code only on an accepted socket (a refused handshake is
+    1006): refusals accept, then close at once with 4401/4404 and send nothing else."""
+    from channels.testing import WebsocketCommunicator
+
+    from config.asgi import application
+    from tests.sockets import ORIGIN
+
+    async def refusal(*headers: tuple[bytes, bytes]) -> tuple[bool, dict]:
+        communicator = WebsocketCommunicator(application, f"/ws/tasks/{task.pk}", headers=[ORIGIN, *headers])
+        accepted, _ = await communicator.connect()
+        closing = await communicator.receive_output(timeout=1)
+        await communicator.wait()
+        return accepted, closing
+
+    anonymous = async_to_sync(refusal)()
+    not_theirs = async_to_sync(refusal)(_token_header(other_user))
+    assert anonymous == (True, {"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED})
+    assert not_theirs == (True, {"type": "websocket.close", "code": CLOSE_NOT_FOUND})

@@ -1,6 +1,6 @@
 """AutoCoder.liveSocket (static/js/app.js), the one websocket client of the board, the
 task page and the chat: a chat reply streams in over it, a socket the server refuses
-is retried after a pause, close() stops it for good."""
+stops with the refusal's code, close() stops it for good."""
 
 from __future__ import annotations
 
@@ -55,9 +55,20 @@ def test_the_live_socket_opens_retries_and_stops(page, live_app: LiveApp) -> Non
     assert opened["seen"] == [["status", "live", None], ["open", False]]
     assert opened["quietAfterClose"]
 
-    # A socket the server does not accept (no such task: the handshake is refused, which
-    # the browser sees as an abnormal close, not as 4404) is tried again 1 s later.
+    # A socket the server refuses (no such task) is closed with 4404 right after the
+    # handshake, so the page learns why, ends offline and does not try again.
     refused = page.evaluate(WATCH, ["/ws/tasks/999999999", 1600])
-    assert len(refused["seen"]) >= 2, refused
-    assert all(entry == ["status", "reconnecting", None] for entry in refused["seen"]), refused
+    assert refused["seen"][-1] == ["status", "offline", 4404], refused
+    assert ["status", "reconnecting", None] not in refused["seen"], refused
+    assert [entry for entry in refused["seen"] if entry[0] != "open"] in (
+        [["status", "offline", 4404]],
+        [["status", "live", None], ["status", "offline", 4404]],
+    ), refused
     assert refused["quietAfterClose"]
+
+    # A handshake that fails (a path no route serves: what a browser also sees when the
+    # network drops) is tried again 1 s later, and again, until close().
+    dropped = page.evaluate(WATCH, ["/ws/nowhere", 1600])
+    assert len(dropped["seen"]) >= 2, dropped
+    assert all(entry == ["status", "reconnecting", None] for entry in dropped["seen"]), dropped
+    assert dropped["quietAfterClose"]
