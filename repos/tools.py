@@ -15,6 +15,7 @@ from typing import Any
 from llm.providers.base import Tool
 
 from .git import BASE_CONFIG, git_env
+from .paths import PathRefused, resolve_in_worktree
 
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_MATCHES = 200
@@ -52,7 +53,8 @@ READ_FILE = Tool(
 SEARCH_CODE = Tool(
     name="search_code",
     description=(
-        "Search the repository's text files for a regular expression (POSIX extended). "
+        "Search the repository's text files (tracked, and untracked ones git does not ignore) for a "
+        "regular expression (POSIX extended), or for plain text with fixed_string. "
         f"Answers lines as path:line: text, at most {MAX_SEARCH_MATCHES} matches. "
         "path limits the search to a folder or file."
     ),
@@ -61,6 +63,7 @@ SEARCH_CODE = Tool(
         "properties": {
             "pattern": {"type": "string", "description": "Regular expression, e.g. def add\\("},
             "path": {"type": "string", "description": "Folder or file to search in (default: everything)."},
+            "fixed_string": {"type": "boolean", "description": "Match pattern as plain text, not a regex."},
         },
         "required": ["pattern"],
     },
@@ -144,33 +147,12 @@ class ReadLedger:
         return None
 
 
-class _Refused(Exception):
-    pass
+_Refused = PathRefused
 
 
 def _resolve(worktree: Path, raw: Any, *, default: str = ".") -> tuple[Path, str]:
     """The real path inside the worktree for ``raw``, and its display form."""
-    if raw is None:
-        raw = default
-    if not isinstance(raw, str):
-        raise _Refused("path must be a string.")
-    text = raw.strip().replace("\\", "/") or "."
-    if "\x00" in text:
-        raise _Refused("path contains a NUL character.")
-    if text.startswith("/"):
-        raise _Refused(f"Absolute paths are not allowed: {raw}. Give a path relative to the repository root.")
-    parts = [part for part in text.split("/") if part not in ("", ".")]
-    if ".." in parts:
-        raise _Refused(f"Paths may not leave the repository ('..'): {raw}")
-    if parts and parts[0] == ".git":
-        raise _Refused("The .git folder is not readable.")
-    root = Path(os.path.realpath(worktree))
-    resolved = Path(os.path.realpath(root.joinpath(*parts)))
-    if resolved != root and root not in resolved.parents:
-        raise _Refused(f"{raw} leads outside the repository (a symbolic link?).")
-    if (root / ".git") in (resolved, *resolved.parents):
-        raise _Refused("The .git folder is not readable.")
-    return resolved, "/".join(parts) or "."
+    return resolve_in_worktree(worktree, raw, default=default)
 
 
 def _cap(text: str, max_chars: int, hint: str) -> str:
@@ -240,13 +222,29 @@ def _search_code(worktree: Path, tool_input: dict[str, Any], max_chars: int) -> 
     pattern = tool_input.get("pattern")
     if not isinstance(pattern, str) or not pattern.strip():
         return ToolOutput("search_code needs a non-empty pattern.", is_error=True)
+    fixed = tool_input.get("fixed_string", False)
+    if not isinstance(fixed, bool):
+        return ToolOutput("fixed_string must be true or false.", is_error=True)
     target, shown = _resolve(worktree, tool_input.get("path"))
     root = Path(os.path.realpath(worktree))
     relative = "." if target == root else str(target.relative_to(root))
     config = [part for item in BASE_CONFIG for part in ("-c", item)]
     # git grep: POSIX regular expressions (no catastrophic backtracking), binary files
     # skipped (-I), untracked files included, .git never searched; bounded in time.
-    command = ["git", *config, "grep", "-n", "-I", "-E", "--no-color", "--untracked", "-e", pattern, "--", relative]
+    command = [
+        "git",
+        *config,
+        "grep",
+        "-n",
+        "-I",
+        "-F" if fixed else "-E",
+        "--no-color",
+        "--untracked",
+        "-e",
+        pattern,
+        "--",
+        relative,
+    ]
     try:
         result = subprocess.run(  # noqa: S603 - an argument list, never a shell
             command,

@@ -1,0 +1,405 @@
+"""The Coder's editing tools, executed inside a run's worktree: Anthropic's text editor
+tool (``str_replace_based_edit_tool``, ``text_editor_20250728``: ``view``, ``create``,
+``str_replace``, ``insert``), ``search_code`` and ``delete_file``.
+
+One entry point, ``editor_run(worktree, name, tool_input)``, never raises for bad input:
+every problem is a ``ToolOutcome`` with ``is_error=True`` whose message says what to do.
+Each edit is applied to the file at once; ``changed_path`` names the file it changed.
+
+Decisions:
+
+- Paths go through ``repos.paths.resolve_in_worktree`` with ``no_symlinks``: no absolute
+  paths, no ``..``, nothing in ``.git``, and no symbolic link anywhere along the path.
+- ``create`` makes a new file only (as Anthropic documents it: "create a new file"): an
+  existing path is an error that points at ``str_replace``/``insert``, or ``delete_file``
+  then ``create`` to rewrite it whole. Missing parent folders are made.
+- Encodings: UTF-8, and UTF-8 with a BOM (kept on write). Anything else — NUL bytes,
+  bytes that are not UTF-8 (latin-1 files among them) — is refused as binary/non-UTF-8.
+  New files are written as UTF-8 without a BOM.
+- Line endings: a file whose every newline is CRLF is matched and edited with LF and
+  written back with CRLF throughout (``old_str``/``new_str`` may use either). Files with
+  LF or mixed endings are matched as they are.
+- Files over ``MAX_FILE_BYTES`` are neither viewed nor edited; ``view`` output is cut at
+  ``max_characters`` with a note saying how to see the rest.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llm.providers.base import Tool
+
+from .paths import PathRefused, resolve_in_worktree
+from .tools import SEARCH_CODE, execute_repo_tool
+
+EDITOR_TOOL_NAME = "str_replace_based_edit_tool"
+EDITOR_TOOL_TYPE = "text_editor_20250728"
+MAX_FILE_BYTES = 1_000_000
+DEFAULT_MAX_CHARACTERS = 20_000
+MAX_DIRECTORY_ENTRIES = 500
+DIRECTORY_DEPTH = 2
+SNIPPET_CONTEXT_LINES = 4
+FUZZY_CANDIDATES = 20
+UTF8_BOM = b"\xef\xbb\xbf"
+COMMANDS = ("view", "create", "str_replace", "insert")
+
+
+def editor_tool_definition(max_characters: int | None = DEFAULT_MAX_CHARACTERS) -> dict[str, Any]:
+    """The text editor's entry for the Messages API's ``tools`` list (a server-defined
+    tool: type and name only, and the ``view`` truncation limit)."""
+    definition: dict[str, Any] = {"type": EDITOR_TOOL_TYPE, "name": EDITOR_TOOL_NAME}
+    if max_characters is not None:
+        definition["max_characters"] = max_characters
+    return definition
+
+
+EDITOR_TOOL = editor_tool_definition()
+
+DELETE_FILE = Tool(
+    name="delete_file",
+    description=(
+        "Delete one file of the repository (not a folder). path is relative to the repository root. "
+        "To rewrite a file whole, delete it and create it again with str_replace_based_edit_tool."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": "File, relative to the repository root."}},
+        "required": ["path"],
+    },
+)
+# search_code is the read-only tools' own (repos/tools.py): one name, one behaviour.
+EDITOR_TOOLS = (SEARCH_CODE, DELETE_FILE)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    content: str
+    is_error: bool = False
+    changed_path: str | None = None  # relative to the worktree, for the edits that changed a file
+
+
+class _Problem(Exception):
+    """An error outcome, raised inside this module and returned by ``editor_run``."""
+
+
+@dataclass
+class _TextFile:
+    path: Path
+    shown: str
+    text: str  # with LF newlines when the file is all-CRLF
+    bom: bool
+    crlf: bool
+
+    def write(self, text: str) -> None:
+        if len(text.encode("utf-8")) > MAX_FILE_BYTES:
+            raise _Problem(f"The result would be larger than {MAX_FILE_BYTES} bytes; the edit was not applied.")
+        if self.crlf:
+            text = text.replace("\r\n", "\n").replace("\n", "\r\n")
+        self.path.write_bytes((UTF8_BOM if self.bom else b"") + text.encode("utf-8"))
+        self.text = text.replace("\r\n", "\n") if self.crlf else text
+
+
+# --- Helpers ------------------------------------------------------------------------------
+
+
+def _resolve(worktree: Path, raw: Any) -> tuple[Path, str]:
+    if raw is None:
+        raise _Problem("path is required: a path relative to the repository root.")
+    try:
+        return resolve_in_worktree(worktree, raw, no_symlinks=True)
+    except PathRefused as exc:
+        raise _Problem(str(exc)) from exc
+
+
+def _string(tool_input: dict[str, Any], name: str, *, required: bool = True) -> str:
+    value = tool_input.get(name)
+    if value is None and not required:
+        return ""
+    if value is None:
+        raise _Problem(f"{name} is required.")
+    if not isinstance(value, str):
+        raise _Problem(f"{name} must be a string.")
+    return value
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _load(path: Path, shown: str) -> _TextFile:
+    if not os.path.lexists(path):
+        raise _Problem(f"{shown} does not exist. View its folder or use search_code to find the right path.")
+    if path.is_dir():
+        raise _Problem(f"{shown} is a folder, not a file.")
+    if not path.is_file():
+        raise _Problem(f"{shown} is not a regular file.")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise _Problem(f"{shown} is {size} bytes, over the editor's limit of {MAX_FILE_BYTES} bytes.")
+    data = path.read_bytes()
+    if b"\x00" in data:
+        raise _Problem(f"{shown} is a binary file; the editor works on text files only.")
+    bom = data.startswith(UTF8_BOM)
+    try:
+        text = data[len(UTF8_BOM) if bom else 0 :].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Problem(f"{shown} is not UTF-8 text (binary or another encoding); the editor cannot change it.") from exc
+    newlines = text.count("\n")
+    crlf = newlines > 0 and text.count("\r\n") == newlines
+    return _TextFile(path=path, shown=shown, text=text.replace("\r\n", "\n") if crlf else text, bom=bom, crlf=crlf)
+
+
+def _lines(text: str) -> list[str]:
+    """The file's lines as ``cat -n`` counts them (a final newline ends the last line)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _numbered(lines: list[str], first: int) -> str:
+    return "\n".join(f"{number:>6}\t{line}" for number, line in enumerate(lines, start=first))
+
+
+def _cap(text: str, max_characters: int, hint: str) -> str:
+    if len(text) <= max_characters:
+        return text
+    cut = text[:max_characters].rsplit("\n", 1)[0]
+    return f"{cut}\n[… output truncated at {max_characters} characters. {hint}]"
+
+
+def _snippet(file: _TextFile, first: int, last: int) -> str:
+    lines = _lines(file.text)
+    start = max(1, first - SNIPPET_CONTEXT_LINES)
+    end = min(len(lines), last + SNIPPET_CONTEXT_LINES)
+    return _numbered(lines[start - 1 : end], start)
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _nearest(text: str, old: str) -> str:
+    """The region of ``text`` most like ``old``, numbered, or '' when nothing is close."""
+    lines = _lines(text)
+    wanted = old.strip("\n")
+    size = max(1, len(_lines(wanted)))
+    if not lines:
+        return ""
+    windows = [(i, "\n".join(lines[i : i + size])) for i in range(max(1, len(lines) - size + 1))]
+    scored = []
+    for index, window in windows:
+        matcher = difflib.SequenceMatcher(None, window, wanted, autojunk=False)
+        scored.append((matcher.quick_ratio(), index, window))
+    scored.sort(key=lambda item: -item[0])
+    best = max(
+        (
+            (difflib.SequenceMatcher(None, window, wanted, autojunk=False).ratio(), index)
+            for _, index, window in scored[:FUZZY_CANDIDATES]
+        ),
+        key=lambda item: (item[0], -item[1]),
+    )
+    ratio, index = best
+    if ratio < 0.3:
+        return ""
+    return _numbered(lines[index : index + size], index + 1)
+
+
+# --- The text editor's commands -----------------------------------------------------------------
+
+
+def _view(worktree: Path, tool_input: dict[str, Any], max_characters: int) -> ToolOutcome:
+    path, shown = _resolve(worktree, tool_input.get("path"))
+    view_range = tool_input.get("view_range")
+    if path.is_dir():
+        if view_range is not None:
+            raise _Problem("view_range applies to files; this is a folder.")
+        return ToolOutcome(_cap(_listing(path, shown), max_characters, "View a subfolder to see more."))
+    file = _load(path, shown)
+    lines = _lines(file.text)
+    first, last = 1, len(lines)
+    if view_range is not None:
+        if not (isinstance(view_range, list) and len(view_range) == 2 and all(_integer(v) for v in view_range)):
+            raise _Problem("view_range must be a list of two integers: [start, end], end -1 for the end of the file.")
+        first, last = view_range
+        if first < 1 or first > len(lines):
+            raise _Problem(
+                f"view_range start {first} is out of bounds: {shown} has {len(lines)} lines (1-{len(lines)})."
+            )
+        if last == -1:
+            last = len(lines)
+        elif last < first or last > len(lines):
+            raise _Problem(
+                f"view_range end {last} is out of bounds: it must be from {first} to {len(lines)}, or -1 for the end."
+            )
+    if not lines:
+        return ToolOutcome(f"{shown} is empty.")
+    body = _numbered(lines[first - 1 : last], first)
+    hint = f"Use view_range to see the rest ({shown} has {len(lines)} lines)."
+    return ToolOutcome(_cap(body, max_characters, hint))
+
+
+def _listing(folder: Path, shown: str) -> str:
+    entries: list[str] = []
+    more = 0
+
+    def walk(current: Path, prefix: str, depth: int) -> None:
+        nonlocal more
+        try:
+            children = sorted(os.scandir(current), key=lambda entry: entry.name)
+        except OSError:
+            return
+        for entry in children:
+            if entry.name.startswith("."):
+                continue
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if len(entries) >= MAX_DIRECTORY_ENTRIES:
+                more += 1
+            else:
+                entries.append(f"{prefix}{entry.name}{'/' if is_dir else ''}")
+            if is_dir and depth < DIRECTORY_DEPTH:
+                walk(Path(entry.path), f"{prefix}{entry.name}/", depth + 1)
+
+    walk(folder, "" if shown == "." else f"{shown}/", 1)
+    header = f"Files and folders up to {DIRECTORY_DEPTH} levels deep in {shown}, hidden items excluded:"
+    tail = [f"[… {more} more entries; view a subfolder]"] if more else []
+    return "\n".join([header, *(entries or ["(empty)"]), *tail])
+
+
+def _create(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolOutcome:
+    path, shown = _resolve(worktree, tool_input.get("path"))
+    file_text = _string(tool_input, "file_text")
+    if os.path.lexists(path):
+        kind = "folder" if path.is_dir() else "file"
+        raise _Problem(
+            f"{shown} already exists (a {kind}); create makes new files only. Change it with str_replace or insert, "
+            "or delete_file it first to rewrite it whole."
+        )
+    if len(file_text.encode("utf-8")) > MAX_FILE_BYTES:
+        raise _Problem(f"file_text is larger than the editor's limit of {MAX_FILE_BYTES} bytes.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise _Problem(f"A parent of {shown} is a file, not a folder.") from exc
+    path.write_bytes(file_text.encode("utf-8"))
+    return ToolOutcome(f"Created {shown} ({len(_lines(file_text))} lines).", changed_path=shown)
+
+
+def _str_replace(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolOutcome:
+    path, shown = _resolve(worktree, tool_input.get("path"))
+    old = _string(tool_input, "old_str")
+    new = _string(tool_input, "new_str", required=False)
+    if not old:
+        raise _Problem("old_str must not be empty; to add text use insert.")
+    file = _load(path, shown)
+    if file.crlf:
+        old, new = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
+    starts = []
+    index = file.text.find(old)
+    while index != -1:
+        starts.append(index)
+        index = file.text.find(old, index + 1)
+    if not starts:
+        nearest = _nearest(file.text, old)
+        message = f"No replacement was made: old_str does not appear verbatim in {shown}."
+        if nearest:
+            message += f" The most similar lines are:\n{nearest}\n"
+        message += "old_str must match exactly, whitespace and indentation included: view the file and copy the text."
+        raise _Problem(message)
+    if len(starts) > 1:
+        numbers = ", ".join(str(_line_of(file.text, start)) for start in starts)
+        raise _Problem(
+            f"No replacement was made: old_str appears {len(starts)} times in {shown}, at lines {numbers}. "
+            "Include more surrounding lines so it matches exactly once."
+        )
+    start = starts[0]
+    file.write(file.text[:start] + new + file.text[start + len(old) :])
+    first = _line_of(file.text, start)
+    last = first + new.count("\n")
+    return ToolOutcome(
+        f"Edited {shown}. The changed region now reads:\n{_snippet(file, first, last)}", changed_path=shown
+    )
+
+
+def _insert(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolOutcome:
+    path, shown = _resolve(worktree, tool_input.get("path"))
+    line = tool_input.get("insert_line")
+    if line is None:
+        raise _Problem("insert_line is required: the line after which to insert (0 for the top of the file).")
+    if not _integer(line):
+        raise _Problem("insert_line must be an integer (0 for the top of the file).")
+    new = _string(tool_input, "new_str")
+    file = _load(path, shown)
+    if file.crlf:
+        new = new.replace("\r\n", "\n")
+    lines = _lines(file.text)
+    if line < 0 or line > len(lines):
+        raise _Problem(f"insert_line {line} is out of bounds: {shown} has {len(lines)} lines; give 0 to {len(lines)}.")
+    if line == len(lines) and file.text and not file.text.endswith("\n"):
+        text = f"{file.text}\n{new}"  # after a last line without a newline: the file keeps none
+    else:
+        block = new if new.endswith("\n") else f"{new}\n"
+        offset = 0 if line == 0 else sum(len(each) + 1 for each in lines[:line])
+        text = file.text[:offset] + block + file.text[offset:]
+    file.write(text)
+    last = line + max(1, len(_lines(new)))
+    return ToolOutcome(
+        f"Inserted into {shown} after line {line}:\n{_snippet(file, line + 1, last)}", changed_path=shown
+    )
+
+
+_EDITOR_COMMANDS = {"view": _view, "create": _create, "str_replace": _str_replace, "insert": _insert}
+
+
+def _editor(worktree: Path, tool_input: dict[str, Any], max_characters: int) -> ToolOutcome:
+    command = tool_input.get("command")
+    if command == "undo_edit":
+        raise _Problem("undo_edit is not available; undo a change with str_replace.")
+    handler = _EDITOR_COMMANDS.get(command) if isinstance(command, str) else None
+    if handler is None:
+        raise _Problem(f"Unknown command {command!r}; use one of {', '.join(COMMANDS)}.")
+    return handler(worktree, tool_input, max_characters)
+
+
+# --- The other two tools --------------------------------------------------------------------------
+
+
+def _delete_file(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolOutcome:
+    path, shown = _resolve(worktree, tool_input.get("path"))
+    if shown == ".":
+        raise _Problem("path must name a file.")
+    if not os.path.lexists(path):
+        raise _Problem(f"{shown} does not exist.")
+    if path.is_dir():
+        raise _Problem(f"{shown} is a folder; delete_file deletes single files only.")
+    path.unlink()
+    return ToolOutcome(f"Deleted {shown}.", changed_path=shown)
+
+
+def _search_code(worktree: Path, tool_input: dict[str, Any], max_characters: int) -> ToolOutcome:
+    output = execute_repo_tool(worktree=worktree, name="search_code", tool_input=tool_input, max_chars=max_characters)
+    return ToolOutcome(output.text, is_error=output.is_error)
+
+
+_TOOLS = {EDITOR_TOOL_NAME: _editor, SEARCH_CODE.name: _search_code, DELETE_FILE.name: _delete_file}
+
+
+def editor_run(
+    worktree: Path, name: str, tool_input: dict[str, Any], *, max_characters: int = DEFAULT_MAX_CHARACTERS
+) -> ToolOutcome:
+    """Run one call of the editing tools in ``worktree``; errors are outcomes, not raised."""
+    handler = _TOOLS.get(name)
+    if handler is None:
+        return ToolOutcome(f"There is no tool {name!r}; use {', '.join(_TOOLS)}.", is_error=True)
+    if not isinstance(tool_input, dict):
+        return ToolOutcome("The tool input must be an object.", is_error=True)
+    try:
+        return handler(Path(worktree), tool_input, max_characters)
+    except _Problem as exc:
+        return ToolOutcome(str(exc), is_error=True)
+    except OSError as exc:
+        return ToolOutcome(f"{name} failed: {exc.strerror or exc}", is_error=True)
