@@ -147,7 +147,8 @@ def chat_message_answer(message: ChatMessage, *, provider: Provider | None = Non
             message=message,
             text=shown,
             confirmations=confirmations,
-            input_tokens=result.input_tokens,
+            # Cached input included: the assistant's replies have one input count.
+            input_tokens=result.all_input_tokens,
             output_tokens=result.output_tokens,
             provider_session_id=str(result.extra.get("session_id") or ""),
         )

@@ -22,6 +22,10 @@ PRICES_PER_MILLION: dict[str, tuple[Decimal, Decimal]] = {
     "claude-3-5-haiku": (Decimal("0.8"), Decimal("4")),
 }
 PRICE_FALLBACK = (Decimal("3"), Decimal("15"))
+# Prompt caching (5-minute cache): a token written to the cache costs 1.25x the
+# model's input price, a token read from it 0.1x.
+CACHE_WRITE_MULTIPLIER = Decimal("1.25")
+CACHE_READ_MULTIPLIER = Decimal("0.1")
 MILLION = Decimal(1_000_000)
 
 
@@ -34,7 +38,21 @@ def price_for(model: str) -> tuple[Decimal, Decimal]:
     return PRICE_FALLBACK
 
 
-def call_cost(*, model: str, input_tokens: int, output_tokens: int) -> Decimal:
+def call_cost(
+    *,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_creation_input_tokens: int = 0,
+    cache_read_input_tokens: int = 0,
+) -> Decimal:
+    """What one call cost; ``input_tokens`` are the uncached input tokens (as the API
+    reports them), the cache writes and reads are priced apart."""
     input_price, output_price = price_for(model)
-    cost = (input_price * input_tokens + output_price * output_tokens) / MILLION
+    cost = (
+        input_price * input_tokens
+        + input_price * CACHE_WRITE_MULTIPLIER * cache_creation_input_tokens
+        + input_price * CACHE_READ_MULTIPLIER * cache_read_input_tokens
+        + output_price * output_tokens
+    ) / MILLION
     return cost.quantize(Decimal("0.000001"))

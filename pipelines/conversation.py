@@ -110,7 +110,7 @@ def call_agent(
                 result = _call_with_backoff(run, lease, request, log, provider)
             else:
                 log.write(REPLY_REUSED)
-            tokens += result.input_tokens + result.output_tokens
+            tokens += result.all_input_tokens + result.output_tokens
             explorations = [call for call in result.tool_calls if call.name != spec.tool.name]
             answered = len(explorations) < len(result.tool_calls)
             if not explore or request.force_answer or answered or not explorations:
@@ -250,7 +250,11 @@ def _record_call(
     if result.extra.get("reused"):
         return  # recorded, costed and remembered when it was bought
     cost = call_cost(
-        model=result.model or run.model, input_tokens=result.input_tokens, output_tokens=result.output_tokens
+        model=result.model or run.model,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        cache_creation_input_tokens=result.cache_creation_input_tokens,
+        cache_read_input_tokens=result.cache_read_input_tokens,
     )
     AgentCall.objects.create(
         run=run,
@@ -266,6 +270,8 @@ def _record_call(
         error="; ".join(problems)[:5000],
         input_tokens=result.input_tokens,
         output_tokens=result.output_tokens,
+        cache_creation_input_tokens=result.cache_creation_input_tokens,
+        cache_read_input_tokens=result.cache_read_input_tokens,
         cost_usd=cost,
         duration_ms=result.extra.get("duration_ms", 0),
         phase_entry_id=phase_entry,
@@ -287,13 +293,21 @@ def _record_call(
         duration_ms=result.extra.get("duration_ms", 0),
         error="; ".join(problems),
     )
-    run_usage_add(run=run, input_tokens=result.input_tokens, output_tokens=result.output_tokens, cost=cost)
-    totals = PipelineRun.objects.filter(pk=run.pk).values("input_tokens", "output_tokens", "cost_usd").get()
-    run.input_tokens, run.output_tokens, run.cost_usd = (
-        totals["input_tokens"],
-        totals["output_tokens"],
-        totals["cost_usd"],
+    run_usage_add(
+        run=run,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        cache_creation_input_tokens=result.cache_creation_input_tokens,
+        cache_read_input_tokens=result.cache_read_input_tokens,
+        cost=cost,
     )
+    totals = (
+        PipelineRun.objects.filter(pk=run.pk)
+        .values("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "cost_usd")
+        .get()
+    )
+    for name, value in totals.items():
+        setattr(run, name, value)
     event_publish(
         task=run.task,
         run=run,

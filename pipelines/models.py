@@ -99,8 +99,12 @@ class PipelineRun(TimeStampedModel):
     model = models.CharField(max_length=100, blank=True)
     max_tokens = models.PositiveIntegerField(default=0)
     token_budget = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
+    # Every input token of the run's calls, cache writes and reads included (the token
+    # budget counts them all); the two cache counts are the part of it that was cached.
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_creation_input_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_input_tokens = models.PositiveBigIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
     # A key given with the start request, encrypted; never stored or logged in plain text.
     api_key_encrypted = models.TextField(blank=True, editable=False)
@@ -173,8 +177,12 @@ class AgentCall(models.Model):
     tool_input = models.JSONField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.OK)
     error = models.TextField(blank=True)
+    # As the API reports them: ``input_tokens`` is the uncached part of the input, the
+    # prompt-caching writes and reads are beside it.
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
+    cache_creation_input_tokens = models.PositiveIntegerField(default=0)
+    cache_read_input_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
     duration_ms = models.PositiveIntegerField(default=0)
     # The transition that entered the phase this call was bought in, and the reply as

@@ -56,6 +56,8 @@ class BoughtCalls:
             raw_tool_input=response.get("raw_tool_input", ""),
             input_tokens=call.input_tokens,
             output_tokens=call.output_tokens,
+            cache_creation_input_tokens=call.cache_creation_input_tokens,
+            cache_read_input_tokens=call.cache_read_input_tokens,
             model=call.model,
             stop_reason=response.get("stop_reason"),
             extra={"duration_ms": call.duration_ms, "reused": True},

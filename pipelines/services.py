@@ -431,13 +431,25 @@ def task_cost_add(*, task_id: int, amount: Decimal) -> None:
     Task.objects.filter(pk=task_id).update(total_cost=Coalesce(F("total_cost"), Value(Decimal(0))) + amount)
 
 
-def run_usage_add(*, run: PipelineRun, input_tokens: int, output_tokens: int, cost: Decimal) -> None:
+def run_usage_add(
+    *,
+    run: PipelineRun,
+    input_tokens: int,
+    output_tokens: int,
+    cost: Decimal,
+    cache_creation_input_tokens: int = 0,
+    cache_read_input_tokens: int = 0,
+) -> None:
     """Count one agent call's tokens and cost on its run, and the cost on the run's task,
-    in one transaction."""
+    in one transaction. ``input_tokens`` is the call's uncached input: the run's
+    ``input_tokens`` counts the cache writes and reads too (its token budget does), and
+    its two cache counts say how much of it was cached."""
     with transaction.atomic():
         PipelineRun.objects.filter(pk=run.pk).update(
-            input_tokens=F("input_tokens") + input_tokens,
+            input_tokens=F("input_tokens") + input_tokens + cache_creation_input_tokens + cache_read_input_tokens,
             output_tokens=F("output_tokens") + output_tokens,
+            cache_creation_input_tokens=F("cache_creation_input_tokens") + cache_creation_input_tokens,
+            cache_read_input_tokens=F("cache_read_input_tokens") + cache_read_input_tokens,
             cost_usd=F("cost_usd") + cost,
         )
         task_cost_add(task_id=run.task_id, amount=cost)

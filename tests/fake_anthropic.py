@@ -98,7 +98,7 @@ class _FakeHandler(DemoHandler):
 
     def _mid_stream_error(self, request: RecordedRequest, reply: MidStreamError) -> Iterator[wire.Frame]:
         turn = self.make_turn(request)
-        yield wire.message_start(turn.model, turn.input_tokens)
+        yield wire.message_start(turn.model, turn.input_tokens, turn.cache_usage)
         yield wire.ping()
         yield wire.text_block_start(0)
         for sent, piece in enumerate(wire.chunks(MID_STREAM_TEXT, 16)):
@@ -132,6 +132,8 @@ class FakeAnthropicServer(DemoModelServer):
             self._replies.clear()
             self.requests.clear()
             self.fallback = default_reply
+        with self._cache_lock:
+            self.cached_prefixes.clear()
 
     @property
     def pending(self) -> int:

@@ -170,9 +170,9 @@ def test_messages_are_answered_in_order_with_history_and_memory(owner_client, ow
     assert [m["reply_to"] for m in history[3:]] == [m["id"] for m in history[:3]]
 
     assert len(fake_llm.requests) == 3
-    assert "The user prefers Rust" in fake_llm.requests[0].body["system"]
-    assert "REMEMBER" in fake_llm.requests[0].body["system"]
-    assert [m["content"] for m in fake_llm.requests[2].body["messages"]] == [
+    assert "The user prefers Rust" in fake_llm.requests[0].system_text
+    assert "REMEMBER" in fake_llm.requests[0].system_text
+    assert fake_llm.requests[2].message_texts == [
         "first",
         "answer to: first",
         "second",
@@ -190,10 +190,10 @@ def test_history_sent_to_the_model_is_bounded(owner, fake_llm) -> None:
     for number in range(14):
         chat_message_send(user=owner, text=f"m{number}")
     answer_all(owner)
-    last = fake_llm.requests[-1].body["messages"]
+    last = fake_llm.requests[-1].message_texts
     assert len(last) == 21  # the 10 newest exchanges + the new message
-    assert last[0]["content"] == "m3"
-    assert last[-1]["content"] == "m13"
+    assert last[0] == "m3"
+    assert last[-1] == "m13"
 
 
 def test_markers_in_the_reply_are_stored_stripped_and_confirmed(owner_client, owner, fake_llm) -> None:
@@ -222,7 +222,7 @@ def test_provider_error_becomes_an_error_reply_and_the_queue_goes_on(owner, fake
     assert second.status == ChatMessage.Status.DONE
     assert not ChatMessage.objects.filter(status__in=["queued", "processing"]).exists()
     # The failed exchange is not part of the history the model sees next.
-    assert [m["content"] for m in fake_llm.requests[1].body["messages"]] == ["two"]
+    assert fake_llm.requests[1].message_texts == ["two"]
 
 
 def test_a_busy_session_is_left_to_its_holder(owner, fake_llm) -> None:

@@ -364,7 +364,11 @@ ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL", "")
 LLM_MODEL = env_str("LLM_MODEL", "claude-sonnet-4-6")
 LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", default=8192, minimum=1)
 LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", default=300, minimum=1)
-# Tokens (input + output) one run may spend before it pauses; 0 = no limit.
+# Prompt caching of agent and assistant calls (Anthropic provider): breakpoints on the
+# tools, the system prompt and the conversation so far; cache writes cost 1.25x the
+# input price, reads 0.1x.
+LLM_PROMPT_CACHING = env_bool("LLM_PROMPT_CACHING", default=True)
+# Tokens (input, cached input included, + output) one run may spend before it pauses; 0 = no limit.
 RUN_TOKEN_BUDGET = env_int("RUN_TOKEN_BUDGET", default=400_000)
 # Waits between retries of a failing LLM call before the run pauses (seconds).
 LLM_RETRY_DELAYS = env_float_list("LLM_RETRY_DELAYS", [2.0, 4.0, 8.0])

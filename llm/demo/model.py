@@ -63,19 +63,54 @@ class MessagesRequest:
 
     @property
     def prompt_text(self) -> str:
-        parts: list[str] = []
+        """The system prompt and the messages as text (a text block as its text, other
+        blocks as JSON; prompt-caching marks left out)."""
+        return "\n".join(text for _, text, _ in self.prompt_parts())
+
+    @property
+    def system_text(self) -> str:
+        """The system prompt, sent as a string or as text blocks."""
         system = self.body.get("system")
-        if isinstance(system, str):
-            parts.append(system)
-        elif isinstance(system, list):
-            parts.extend(str(block.get("text", "")) for block in system if isinstance(block, dict))
+        if isinstance(system, list):
+            return "\n".join(str(block.get("text", "")) for block in system if isinstance(block, dict))
+        return str(system or "")
+
+    @property
+    def message_texts(self) -> list[str]:
+        """Each message's text: a string content as it is, text blocks joined."""
+        texts = []
         for message in self.messages:
             content = message.get("content")
+            if isinstance(content, list):
+                content = "".join(
+                    str(block.get("text", "")) for block in content if isinstance(block, dict) and "text" in block
+                )
+            texts.append(str(content or ""))
+        return texts
+
+    def prompt_parts(self) -> list[tuple[str, str, bool]]:
+        """The prompt in the order the API caches it (tools, system, messages): each
+        part's ``(key, text, breakpoint)``: the key identifies it in a cached prefix,
+        the text is what it says (tool definitions say nothing: they are not counted
+        as prompt text), and ``breakpoint`` is whether it carries ``cache_control``."""
+        parts: list[tuple[str, str, bool]] = []
+        for tool in self._list("tools"):
+            if isinstance(tool, dict):
+                parts.append((_key(tool), "", "cache_control" in tool))
+        system = self.body.get("system")
+        if isinstance(system, str):
+            parts.append(_block_part({"type": "text", "text": system}))
+        elif isinstance(system, list):
+            parts.extend(_block_part(block) for block in system if isinstance(block, dict))
+        for message in self.messages:
+            content = message.get("content")
+            role = str(message.get("role"))
             if isinstance(content, str):
-                parts.append(content)
+                # The same as one text block (the API caches them alike).
+                parts.append(_block_part({"type": "text", "text": content}, role))
             elif isinstance(content, list):
-                parts.extend(json.dumps(block) for block in content)
-        return "\n".join(parts)
+                parts.extend(_block_part(block, role) for block in content if isinstance(block, dict))
+        return parts
 
     def _list(self, key: str) -> list[Any]:
         value = self.body.get(key)
@@ -84,6 +119,16 @@ class MessagesRequest:
     @property
     def messages(self) -> list[dict[str, Any]]:
         return [message for message in self._list("messages") if isinstance(message, dict)]
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _block_part(block: dict[str, Any], role: str = "system") -> tuple[str, str, bool]:
+    unmarked = {name: value for name, value in block.items() if name != "cache_control"}
+    text = str(unmarked.get("text", "")) if unmarked.get("type") == "text" else json.dumps(unmarked)
+    return _key([role, unmarked]), text, "cache_control" in block
 
 
 @dataclass

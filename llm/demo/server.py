@@ -7,6 +7,7 @@ scripted replies and faults by overriding ``DemoHandler.answer``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -86,11 +87,20 @@ class DemoHandler(BaseHTTPRequestHandler):
         input_tokens: int | None = None,
         output_tokens: int | None = None,
     ) -> wire.Turn:
-        """A turn with the usage estimated (about four characters a token) unless given."""
+        """A turn with the usage estimated (about four characters a token) unless given.
+
+        A request with prompt-caching breakpoints reports the cache as the API does:
+        ``input_tokens`` is then the uncached rest (or, when given, as given), beside the
+        tokens written to and read from the cache (DemoModelServer.cache_usage)."""
         output = text + (tool.input_json if tool else "")
+        prompt_tokens = wire.estimate_tokens(request.prompt_text)
+        created, read = self.server.cache_usage(request)
+        cached = (created or 0) + (read or 0)
         return wire.Turn(
             model=str(request.body.get("model") or self.server.model_name),
-            input_tokens=input_tokens or wire.estimate_tokens(request.prompt_text),
+            input_tokens=input_tokens or max(1, prompt_tokens - cached),
+            cache_creation_input_tokens=created,
+            cache_read_input_tokens=read,
             output_tokens=output_tokens or wire.estimate_tokens(output),
             text=text,
             tool=tool,
@@ -149,6 +159,9 @@ class DemoModelServer(ThreadingHTTPServer):
     ) -> None:
         self.fallback = fallback
         self._thread: threading.Thread | None = None
+        # Prompt caching: the hashes of the prefixes cached so far (never expiring).
+        self.cached_prefixes: set[str] = set()
+        self._cache_lock = threading.Lock()
         super().__init__((host, port), self.handler_class)
 
     @property
@@ -158,6 +171,32 @@ class DemoModelServer(ThreadingHTTPServer):
 
     def reply_for(self, request: MessagesRequest) -> DemoReply:
         return self.fallback(request)
+
+    def cache_usage(self, request: MessagesRequest) -> tuple[int | None, int | None]:
+        """``(cache_creation_input_tokens, cache_read_input_tokens)`` of ``request``, or
+        ``(None, None)`` when it has no ``cache_control`` breakpoint.
+
+        As the API does it: the prompt (tools, system, messages) is read from the cache
+        up to the longest prefix an earlier request cached, the rest up to the last
+        breakpoint is written to it, and every breakpoint's prefix is cached from now on.
+        (The API's minimum cacheable length is left out: the demo's prompts are short.)"""
+        parts = request.prompt_parts()
+        if not any(marked for _, _, marked in parts):
+            return None, None
+        digest = hashlib.sha256()
+        chars = 0
+        prefixes: list[tuple[str, int, bool]] = []  # (hash, characters so far, breakpoint)
+        for key, text, marked in parts:
+            digest.update(key.encode())
+            chars += len(text)
+            prefixes.append((digest.hexdigest(), chars, marked))
+        last = max(index for index, (_, _, marked) in enumerate(prefixes) if marked)
+        with self._cache_lock:
+            hits = [index for index in range(last + 1) if prefixes[index][0] in self.cached_prefixes]
+            self.cached_prefixes.update(prefix for prefix, _, marked in prefixes if marked)
+        read_chars = prefixes[hits[-1]][1] if hits else 0
+        read = read_chars // 4
+        return prefixes[last][1] // 4 - read, read
 
     def start(self) -> Self:
         self._thread = threading.Thread(target=self.serve_forever, name="demo-model", daemon=True)

@@ -71,6 +71,19 @@ class Turn:
     tool: ToolUse | None = None
     chunk_size: int = 16
     chunk_delay: float = 0.0
+    # Prompt caching: None when the request had no breakpoints (then the usage does not
+    # mention the cache at all), else the tokens written to and read from the cache.
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+
+    @property
+    def cache_usage(self) -> JSONObject:
+        if self.cache_creation_input_tokens is None and self.cache_read_input_tokens is None:
+            return {}
+        return {
+            "cache_creation_input_tokens": self.cache_creation_input_tokens or 0,
+            "cache_read_input_tokens": self.cache_read_input_tokens or 0,
+        }
 
     @property
     def stop_reason(self) -> str:
@@ -80,7 +93,7 @@ class Turn:
 # --- Streamed frames -------------------------------------------------------------------
 
 
-def message_start(model: str, input_tokens: int) -> bytes:
+def message_start(model: str, input_tokens: int, cache_usage: JSONObject | None = None) -> bytes:
     return sse(
         "message_start",
         {
@@ -93,7 +106,7 @@ def message_start(model: str, input_tokens: int) -> bytes:
                 "content": [],
                 "stop_reason": None,
                 "stop_sequence": None,
-                "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+                "usage": {"input_tokens": input_tokens, **(cache_usage or {}), "output_tokens": 1},
             },
         },
     )
@@ -143,13 +156,14 @@ def content_block_stop(index: int) -> bytes:
     return sse("content_block_stop", {"type": "content_block_stop", "index": index})
 
 
-def message_delta(stop_reason: str, output_tokens: int) -> bytes:
+def message_delta(stop_reason: str, output_tokens: int, cache_usage: JSONObject | None = None) -> bytes:
+    """The closing usage is cumulative: the cache counts again (as the API sends them)."""
     return sse(
         "message_delta",
         {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-            "usage": {"output_tokens": output_tokens},
+            "usage": {**(cache_usage or {}), "output_tokens": output_tokens},
         },
     )
 
@@ -183,7 +197,7 @@ def tool_use_block(index: int, tool: ToolUse, chunk_size: int, delay: float = 0.
 
 def stream(turn: Turn) -> Iterator[Frame]:
     """The whole streamed message, ``message_start`` to ``message_stop``."""
-    yield message_start(turn.model, turn.input_tokens)
+    yield message_start(turn.model, turn.input_tokens, turn.cache_usage)
     yield ping()
     index = 0
     if turn.text:
@@ -191,7 +205,7 @@ def stream(turn: Turn) -> Iterator[Frame]:
         index += 1
     if turn.tool:
         yield from tool_use_block(index, turn.tool, turn.chunk_size, turn.chunk_delay)
-    yield message_delta(turn.stop_reason, turn.output_tokens)
+    yield message_delta(turn.stop_reason, turn.output_tokens, turn.cache_usage)
     yield message_stop()
 
 
@@ -214,5 +228,5 @@ def message_body(turn: Turn) -> JSONObject:
         "content": content,
         "stop_reason": turn.stop_reason,
         "stop_sequence": None,
-        "usage": {"input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens},
+        "usage": {"input_tokens": turn.input_tokens, **turn.cache_usage, "output_tokens": turn.output_tokens},
     }

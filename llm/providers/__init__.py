@@ -39,4 +39,5 @@ def provider_for(*, name: str = "", model: str = "", api_key: str = "") -> Provi
         base_url=settings.ANTHROPIC_BASE_URL or None,
         timeout=settings.LLM_TIMEOUT_SECONDS,
         label="Scripted demo" if settings.LLM_DEMO_MODE else "Anthropic",
+        prompt_caching=settings.LLM_PROMPT_CACHING,
     )

@@ -6,6 +6,7 @@ The SDK's own retries are off (``max_retries=0``): the pipeline owns the retry p
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import queue
@@ -85,9 +86,16 @@ class AnthropicProvider:
     supports_tools = True
 
     def __init__(
-        self, *, api_key: str, base_url: str | None = None, timeout: float = 120.0, label: str = "Anthropic"
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        timeout: float = 120.0,
+        label: str = "Anthropic",
+        prompt_caching: bool = True,
     ) -> None:
         self.label = label
+        self.prompt_caching = prompt_caching
         self._api_key = api_key
         self._base_url = base_url or None
         self._timeout = timeout
@@ -116,7 +124,10 @@ class AnthropicProvider:
         feed: queue.Queue[tuple[str, Any]] = queue.Queue()
         abort = threading.Event()
         caller = threading.Thread(
-            target=self._stream_into, args=(client, request, feed, abort), name="llm-stream", daemon=True
+            target=self._stream_into,
+            args=(client, request_kwargs(request, cache=self.prompt_caching and request.cache), feed, abort),
+            name="llm-stream",
+            daemon=True,
         )
         caller.start()
         text_parts: list[str] = []
@@ -165,22 +176,14 @@ class AnthropicProvider:
             stop_reason=message.stop_reason,
             tool_calls=[call for _, call in tool_calls],
             content=content,
+            cache_creation_input_tokens=getattr(message.usage, "cache_creation_input_tokens", None) or 0,
+            cache_read_input_tokens=getattr(message.usage, "cache_read_input_tokens", None) or 0,
         )
 
     @staticmethod
     def _stream_into(
-        client: anthropic.Anthropic, request: LLMRequest, feed: queue.Queue[tuple[str, Any]], abort: threading.Event
+        client: anthropic.Anthropic, kwargs: dict[str, Any], feed: queue.Queue[tuple[str, Any]], abort: threading.Event
     ) -> None:
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "max_tokens": request.max_tokens,
-            "system": request.system,
-            "messages": request.messages,
-        }
-        tools, tool_choice = request.api_tools()
-        if tools:
-            kwargs["tools"] = tools
-            kwargs["tool_choice"] = tool_choice
         try:
             with client.messages.stream(**kwargs) as stream:
                 for event in stream:
@@ -204,6 +207,58 @@ class AnthropicProvider:
             feed.put(("error", ProviderError(f"Unexpected error talking to the Anthropic API: {exc}", retryable=False)))
         finally:
             client.close()
+
+
+CACHE_CONTROL = {"type": "ephemeral"}
+
+
+def request_kwargs(request: LLMRequest, *, cache: bool) -> dict[str, Any]:
+    """The Messages API arguments of ``request``.
+
+    With ``cache``, three prompt-caching breakpoints (the API allows four): the last
+    tool definition, the system prompt (sent as a list of text blocks for it), and the
+    last content block of the last message. The prefix up to each is cached for five
+    minutes, so each tool turn of a conversation reads everything before its new
+    messages from the cache. (Prefixes shorter than the model's minimum, 1,024 or
+    2,048 tokens, are simply not cached.) The request's own messages are not changed."""
+    messages = request.messages
+    system: str | list[dict[str, Any]] = request.system
+    tools, tool_choice = request.api_tools()
+    if cache:
+        if tools:
+            tools = [*tools[:-1], {**tools[-1], "cache_control": CACHE_CONTROL}]
+        if request.system:
+            system = [{"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}]
+        messages = _with_last_block_cached(messages)
+    kwargs: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "system": system,
+        "messages": messages,
+    }
+    if tools:
+        kwargs["tools"] = tools
+        kwargs["tool_choice"] = tool_choice
+    return kwargs
+
+
+def _with_last_block_cached(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with a breakpoint on the last content block of the last message
+    (a string content becomes one text block to carry it)."""
+    if not messages:
+        return messages
+    last = messages[-1]
+    content = last.get("content")
+    if isinstance(content, str):
+        if not content:
+            return messages
+        blocks: list[Any] = [{"type": "text", "text": content}]
+    elif isinstance(content, list) and content and isinstance(content[-1], dict):
+        blocks = copy.copy(content)
+    else:
+        return messages
+    blocks[-1] = {**blocks[-1], "cache_control": CACHE_CONTROL}
+    return [*messages[:-1], {**last, "content": blocks}]
 
 
 def _strict_input(raw: str, lenient: Any) -> dict[str, Any] | None:

@@ -35,6 +35,9 @@ class LLMRequest:
     force_answer: bool = False
     # Providers with server-side sessions (the Claude CLI) continue this one.
     resume_session: str = ""
+    # Prompt caching (where the provider has it, and settings.LLM_PROMPT_CACHING is
+    # on): breakpoints on the tools, the system prompt and the last message.
+    cache: bool = True
 
     def api_tools(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """The request's ``tools`` and ``tool_choice`` for the Messages API."""
@@ -69,6 +72,15 @@ class LLMResult:
     # them back in the next request's messages (a tool-use loop continues with them).
     tool_calls: list[ToolCall] = field(default_factory=list)
     content: list[dict[str, Any]] = field(default_factory=list)
+    # Prompt caching: input tokens written to the cache and read from it. They are
+    # input tokens beside ``input_tokens``, which counts only the uncached rest.
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def all_input_tokens(self) -> int:
+        """Every input token of the call: uncached, written to and read from the cache."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
 
 class ProviderError(ApplicationError):

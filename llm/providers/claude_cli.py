@@ -157,6 +157,8 @@ class ClaudeCliProvider:
             model=str(payload.get("model") or self.model or request.model),
             stop_reason=str(payload.get("subtype") or ""),
             extra={"session_id": payload.get("session_id", ""), "cost_usd": payload.get("total_cost_usd")},
+            cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+            cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
         )
 
     @staticmethod

@@ -46,6 +46,7 @@ def test_json_result_becomes_tool_input(monkeypatch, tmp_path) -> None:
     result = _complete(ClaudeCliProvider(executable=FAKE_CLAUDE), _request(resume_session="sess-9"))
     assert result.tool_input == {"subtasks": [{"id": "s1", "title": "Do it", "description": "d", "order": 1}]}
     assert (result.input_tokens, result.output_tokens) == (12, 34)
+    assert (result.cache_creation_input_tokens, result.cache_read_input_tokens) == (0, 0)
     assert result.extra["session_id"] == "sess-9"
     recorded = json.loads(argv_file.read_text())
     assert recorded["argv"][0] == "-p"
@@ -100,3 +101,10 @@ def test_missing_executable() -> None:
     with pytest.raises(ProviderError) as excinfo:
         _complete(ClaudeCliProvider(executable="/nonexistent/claude"))
     assert excinfo.value.message.startswith("Error: the Claude CLI")
+
+
+def test_cache_usage_is_read_from_the_json_result(monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_MODE", "cached")
+    result = _complete(ClaudeCliProvider(executable=FAKE_CLAUDE))
+    assert (result.input_tokens, result.cache_creation_input_tokens, result.cache_read_input_tokens) == (12, 56, 78)
+    assert result.all_input_tokens == 146

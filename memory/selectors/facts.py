@@ -122,7 +122,12 @@ def memory_prompt_context(*, user: User, project: Project | None = None) -> str:
 
 
 def memory_system_instructions() -> str:
-    """What agents and the assistant are told about the markers, with the time now
-    (so that relative deadlines like "next Friday" can be resolved)."""
+    """What agents and the assistant are told about the markers, with today's date
+    (so that relative deadlines like "next Friday" can be resolved).
+
+    The date, not the time: this text is part of the system prompt, which is the
+    cached prompt prefix (prompt caching, llm.providers.anthropic). A clock to the
+    minute changed the prefix every minute and no call ever read it from cache; the
+    date changes it once a day, and day resolution is all a deadline needs."""
     now = timezone.now().astimezone(UTC)
-    return f"{MEMORY_INSTRUCTIONS}\nCurrent time: {now:%Y-%m-%d %H:%M} UTC"
+    return f"{MEMORY_INSTRUCTIONS}\nCurrent date: {now:%A %Y-%m-%d} UTC"

@@ -3,7 +3,8 @@ and the memory context the prompts get."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from unittest import mock
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -204,7 +205,7 @@ def test_context_for_a_project_is_global_plus_that_project(
     )
 
 
-def test_system_instructions_teach_the_markers_with_the_time() -> None:
+def test_system_instructions_teach_the_markers_with_the_date() -> None:
     text = memory_system_instructions()
     for example in (
         "[REMEMBER: fact to remember]",
@@ -212,8 +213,19 @@ def test_system_instructions_teach_the_markers_with_the_time() -> None:
         "[DONE: search text]",
     ):
         assert example in text
-    assert f"Current time: {timezone.now():%Y-%m-%d}" in text
+    assert f"Current date: {timezone.now():%A %Y-%m-%d} UTC" in text
     assert text.rstrip().endswith("UTC")
+
+
+def test_system_instructions_do_not_change_within_the_day() -> None:
+    """The system prompt is the cached prefix: no clock to the minute in it."""
+    morning = datetime(2026, 11, 23, 8, 1, tzinfo=UTC)
+    texts = set()
+    for minutes in (0, 1, 59, 600):
+        with mock.patch("django.utils.timezone.now", return_value=morning + timedelta(minutes=minutes)):
+            texts.add(memory_system_instructions())
+    assert len(texts) == 1
+    assert "08:01" not in texts.pop()
 
 
 def test_instruction_examples_echoed_by_an_agent_are_not_stored(owner: User) -> None:

@@ -48,6 +48,8 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
             "token_budget",
             "input_tokens",
             "output_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
             "total_tokens",
             "cost_usd",
             "allowed_actions",

@@ -295,12 +295,14 @@ def test_a_run_whose_worker_was_killed_runs_again_within_15_s_and_no_call_is_bou
         ("coder", "coding"),
         ("reviewer", "reviewing"),
     ]
-    assert run.input_tokens == sum(call.input_tokens for call in calls)
+    assert run.input_tokens == sum(
+        call.input_tokens + call.cache_creation_input_tokens + call.cache_read_input_tokens for call in calls
+    )
     # ... and asked for once each, but for the answer the kill cut off: the resumed
     # phase went on from the file it had read (reused, its tool run again locally).
     coder = [request for request in fake_llm.requests if request.answer_tool == "submit_changes"]
     assert [len(request.tool_results) for request in coder] == [0, 1, 1]
-    # The same request again; only the system prompt's clock may have moved on a minute.
+    # The same request again; only the system prompt's date may have moved on (at midnight).
     assert _without_clock(coder[1].body) == _without_clock(coder[2].body)
     assert len(fake_llm.requests) == 5
     # The read counts for the read-before-modify rule, and each phase was entered once.
@@ -371,4 +373,4 @@ def _everything_written(run_id: int) -> dict[str, Any]:
 
 
 def _without_clock(body: dict[str, object]) -> str:
-    return re.sub(r"Current time: [0-9: -]+ UTC", "Current time: (now)", json.dumps(body, sort_keys=True))
+    return re.sub(r"Current date: \w+ [0-9-]+ UTC", "Current date: (today)", json.dumps(body, sort_keys=True))

@@ -326,7 +326,9 @@ def test_a_phase_resumed_after_its_worker_stopped_reuses_the_calls_it_had_bought
         ("reviewer", 1, "ok"),
     ]
     # Each bought call is counted once in the run's cost.
-    assert run.input_tokens == sum(call.input_tokens for call in calls)
+    assert run.input_tokens == sum(
+        call.input_tokens + call.cache_creation_input_tokens + call.cache_read_input_tokens for call in calls
+    )
     assert run.output_tokens == sum(call.output_tokens for call in calls)
     log = "".join(e.data["chunk"] for e in RunEvent.objects.filter(run=run, type="agent-log").order_by("id"))
     assert REPLY_REUSED.strip() in log
