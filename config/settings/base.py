@@ -442,6 +442,12 @@ VERIFY_MEMORY_MB = env_int("VERIFY_MEMORY_MB", default=2048, minimum=64)
 VERIFY_CPU_SECONDS = env_int("VERIFY_CPU_SECONDS", default=900, minimum=1)
 VERIFY_OUTPUT_MAX_CHARS = env_int("VERIFY_OUTPUT_MAX_CHARS", default=200_000, minimum=1000)
 
+# The Coder's run_tests tool (repos/coder_tools.py): the same command, sandbox and limits
+# as the verify step, at most this many runs per conversation, and the end of the
+# output, this many characters, in the tool result.
+CODER_MAX_TEST_RUNS = env_int("CODER_MAX_TEST_RUNS", default=5, minimum=0)
+CODER_TEST_OUTPUT_MAX_CHARS = env_int("CODER_TEST_OUTPUT_MAX_CHARS", default=8000, minimum=500)
+
 # --- The sandbox (core/sandbox.py) ----------------------------------------------------
 # Every command that runs user or agent code (the test command, the Coder's tests) runs
 # in bubblewrap: no network, no files but the run's worktree and the system toolchains,

@@ -33,6 +33,14 @@ class LLMRequest:
     # and ``force_answer`` forces ``tool`` (when the exploration is out of turns).
     explore_tools: tuple[Tool, ...] = ()
     force_answer: bool = False
+    # Tools whose schema the API itself defines (Anthropic's text editor: ``{"type":
+    # "text_editor_20250728", "name": "str_replace_based_edit_tool"}``), sent as given,
+    # before the others.
+    server_tools: tuple[dict[str, Any], ...] = ()
+    # A request without an answer ``tool`` but with tools (``explore_tools`` and/or
+    # ``server_tools``) is a conversation: the model calls tools or answers in plain
+    # text (``tool_choice`` auto); the loop ends with a reply without tool calls
+    # (``stop_reason`` ``end_turn``).
     # Providers with server-side sessions (the Claude CLI) continue this one.
     resume_session: str = ""
     # Prompt caching (where the provider has it, and settings.LLM_PROMPT_CACHING is
@@ -41,10 +49,11 @@ class LLMRequest:
 
     def api_tools(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """The request's ``tools`` and ``tool_choice`` for the Messages API."""
+        tools = [dict(tool) for tool in self.server_tools] + [tool.as_api() for tool in self.explore_tools]
         if self.tool is None:
-            return [], None
-        tools = [tool.as_api() for tool in self.explore_tools] + [self.tool.as_api()]
-        if self.explore_tools and not self.force_answer:
+            return tools, ({"type": "auto"} if tools else None)
+        tools.append(self.tool.as_api())
+        if len(tools) > 1 and not self.force_answer:
             return tools, {"type": "any"}
         return tools, {"type": "tool", "name": self.tool.name}
 
