@@ -121,9 +121,10 @@ class AgentSpec:
     name: str
     tool: Tool
 
-    def system_prompt(self, memory_context: str) -> str:
-        base = SYSTEM_PROMPTS[self.name]
-        return f"{base}\n\n{memory_context}" if memory_context else base
+    def system_prompt(self, memory_context: str, instructions: str = "") -> str:
+        """The role, then the project's instructions (instructions_block), then the
+        memory context. Stable across a phase's turns: it is the cached prompt prefix."""
+        return "\n\n".join(filter(None, [SYSTEM_PROMPTS[self.name], instructions, memory_context]))
 
     def validate(self, tool_input: dict[str, Any] | None) -> list[str]:
         """Human-readable problems with the agent's answer; empty when it is valid."""
@@ -147,6 +148,21 @@ AGENTS = {
     spec.name: spec
     for spec in (AgentSpec(PLANNER, PLAN_TOOL), AgentSpec(CODER, CHANGES_TOOL), AgentSpec(REVIEWER, REVIEW_TOOL))
 }
+
+
+def instructions_block(*, repository_file: tuple[str, str] | None, project_instructions: str) -> str:
+    """The "Project instructions" section of every agent's system prompt: the
+    repository's AGENTS.md/CLAUDE.md (named) and the project's own setting; empty when
+    there are neither."""
+    parts = []
+    if repository_file is not None and repository_file[1]:
+        name, text = repository_file
+        parts.append(f"## From {name} in the repository\n{text}")
+    if project_instructions.strip():
+        parts.append(f"## From the project's settings\n{project_instructions.strip()}")
+    if not parts:
+        return ""
+    return "# Project instructions\nFollow these unless the task says otherwise.\n\n" + "\n\n".join(parts)
 
 
 def _task_block(title: str, description: str) -> str:

@@ -25,6 +25,7 @@ from llm.providers import provider_for
 from llm.providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError, Tool, ToolCall
 from memory.selectors import memory_prompt_context
 from memory.selectors.facts import memory_system_instructions
+from repos.instructions import repository_instructions
 
 from . import agents
 from .events import AgentLogStream, EventType, event_publish
@@ -71,6 +72,7 @@ def call_agent(
     *,
     worktree: Path | None = None,
     ledger: ReadLedger | None = None,
+    instructions_from: Path | None = None,
 ) -> dict[str, Any]:
     """Call the agent until its answer validates (one retry with the errors).
 
@@ -78,10 +80,20 @@ def call_agent(
     repository with read-only tools: at most AGENT_TOOL_MAX_TURNS tool turns and
     AGENT_TOOL_TOKEN_LIMIT tokens, then its answer is forced. Every turn is a recorded,
     costed call, every tool call shows in the agent's live log, and what it read goes
-    into ``ledger``."""
+    into ``ledger``.
+
+    The system prompt, read once here for all the phase's turns, has the project's
+    instructions: AGENTS.md/CLAUDE.md at the root of ``instructions_from`` (default: the
+    worktree) and the project's setting."""
     spec = agents.AGENTS[agent_name]
-    memory = memory_prompt_context(user=run.task.project.owner, project=run.task.project)
-    system = spec.system_prompt("\n\n".join(filter(None, [memory, memory_system_instructions()])))
+    project = run.task.project
+    memory = memory_prompt_context(user=project.owner, project=project)
+    root = instructions_from if instructions_from is not None else worktree
+    instructions = agents.instructions_block(
+        repository_file=repository_instructions(root) if root is not None else None,
+        project_instructions=project.instructions,
+    )
+    system = spec.system_prompt("\n\n".join(filter(None, [memory, memory_system_instructions()])), instructions)
     log = AgentLogStream(task=run.task, run=run, agent=agent_name)
     provider = run_provider(run)
     explore: tuple[Tool, ...] = ()

@@ -124,7 +124,7 @@ def _plan(run: PipelineRun, lease: Lease) -> None:
 
         tree = file_tree(worktree=worktree)
     prompt = agents.planner_prompt(title=task.title, description=task.description, file_tree=tree)
-    tool_input = call_agent(run, lease, agents.PLANNER, prompt)
+    tool_input = call_agent(run, lease, agents.PLANNER, prompt, instructions_from=worktree)
     plan = sorted(tool_input["subtasks"], key=lambda subtask: subtask["order"])
     from tasks.models import Task
 

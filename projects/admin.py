@@ -26,7 +26,17 @@ class ProjectAdmin(admin.ModelAdmin):
     list_filter = ("created_at", "updated_at")
     search_fields = ("name", "description", "owner__email")
     autocomplete_fields = ("owner",)
-    fields: ClassVar[tuple[str, ...]] = ("owner", "name", "description", "created_at", "updated_at")
+    fields: ClassVar[tuple[str, ...]] = (
+        "owner",
+        "name",
+        "description",
+        "llm_model",
+        "llm_max_tokens",
+        "token_budget",
+        "instructions",
+        "created_at",
+        "updated_at",
+    )
     readonly_fields: ClassVar[tuple[str, ...]] = ("created_at", "updated_at")
     date_hierarchy = "created_at"
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .models import PROJECT_NAME_MAX_LENGTH
+from .models import INSTRUCTIONS_MAX_LENGTH, PROJECT_NAME_MAX_LENGTH
 
 
 class ProjectForm(forms.Form):
@@ -31,4 +31,11 @@ class ProjectForm(forms.Form):
         min_value=1000,
         max_value=100_000_000,
         help_text="A run pauses before a call could take it past this. Empty = default.",
+    )
+    instructions = forms.CharField(
+        label="Instructions for the agents",
+        max_length=INSTRUCTIONS_MAX_LENGTH,
+        required=False,
+        help_text="Added to every agent's system prompt, after the repository's AGENTS.md or CLAUDE.md.",
+        widget=forms.Textarea(attrs={"rows": 6, "placeholder": "e.g. Use type hints; never touch migrations/."}),
     )

@@ -9,6 +9,7 @@ from core.models import TimeStampedModel
 
 PROJECT_NAME_MAX_LENGTH = 100
 DEFAULT_PROJECT_NAME = "My first project"
+INSTRUCTIONS_MAX_LENGTH = 20_000
 
 
 class Project(TimeStampedModel):
@@ -29,6 +30,12 @@ class Project(TimeStampedModel):
         blank=True,
         validators=[MinValueValidator(1000), MaxValueValidator(100_000_000)],
         help_text="A run pauses before a call could take it past this many tokens.",
+    )
+    # Added to every agent's system prompt, after the repository's AGENTS.md/CLAUDE.md.
+    instructions = models.TextField(
+        blank=True,
+        max_length=INSTRUCTIONS_MAX_LENGTH,
+        help_text="Conventions and rules for the agents; added to every agent's system prompt.",
     )
 
     class Meta:

@@ -38,7 +38,7 @@ def _save(project: Project) -> Project:
     return project
 
 
-LLM_FIELDS = ("llm_model", "llm_max_tokens", "token_budget")
+LLM_FIELDS = ("llm_model", "llm_max_tokens", "token_budget", "instructions")
 
 
 def project_create(*, owner: User, name: str, description: str = "", **llm_settings: Any) -> Project:

@@ -137,7 +137,7 @@ class ProjectAdmin(ProjectsProjectAdmin):
     """projects' project admin, with each project's tasks counted and linked."""
 
     list_display = ("name", "owner_link", "task_count", "created_at", "updated_at")
-    fields = ("owner", "name", "description", "task_count", "created_at", "updated_at")
+    fields = (*ProjectsProjectAdmin.fields[:-2], "task_count", "created_at", "updated_at")
     readonly_fields = ("task_count", "created_at", "updated_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Project]:

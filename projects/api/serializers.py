@@ -3,7 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from core.api import StrictCharField
-from projects.models import PROJECT_NAME_MAX_LENGTH, Project
+from projects.models import INSTRUCTIONS_MAX_LENGTH, PROJECT_NAME_MAX_LENGTH, Project
 
 _description_max_length = Project._meta.get_field("description").max_length
 assert _description_max_length is not None
@@ -22,6 +22,7 @@ class ProjectSerializer(serializers.ModelSerializer[Project]):
             "llm_model",
             "llm_max_tokens",
             "token_budget",
+            "instructions",
             "task_count",
             "created_at",
             "updated_at",
@@ -53,4 +54,10 @@ class ProjectInputSerializer(serializers.Serializer):
         allow_null=True,
         required=False,
         help_text="Tokens one run may spend before it pauses; null = server default.",
+    )
+    instructions = StrictCharField(
+        max_length=INSTRUCTIONS_MAX_LENGTH,
+        allow_blank=True,
+        required=False,
+        help_text="Added to every agent's system prompt, after the repository's AGENTS.md or CLAUDE.md.",
     )

@@ -66,13 +66,14 @@ def test_change_page(operator: Client, project: Project) -> None:
     response = operator.get(reverse("admin:projects_project_change", args=[project.pk]))
     assert response.status_code == 200
     assert f"?project__id__exact={project.pk}" in response.content.decode()
+    assert 'name="instructions"' in response.content.decode()
     saved = operator.post(
         reverse("admin:projects_project_change", args=[project.pk]),
-        {"owner": project.owner_id, "name": "Renamed", "description": "New"},
+        {"owner": project.owner_id, "name": "Renamed", "description": "New", "instructions": "Use tabs."},
     )
     assert saved.status_code == 302
     project.refresh_from_db()
-    assert (project.name, project.description) == ("Renamed", "New")
+    assert (project.name, project.description, project.instructions) == ("Renamed", "New", "Use tabs.")
 
 
 def test_add_page(operator: Client, owner: User, project: Project) -> None:

@@ -50,6 +50,7 @@ def test_list_shows_own_projects_with_task_counts(
         "llm_model",
         "llm_max_tokens",
         "token_budget",
+        "instructions",
         "task_count",
         "created_at",
         "updated_at",
@@ -327,9 +328,24 @@ def test_agent_settings_override_the_servers_for_new_runs(owner_client, project,
         {"token_budget": 10},
         {"llm_model": 5},
         {"llm_model": "x" * 101},
+        {"instructions": "x" * 20_001},
+        {"instructions": 5},
     ],
 )
 def test_bad_agent_settings_are_400(owner_client, project, body) -> None:
     response = owner_client.patch(detail(project.pk), body, format="json")
     assert response.status_code == 400
     assert set(body) <= set(response.json()["extra"]["fields"])
+
+
+def test_instructions_round_trip(owner_client, project) -> None:
+    text = "Use tabs.\n\nNever touch migrations/."
+    response = owner_client.patch(detail(project.pk), {"instructions": text}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["instructions"] == text
+    assert owner_client.get(detail(project.pk)).json()["instructions"] == text
+    project.refresh_from_db()
+    assert project.instructions == text
+    created = owner_client.post(LIST, {"name": "With rules", "instructions": "x" * 20_000}, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["instructions"] == "x" * 20_000

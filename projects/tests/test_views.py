@@ -213,6 +213,25 @@ def test_rename_to_blank_is_refused(client, owner: User, project: Project) -> No
     assert project.name == "Alice's project"
 
 
+def test_instructions_are_edited_on_the_settings_page(client, owner: User, project: Project) -> None:
+    client.force_login(owner)
+    response = client.post(edit_url(project), {"name": project.name, "instructions": "Use tabs & spaces"})
+    assert response.status_code == 302
+    project.refresh_from_db()
+    assert project.instructions == "Use tabs & spaces"
+    page = client.get(edit_url(project)).content.decode()
+    assert 'name="instructions"' in page and "Use tabs &amp; spaces" in page
+
+
+def test_too_long_instructions_are_refused(client, owner: User, project: Project) -> None:
+    client.force_login(owner)
+    response = client.post(edit_url(project), {"name": project.name, "instructions": "x" * 20_001})
+    assert response.status_code == 400
+    assert response.context["form"].errors["instructions"]
+    project.refresh_from_db()
+    assert project.instructions == ""
+
+
 # --- delete --------------------------------------------------------------------------
 
 
