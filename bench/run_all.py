@@ -16,7 +16,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import postgres_available
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["bench_board.py", "bench_context.py", "bench_events.py", "bench_memory_search.py", "bench_pipeline.py"]
+BENCHES = [
+    "bench_board.py",
+    "bench_context.py",
+    "bench_events.py",
+    "bench_memory_search.py",
+    "bench_pipeline.py",
+    "bench_coder_edits.py",
+]
 PACKAGES = [
     "Django",
     "djangorestframework",
