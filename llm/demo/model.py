@@ -165,6 +165,8 @@ def default_reply(request: MessagesRequest, delay: float = 0.01) -> DemoReply:
             input={"path": "."},
             chunk_delay=delay,
         )
+    if EDITOR_TOOL_NAME in request.tool_names and not request.forced_tool:
+        return _editing_reply(request, delay)
     first_file = _first_file_listed(request)
     if first_file and not request.forced_tool and len(request.tool_results) == 1:
         # Then read one of the files it saw, as a model would before writing.
@@ -218,6 +220,30 @@ def default_reply(request: MessagesRequest, delay: float = 0.01) -> DemoReply:
             chunk_delay=delay,
         )
     return TextReply(text=_chat_answer(request), chunk_delay=delay)
+
+
+EDITOR_TOOL_NAME = "str_replace_based_edit_tool"
+DEMO_FILES = (
+    ("src/feature.py", 'def feature() -> str:\n    return "done"\n'),
+    (
+        "tests/test_feature.py",
+        'from src.feature import feature\n\n\ndef test_feature() -> None:\n    assert feature() == "done"\n',
+    ),
+)
+
+
+def _editing_reply(request: MessagesRequest, delay: float) -> DemoReply:
+    """The Coder with the text editor: write the demo's two files, then sum up."""
+    done = len(request.tool_results)
+    if done < len(DEMO_FILES):
+        path, text = DEMO_FILES[done]
+        return ToolReply(
+            name=EDITOR_TOOL_NAME,
+            text=f"Writing {path}.\n",
+            input={"command": "create", "path": path, "file_text": text},
+            chunk_delay=delay,
+        )
+    return TextReply(text="Added feature() in src/feature.py and a test that pins its result down.", chunk_delay=delay)
 
 
 def _first_file_listed(request: MessagesRequest) -> str | None:
