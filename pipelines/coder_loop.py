@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
+from core.workers import shutdown_requested
 from llm.providers.base import LLMRequest, LLMResult, ToolCall
 
 from . import agents
@@ -70,7 +71,7 @@ def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     turns = tokens = 0
     while True:
-        if should_stop(lease):
+        if _stopped(lease):
             log.flush()
             raise PhaseInterrupted
         if turns >= settings.CODER_MAX_TURNS or tokens >= settings.AGENT_TOOL_TOKEN_LIMIT:
@@ -109,7 +110,7 @@ def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path
         if not result.tool_calls:
             log.flush()
             return CoderConversation(summary=result.text.strip(), out_of_turns=False, turns=turns)
-        if should_stop(lease):
+        if _stopped(lease):
             log.flush()
             raise PhaseInterrupted
         tool_results = [
@@ -122,6 +123,12 @@ def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path
             {"role": "assistant", "content": result.content},
             {"role": "user", "content": tool_results},
         ]
+
+
+def _stopped(lease: Lease) -> bool:
+    """Between turns: the row itself, not the lease's cached answer — a cancelled run
+    buys no further turn."""
+    return shutdown_requested.is_set() or not lease.confirm()
 
 
 def _test_command(run: PipelineRun) -> str:

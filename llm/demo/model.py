@@ -149,6 +149,8 @@ class TextReply:
     text: str
     chunk_size: int = 16
     chunk_delay: float = 0.0
+    # "max_tokens": the reply was cut off at the output limit.
+    stop_reason: str | None = None
 
 
 DemoReply = ToolReply | TextReply
