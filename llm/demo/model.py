@@ -235,8 +235,14 @@ DEMO_FILES = (
 
 
 def _editing_reply(request: MessagesRequest, delay: float) -> DemoReply:
-    """The Coder with the text editor: write the demo's two files, then sum up."""
+    """The Coder with the text editor: look around and read the README, as a model
+    would before writing; write the demo's two files; then sum up."""
     done = len(request.tool_results)
+    looks = (("Looking at the repository before changing it.\n", "."), ("Reading the README.\n", "README.md"))
+    if done < len(looks):
+        text, path = looks[done]
+        return ToolReply(name=EDITOR_TOOL_NAME, text=text, input={"command": "view", "path": path}, chunk_delay=delay)
+    done -= len(looks)
     if done < len(DEMO_FILES):
         path, text = DEMO_FILES[done]
         return ToolReply(
