@@ -121,10 +121,11 @@ class AgentSpec:
     name: str
     tool: Tool
 
-    def system_prompt(self, memory_context: str, instructions: str = "") -> str:
-        """The role, then the project's instructions (instructions_block), then the
-        memory context. Stable across a phase's turns: it is the cached prompt prefix."""
-        return "\n\n".join(filter(None, [SYSTEM_PROMPTS[self.name], instructions, memory_context]))
+    def system_prompt(self, memory_context: str, instructions: str = "", *, role: str | None = None) -> str:
+        """The role (``role``, default the agent's), then the project's instructions
+        (instructions_block), then the memory context. Stable across a phase's turns: it
+        is the cached prompt prefix."""
+        return "\n\n".join(filter(None, [role or SYSTEM_PROMPTS[self.name], instructions, memory_context]))
 
     def validate(self, tool_input: dict[str, Any] | None) -> list[str]:
         """Human-readable problems with the agent's answer; empty when it is valid."""
@@ -167,6 +168,43 @@ def instructions_block(*, repository_file: tuple[str, str] | None, project_instr
 
 def _task_block(title: str, description: str) -> str:
     return f"# Task\nTitle: {title}\n\n{description or '(no description)'}"
+
+
+# The Coder editing the run's worktree with its tools (pipelines/coder_loop.py).
+CODER_EDITING_ROLE = (
+    "You are the Coder of a software team. You work directly in a checkout of the project's "
+    "repository with tools. Read files with the str_replace_based_edit_tool `view` command "
+    "(a directory lists its contents) and search_code; change them with its `str_replace` "
+    "(old_str must match the file exactly, once, whitespace included — include enough context), "
+    "`create` and `insert` commands, and delete_file. Work through the plan's subtasks in order. "
+    "Check your change with run_tests when it is complete (runs are limited). Use relative paths "
+    "inside the repository. When review findings, failing tests or requested changes are given, "
+    "fix every one of them. When you are done, answer with a short plain-text summary of what "
+    "you changed and why, without calling a tool: your edits in the repository are the change."
+)
+
+
+def coder_editing_prompt(
+    *,
+    title: str,
+    description: str,
+    plan: list[dict[str, Any]],
+    findings: list[dict[str, Any]],
+    feedback: str,
+    branch_diff: str,
+) -> str:
+    """The Coder's task when it edits the worktree: the task, the plan, what the branch
+    already changed, and in fix rounds the findings (failing tests included) and the
+    person's requested changes."""
+    parts = [_task_block(title, description), "# Plan\n" + json.dumps(plan, indent=2)]
+    if branch_diff:
+        parts.append("# Already changed on your branch (committed; the files hold it)\n" + branch_diff)
+    if findings:
+        parts.append("# Review findings to fix\n" + json.dumps(findings, indent=2))
+    if feedback:
+        parts.append("# Changes requested by the person reviewing\n" + feedback)
+    parts.append("Make the changes in the repository, then answer with a short summary.")
+    return "\n\n".join(parts)
 
 
 REPOSITORY_GUIDE = (

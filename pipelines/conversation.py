@@ -64,6 +64,19 @@ def should_stop(lease: Lease) -> bool:
     return shutdown_requested.is_set() or not lease.check()
 
 
+def agent_system_prompt(run: PipelineRun, agent_name: str, root: Path | None, *, role: str | None = None) -> str:
+    """The agent's system prompt: its role, the project's instructions (AGENTS.md or
+    CLAUDE.md at ``root``, and the project's setting), the memory context."""
+    project = run.task.project
+    memory = memory_prompt_context(user=project.owner, project=project)
+    instructions = agents.instructions_block(
+        repository_file=repository_instructions(root) if root is not None else None,
+        project_instructions=project.instructions,
+    )
+    memory_context = "\n\n".join(filter(None, [memory, memory_system_instructions()]))
+    return agents.AGENTS[agent_name].system_prompt(memory_context, instructions, role=role)
+
+
 def call_agent(
     run: PipelineRun,
     lease: Lease,
@@ -86,14 +99,8 @@ def call_agent(
     instructions: AGENTS.md/CLAUDE.md at the root of ``instructions_from`` (default: the
     worktree) and the project's setting."""
     spec = agents.AGENTS[agent_name]
-    project = run.task.project
-    memory = memory_prompt_context(user=project.owner, project=project)
     root = instructions_from if instructions_from is not None else worktree
-    instructions = agents.instructions_block(
-        repository_file=repository_instructions(root) if root is not None else None,
-        project_instructions=project.instructions,
-    )
-    system = spec.system_prompt("\n\n".join(filter(None, [memory, memory_system_instructions()])), instructions)
+    system = agent_system_prompt(run, agent_name, root)
     log = AgentLogStream(task=run.task, run=run, agent=agent_name)
     provider = run_provider(run)
     explore: tuple[Tool, ...] = ()

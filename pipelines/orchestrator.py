@@ -138,6 +138,9 @@ def _code(run: PipelineRun, lease: Lease) -> None:
     if worktree:
         workspace.workspace_reset(run, worktree)
     findings = run.review_findings if run.status == RunStatus.FIXING else []
+    if worktree and run_provider(run).supports_tools:
+        _code_with_tools(run, lease, worktree, findings)
+        return
     prompt = agents.coder_prompt(
         title=task.title,
         description=task.description,
@@ -165,6 +168,42 @@ def _code(run: PipelineRun, lease: Lease) -> None:
     run_transition(
         run=run, to_status=next_status, reason=f"{len(changes)} file change(s)", fields=fields, held_by=lease.token
     )
+
+
+def _code_with_tools(run: PipelineRun, lease: Lease, worktree: Path, findings: list[dict[str, Any]]) -> None:
+    """The Coder edits the worktree itself (pipelines/coder_loop.py); what it leaves
+    there is committed on the run's branch and is the change."""
+    from .coder_loop import code_in_worktree
+
+    task = run.task
+    prompt = agents.coder_editing_prompt(
+        title=task.title,
+        description=task.description,
+        plan=run.plan,
+        findings=findings,
+        feedback=run.feedback,
+        branch_diff=workspace.workspace_diff_text(run),
+    )
+    outcome = code_in_worktree(run, lease, prompt, worktree)
+    # The worktree is outside the transaction: a worker that lost its lease while the
+    # Coder worked must not commit into the one its successor now uses.
+    if not lease.confirm():
+        raise PhaseInterrupted
+    head = workspace.workspace_commit(run, worktree, outcome.summary)
+    changes = workspace.workspace_changed_files(run) or []
+    problems = [outcome.finding] if outcome.finding else []
+    fields: dict[str, Any] = {
+        "file_changes": changes,
+        "change_problems": problems,
+        "verify_result": None,
+        "head_commit": head,
+    }
+    next_status = RunStatus.REVIEWING
+    repository = workspace.run_repository(run)
+    if not problems and repository is not None and repository.test_command.strip():
+        next_status = RunStatus.VERIFYING
+    reason = f"{len(changes)} file change(s) on the branch" + (" (out of turns)" if problems else "")
+    run_transition(run=run, to_status=next_status, reason=reason, fields=fields, held_by=lease.token)
 
 
 def _verify(run: PipelineRun, lease: Lease) -> None:

@@ -138,6 +138,28 @@ def workspace_apply(
     return [], head or run.head_commit
 
 
+def workspace_commit(run: PipelineRun, worktree: Path, summary: str) -> str:
+    """Commit what the Coder left in the worktree on the run's branch (its summary in
+    the message); the branch's head (unchanged when nothing changed)."""
+    from repos.git import run_git
+    from repos.services import worktree_commit
+
+    listing = run_git(["status", "--porcelain", "--no-renames", "-z", "--untracked-files=all"], cwd=worktree).stdout
+    entries = [entry for entry in listing.split("\x00") if len(entry) > 3]
+    changes = [{"action": _status_action(entry[:2]), "file_path": entry[3:]} for entry in entries]
+    message = commit_message(run, changes)
+    if summary:
+        message += f"\n{summary[:4000]}\n"
+    head = worktree_commit(worktree=worktree, message=message)
+    return head or run.head_commit
+
+
+def _status_action(status: str) -> str:
+    if status in ("??", "A "):
+        return "create"
+    return "delete" if "D" in status else "modify"
+
+
 def commit_message(run: PipelineRun, changes: list[dict[str, Any]]) -> str:
     task = run.task
     if run.status == "fixing":

@@ -447,6 +447,9 @@ VERIFY_OUTPUT_MAX_CHARS = env_int("VERIFY_OUTPUT_MAX_CHARS", default=200_000, mi
 # output, this many characters, in the tool result.
 CODER_MAX_TEST_RUNS = env_int("CODER_MAX_TEST_RUNS", default=5, minimum=0)
 CODER_TEST_OUTPUT_MAX_CHARS = env_int("CODER_TEST_OUTPUT_MAX_CHARS", default=8000, minimum=500)
+# The Coder editing a worktree with its tools (pipelines/coder_loop.py): at most this many
+# turns (calls) per coding phase; AGENT_TOOL_TOKEN_LIMIT caps its tokens.
+CODER_MAX_TURNS = env_int("CODER_MAX_TURNS", default=40, minimum=1)
 
 # --- The sandbox (core/sandbox.py) ----------------------------------------------------
 # Every command that runs user or agent code (the test command, the Coder's tests) runs

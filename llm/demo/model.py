@@ -149,6 +149,8 @@ class TextReply:
     text: str
     chunk_size: int = 16
     chunk_delay: float = 0.0
+    # "max_tokens": the reply was cut off at the output limit.
+    stop_reason: str | None = None
 
 
 DemoReply = ToolReply | TextReply
@@ -165,6 +167,8 @@ def default_reply(request: MessagesRequest, delay: float = 0.01) -> DemoReply:
             input={"path": "."},
             chunk_delay=delay,
         )
+    if EDITOR_TOOL_NAME in request.tool_names and not request.forced_tool:
+        return _editing_reply(request, delay)
     first_file = _first_file_listed(request)
     if first_file and not request.forced_tool and len(request.tool_results) == 1:
         # Then read one of the files it saw, as a model would before writing.
@@ -218,6 +222,36 @@ def default_reply(request: MessagesRequest, delay: float = 0.01) -> DemoReply:
             chunk_delay=delay,
         )
     return TextReply(text=_chat_answer(request), chunk_delay=delay)
+
+
+EDITOR_TOOL_NAME = "str_replace_based_edit_tool"
+DEMO_FILES = (
+    ("src/feature.py", 'def feature() -> str:\n    return "done"\n'),
+    (
+        "tests/test_feature.py",
+        'from src.feature import feature\n\n\ndef test_feature() -> None:\n    assert feature() == "done"\n',
+    ),
+)
+
+
+def _editing_reply(request: MessagesRequest, delay: float) -> DemoReply:
+    """The Coder with the text editor: look around and read the README, as a model
+    would before writing; write the demo's two files; then sum up."""
+    done = len(request.tool_results)
+    looks = (("Looking at the repository before changing it.\n", "."), ("Reading the README.\n", "README.md"))
+    if done < len(looks):
+        text, path = looks[done]
+        return ToolReply(name=EDITOR_TOOL_NAME, text=text, input={"command": "view", "path": path}, chunk_delay=delay)
+    done -= len(looks)
+    if done < len(DEMO_FILES):
+        path, text = DEMO_FILES[done]
+        return ToolReply(
+            name=EDITOR_TOOL_NAME,
+            text=f"Writing {path}.\n",
+            input={"command": "create", "path": path, "file_text": text},
+            chunk_delay=delay,
+        )
+    return TextReply(text="Added feature() in src/feature.py and a test that pins its result down.", chunk_delay=delay)
 
 
 def _first_file_listed(request: MessagesRequest) -> str | None:

@@ -73,7 +73,13 @@ class DemoHandler(BaseHTTPRequestHandler):
                 output_tokens=reply.output_tokens,
             )
         if isinstance(reply, TextReply):
-            return self.make_turn(request, text=reply.text, chunk_size=reply.chunk_size, chunk_delay=reply.chunk_delay)
+            return self.make_turn(
+                request,
+                text=reply.text,
+                chunk_size=reply.chunk_size,
+                chunk_delay=reply.chunk_delay,
+                stop=reply.stop_reason,
+            )
         raise TypeError(f"The demo model cannot say {reply!r}")
 
     def make_turn(
@@ -86,6 +92,7 @@ class DemoHandler(BaseHTTPRequestHandler):
         chunk_delay: float = 0.0,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
+        stop: str | None = None,
     ) -> wire.Turn:
         """A turn with the usage estimated (about four characters a token) unless given.
 
@@ -106,6 +113,7 @@ class DemoHandler(BaseHTTPRequestHandler):
             tool=tool,
             chunk_size=chunk_size,
             chunk_delay=chunk_delay,
+            stop=stop,
         )
 
     def send_json(self, status: int, payload: wire.JSONObject, headers: dict[str, str] | None = None) -> None:

@@ -85,8 +85,13 @@ class Turn:
             "cache_read_input_tokens": self.cache_read_input_tokens or 0,
         }
 
+    # Why the turn ended when not the usual (e.g. "max_tokens": cut off at the limit).
+    stop: str | None = None
+
     @property
     def stop_reason(self) -> str:
+        if self.stop:
+            return self.stop
         return "tool_use" if self.tool else "end_turn"
 
 

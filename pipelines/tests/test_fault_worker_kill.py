@@ -30,7 +30,7 @@ from pipelines.leases import runs_needing_a_worker, runs_sweep
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
 from pipelines.services import run_start
 from tests.factories import TaskFactory
-from tests.fake_anthropic import ToolReply
+from tests.fake_anthropic import TextReply, ToolReply
 from tests.workers import delete_queue, subprocess_env, topology_worker, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -58,9 +58,9 @@ while PipelineRun.objects.get(pk=run_id).status in (RunStatus.QUEUED, *WORKING_S
 """
 
 
-def _slow(reply_input: dict[str, Any]) -> ToolReply:
+def _slow(reply_input: dict[str, Any], name: str | None = None) -> ToolReply:
     # About a minute of streaming: the kill always lands mid-stream.
-    return ToolReply(input=reply_input, text="slow " * 3000, chunk_size=5, chunk_delay=0.02)
+    return ToolReply(input=reply_input, name=name, text="slow " * 3000, chunk_size=5, chunk_delay=0.02)
 
 
 # phase killed in → (agent streaming, replies before the kill, the killed reply, the
@@ -195,9 +195,9 @@ def test_a_worker_killed_mid_phase_is_resumed_and_earlier_phases_are_not_bought_
 # 96-102 s with a 90 s lease and a sweeper every 30 s).
 RESUME_WITHIN_SECONDS = 15
 CALC = "def add(a, b):\n    return a - b\n"
-CALC_FIXED = {
-    "changes": [{"file_path": "app/calc.py", "action": "modify", "content": "def add(a, b):\n    return a + b\n"}]
-}
+EDITOR = "str_replace_based_edit_tool"
+# The Coder on a linked repository edits the worktree with the text editor.
+CALC_FIXED = {"command": "str_replace", "path": "app/calc.py", "old_str": "a - b", "new_str": "a + b"}
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -237,7 +237,9 @@ def test_a_run_whose_worker_was_killed_runs_again_within_15_s_and_no_call_is_bou
 
     task = TaskFactory(project=project, title="Make add add", description="add(2, 3) should be 5")
     fake_llm.script(
-        ToolReply(input=PLAN), ToolReply(name="read_file", input={"path": "app/calc.py"}), _slow(CALC_FIXED)
+        ToolReply(input=PLAN),
+        ToolReply(name=EDITOR, input={"command": "view", "path": "app/calc.py"}),
+        _slow(CALC_FIXED, name=EDITOR),
     )
     run_id = run_start(task=task, user=owner).pk
     # No PIPELINE_LEASE_SECONDS here: the default is what is measured.
@@ -259,7 +261,7 @@ def test_a_run_whose_worker_was_killed_runs_again_within_15_s_and_no_call_is_bou
             )
             # Somewhere in the lease's renewal cycle, not at its start.
             time.sleep(random.uniform(0, settings.PIPELINE_LEASE_SECONDS / 4))
-            fake_llm.script(ToolReply(input=CALC_FIXED), ToolReply(input=PASS))
+            fake_llm.script(ToolReply(name=EDITOR, input=CALC_FIXED), TextReply("Fixed add."), ToolReply(input=PASS))
             os.killpg(doomed.pid, signal.SIGKILL)
             killed_at = time.monotonic()
             doomed.wait(10)
@@ -287,10 +289,11 @@ def test_a_run_whose_worker_was_killed_runs_again_within_15_s_and_no_call_is_bou
     print(f"\nkilled worker's run running again after {resumed_after:.1f} s")
     assert resumed_after < RESUME_WITHIN_SECONDS, f"resumed {resumed_after:.1f} s after the kill"
     run = PipelineRun.objects.get(pk=run_id)
-    # Bought once each: the plan, the Coder's read, its answer, the review...
+    # Bought once each: the plan, the Coder's read, its edit, its summary, the review...
     calls = AgentCall.objects.filter(run=run)
     assert list(calls.values_list("agent", "phase")) == [
         ("planner", "planning"),
+        ("coder", "coding"),
         ("coder", "coding"),
         ("coder", "coding"),
         ("reviewer", "reviewing"),
@@ -300,13 +303,15 @@ def test_a_run_whose_worker_was_killed_runs_again_within_15_s_and_no_call_is_bou
     )
     # ... and asked for once each, but for the answer the kill cut off: the resumed
     # phase went on from the file it had read (reused, its tool run again locally).
-    coder = [request for request in fake_llm.requests if request.answer_tool == "submit_changes"]
-    assert [len(request.tool_results) for request in coder] == [0, 1, 1]
+    coder = [request for request in fake_llm.requests if EDITOR in request.tool_names]
+    assert [len(request.tool_results) for request in coder] == [0, 1, 1, 2]
     # The same request again; only the system prompt's date may have moved on (at midnight).
     assert _without_clock(coder[1].body) == _without_clock(coder[2].body)
-    assert len(fake_llm.requests) == 5
-    # The read counts for the read-before-modify rule, and each phase was entered once.
+    assert len(fake_llm.requests) == 6
+    # The edit applied once, and each phase was entered once.
     assert run.change_problems == []
+    assert [change["file_path"] for change in run.file_changes] == ["app/calc.py"]
+    assert "a + b" in run.file_changes[0]["new_content"]
     path = list(RunTransition.objects.filter(run=run).values_list("to_status", flat=True))
     assert path == [RunStatus.QUEUED, "planning", "coding", "reviewing", RunStatus.AWAITING_APPROVAL]
 

@@ -9,19 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.agents import SYSTEM_PROMPTS
+from pipelines.agents import CODER_EDITING_ROLE, SYSTEM_PROMPTS
 from pipelines.models import RunStatus
 from pipelines.services import run_start
 from repos.services import repository_link
 from tasks.models import Task
 from tests.factories import TaskFactory
-from tests.fake_anthropic import ToolReply
+from tests.fake_anthropic import TextReply, ToolReply
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
 CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
 PASS = {"pass": True, "findings": []}
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -54,10 +55,17 @@ def task(project) -> Task:
 
 
 def run_on(fake_llm, task: Task, owner) -> None:
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    from repos.models import Repository
+
+    if Repository.objects.filter(project_id=task.project_id).exists():
+        # On a repository the Coder edits the worktree: an edit, then its summary.
+        coder = [ToolReply(name="str_replace_based_edit_tool", input=CREATE_X), TextReply("Added x.")]
+    else:
+        coder = [ToolReply(input=CHANGES)]
+    fake_llm.script(ToolReply(input=PLAN), *coder, ToolReply(input=PASS))
     run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
-    assert len(fake_llm.requests) == 3
+    assert len(fake_llm.requests) == 2 + len(coder)
 
 
 def test_agents_md_and_the_project_setting_are_in_every_system_prompt(
@@ -68,14 +76,15 @@ def test_agents_md_and_the_project_setting_are_in_every_system_prompt(
     project.instructions = "Write docstrings. MARK-SETTING"
     project.save()
     run_on(fake_llm, task, owner)
-    for request, role in zip(fake_llm.requests, ("planner", "coder", "reviewer"), strict=True):
+    roles = (SYSTEM_PROMPTS["planner"], CODER_EDITING_ROLE, CODER_EDITING_ROLE, SYSTEM_PROMPTS["reviewer"])
+    for request, role in zip(fake_llm.requests, roles, strict=True):
         system = request.system_text
         assert "# Project instructions" in system
         assert "From AGENTS.md" in system and "MARK-AGENTS" in system
         assert "MARK-CLAUDE" not in system  # AGENTS.md wins
         assert "MARK-SETTING" in system
         # After the role, before the memory context.
-        assert system.index(SYSTEM_PROMPTS[role][:40]) < system.index("MARK-AGENTS") < system.index("MARK-SETTING")
+        assert system.index(role[:40]) < system.index("MARK-AGENTS") < system.index("MARK-SETTING")
         assert system.index("MARK-SETTING") < system.index("Current date:")
         # In the cached prefix: the system's last block carries the breakpoint.
         assert isinstance(request.body["system"], list)

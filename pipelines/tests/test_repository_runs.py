@@ -31,7 +31,7 @@ from pipelines.services import (
 from repos.services import repository_link
 from tasks.models import Task
 from tests.factories import TaskFactory
-from tests.fake_anthropic import ToolReply
+from tests.fake_anthropic import TextReply, ToolReply
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
@@ -73,11 +73,17 @@ def task(project) -> Task:
     return TaskFactory(project=project, title="Make add add", description="add(2, 3) should be 5")
 
 
-READ_CALC = ToolReply(name="read_file", input={"path": "app/calc.py"})
+EDITOR = "str_replace_based_edit_tool"
 
 
-def changes(*items: dict[str, str]) -> dict[str, list[dict[str, str]]]:
-    return {"changes": list(items)}
+def edit(**tool_input: object) -> ToolReply:
+    """One text editor call of the Coder."""
+    return ToolReply(name=EDITOR, input=dict(tool_input))
+
+
+VIEW_CALC = edit(command="view", path="app/calc.py")
+FIX_CALC = edit(command="str_replace", path="app/calc.py", old_str="return a - b", new_str="return a + b")
+DONE = TextReply("Fixed add: it subtracted.")
 
 
 def log_text(run: PipelineRun, agent: str) -> str:
@@ -85,33 +91,40 @@ def log_text(run: PipelineRun, agent: str) -> str:
     return "".join(e.data["chunk"] for e in events if e.data["agent"] == agent)
 
 
-def test_the_coder_reads_then_changes_land_on_the_runs_branch(fake_llm, linked, repo_root, task, owner) -> None:
+def test_the_coder_reads_then_edits_and_the_change_lands_on_the_runs_branch(
+    fake_llm, linked, repo_root, task, owner
+) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
-        ToolReply(name="read_file", input={"path": "app/calc.py"}, text="Reading calc first. "),
-        ToolReply(
-            input=changes(
-                {"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED},
-                {"file_path": "app/util.py", "action": "create", "content": "TWO = 2\n"},
-                {"file_path": "README.md", "action": "delete"},
-            )
-        ),
+        ToolReply(name=EDITOR, input={"command": "view", "path": "app/calc.py"}, text="Reading calc first. "),
+        FIX_CALC,
+        edit(command="create", path="app/util.py", file_text="TWO = 2\n"),
+        ToolReply(name="delete_file", input={"path": "README.md"}),
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
 
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.branch == f"autocoder/task-{task.pk}-run-1"
-    # The Planner saw the file tree; the Coder's second turn carried the file it read.
-    planner_request, coder_first, coder_second, reviewer_request = fake_llm.requests
+    # The Planner saw the file tree; the Coder's second turn carried the file it viewed.
+    planner_request, coder_first, coder_second, *_, coder_last, reviewer_request = fake_llm.requests
     assert "app/calc.py" in planner_request.prompt_text
-    assert coder_first.forced_tool is None and "read_file" in coder_first.tool_names
+    assert coder_first.forced_tool is None and EDITOR in coder_first.tool_names
+    assert "run_tests" in coder_first.tool_names and "submit_changes" not in coder_first.tool_names
+    assert "str_replace" in coder_first.system_text and "Fix add" in coder_first.prompt_text
     results = coder_second.tool_results
     assert len(results) == 1 and "return a - b" in json.dumps(results[0]["content"])
+    assert len(coder_last.tool_results) == 4 and not any(r.get("is_error") for r in coder_last.tool_results)
     assert "return a + b" in reviewer_request.prompt_text  # the real diff
-    # Every turn is a costed call; the tool call shows in the live log.
-    assert AgentCall.objects.filter(run=run, agent="coder").count() == 2
-    assert "→ read_file" in log_text(run, "coder")
+    # Every turn is a costed call; the tool calls show in the live log.
+    assert AgentCall.objects.filter(run=run, agent="coder").count() == 5
+    assert f"→ {EDITOR}" in log_text(run, "coder") and "→ delete_file" in log_text(run, "coder")
+    assert {(change["file_path"], change["action"]) for change in run.file_changes} == {
+        ("app/calc.py", "modify"),
+        ("app/util.py", "create"),
+        ("README.md", "delete"),
+    }
 
     # The branch holds one commit named after the task; the base branch is untouched.
     assert git(repo_root, "log", "--format=%s", "-1", run.branch).startswith("Make add add")
@@ -139,8 +152,8 @@ def test_the_coder_reads_then_changes_land_on_the_runs_branch(fake_llm, linked, 
 def test_a_conflicting_base_refuses_the_merge_and_keeps_the_branch(fake_llm, linked, repo_root, task, owner) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
-        READ_CALC,
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -164,31 +177,29 @@ def test_a_conflicting_base_refuses_the_merge_and_keeps_the_branch(fake_llm, lin
     assert "Subject: [PATCH] Make add add" in run_patch(run=run)
 
 
-def test_changes_that_do_not_fit_the_files_go_back_to_the_coder(fake_llm, linked, repo_root, task, owner) -> None:
+def test_edits_that_do_not_fit_the_files_go_back_to_the_coder_as_errors(
+    fake_llm, linked, repo_root, task, owner
+) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
-        # create of a file that exists, and modify of one that does not: nothing applied.
-        ToolReply(
-            input=changes(
-                {"file_path": "app/calc.py", "action": "create", "content": CALC_FIXED},
-                {"file_path": "app/nope.py", "action": "modify", "content": "x = 1\n"},
-            )
-        ),
-        # No review call for an unapplied change: straight to fixing.
-        READ_CALC,
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        # create of a file that exists, and an edit of one that does not: both refused.
+        edit(command="create", path="app/calc.py", file_text=CALC_FIXED),
+        edit(command="str_replace", path="app/nope.py", old_str="x", new_str="y"),
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
 
     assert run.status == RunStatus.AWAITING_APPROVAL
-    first_review = run.review_history[0]
-    assert first_review["pass"] is False
-    assert {finding["file"] for finding in first_review["findings"]} == {"app/calc.py", "app/nope.py"}
+    coder_requests = [r for r in fake_llm.requests if EDITOR in r.tool_names]
+    refused = [coder_requests[1].tool_results[-1], coder_requests[2].tool_results[-1]]
+    assert all(result["is_error"] is True for result in refused)
     assert [call.agent for call in AgentCall.objects.filter(run=run)] == [
-        "planner", "coder", "coder", "coder", "reviewer",
+        "planner", "coder", "coder", "coder", "coder", "reviewer",
     ]  # fmt: skip
     assert "return a + b" in git(repo_root, "show", f"{run.branch}:app/calc.py")
+    assert "app/nope.py" not in git(repo_root, "ls-tree", "-r", "--name-only", run.branch)
     assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "1"
 
 
@@ -201,10 +212,11 @@ def test_the_verify_step_catches_a_failing_test_and_the_fix_loop_fixes_it(
     fake_llm.script(
         ToolReply(input=PLAN),
         # First attempt: a change that leaves the bug in.
-        ToolReply(input=changes({"file_path": "app/util.py", "action": "create", "content": "X = 1\n"})),
+        edit(command="create", path="app/util.py", file_text="X = 1\n"),
+        DONE,
         ToolReply(input=PASS),  # the Reviewer misses it, the tests do not
-        READ_CALC,
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -219,7 +231,7 @@ def test_the_verify_step_catches_a_failing_test_and_the_fix_loop_fixes_it(
     assert failed_review["pass"] is False
     assert any("add(2, 3) is -1" in finding["message"] for finding in failed_review["findings"])
     # The Reviewer was told what the tests said; the Coder got the findings to fix.
-    _, _, reviewer_first, coder_fixing, _, _ = fake_llm.requests
+    _, _, _, reviewer_first, coder_fixing, _, _ = fake_llm.requests
     assert "add(2, 3) is -1" in reviewer_first.prompt_text
     assert "add(2, 3) is -1" in coder_fixing.prompt_text
     assert run.verify_result["passed"] is True
@@ -234,8 +246,8 @@ def test_a_hanging_test_command_is_killed_at_its_timeout(fake_llm, linked, task,
     linked.save()
     fake_llm.script(
         ToolReply(input=PLAN),
-        READ_CALC,
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = run_start(task=task, user=owner)
@@ -256,8 +268,8 @@ def test_the_test_command_cannot_read_the_servers_secrets(fake_llm, linked, task
     linked.save()
     fake_llm.script(
         ToolReply(input=PLAN),
-        READ_CALC,
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -278,8 +290,8 @@ def test_without_a_sandbox_the_tests_do_not_run_and_the_run_pauses_saying_why(
     linked.save()
     fake_llm.script(
         ToolReply(input=PLAN),
-        READ_CALC,
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -296,29 +308,40 @@ def test_without_a_sandbox_the_tests_do_not_run_and_the_run_pauses_saying_why(
     assert run.verify_result["passed"] is True and run.verify_result["sandboxed"] is True
 
 
-def test_the_tool_loop_stops_at_its_turn_limit(fake_llm, linked, task, owner, settings) -> None:
-    settings.AGENT_TOOL_MAX_TURNS = 2
+def test_the_coder_stops_at_its_turn_limit_commits_and_is_told_to_finish(
+    fake_llm, linked, repo_root, task, owner, settings
+) -> None:
+    settings.CODER_MAX_TURNS = 2
     fake_llm.script(
         ToolReply(input=PLAN),
-        ToolReply(name="list_files", input={"path": "."}),
         ToolReply(name="search_code", input={"pattern": "def add"}),
-        ToolReply(input=changes({"file_path": "app/util.py", "action": "create", "content": "X = 1\n"})),
+        edit(command="create", path="app/util.py", file_text="X = 1\n"),
+        # Out of turns: committed, and the finding sends it straight back (no review).
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
 
     assert run.status == RunStatus.AWAITING_APPROVAL
-    coder_requests = [r for r in fake_llm.requests if "submit_changes" in r.tool_names]
-    assert [r.forced_tool for r in coder_requests] == [None, None, "submit_changes"]
-    assert "app/calc.py:1" in json.dumps(coder_requests[2].tool_results[-1]["content"])
+    [finding] = run.review_history[0]["findings"]
+    assert "ran out of turns" in finding["message"]
+    assert [call.agent for call in AgentCall.objects.filter(run=run)] == [
+        "planner", "coder", "coder", "coder", "coder", "reviewer",
+    ]  # fmt: skip
+    assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "2"
+    first_commit = git(repo_root, "rev-list", "--reverse", f"main..{run.branch}").splitlines()[0]
+    assert git(repo_root, "show", f"{first_commit}:app/util.py") == "X = 1"
+    coder_fixing = [r for r in fake_llm.requests if EDITOR in r.tool_names][2]
+    assert "ran out of turns" in coder_fixing.prompt_text and "+X = 1" in coder_fixing.prompt_text
 
 
 def test_tools_refuse_paths_outside_the_worktree(fake_llm, linked, task, owner) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
-        ToolReply(name="read_file", input={"path": "../../../../etc/passwd"}),
-        READ_CALC,
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        edit(command="view", path="../../../../etc/passwd"),
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -334,8 +357,8 @@ def test_finished_runs_lose_their_worktree_after_retention_but_keep_the_branch(
 ) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
-        READ_CALC,
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -365,8 +388,8 @@ def test_approve_conflict_over_the_api_is_409_with_the_conflicts(
 ) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
-        READ_CALC,
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -390,8 +413,8 @@ def test_approve_conflict_over_the_api_is_409_with_the_conflicts(
 def test_another_users_patch_is_404(fake_llm, linked, task, owner, other_client) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
-        READ_CALC,
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -417,77 +440,79 @@ def test_the_demo_repository_runs_end_to_end_with_the_unscripted_model(
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.verify_result["passed"] is True
     assert "PASSED tests/test_feature.py::test_feature" in run.verify_result["output"]
-    assert "→ list_files" in log_text(run, "coder")
+    assert f"→ {EDITOR}" in log_text(run, "coder")
     run_approve(run=run, actor=owner)
     repo = Path(repository.path)
     assert git(repo, "show", "main:src/feature.py").startswith("def feature()")
 
 
-def test_the_tool_loop_stops_at_its_token_limit(fake_llm, linked, task, owner, settings) -> None:
+def test_the_coder_stops_at_its_token_limit(fake_llm, linked, repo_root, task, owner, settings) -> None:
     settings.AGENT_TOOL_TOKEN_LIMIT = 1000
     fake_llm.script(
         ToolReply(input=PLAN),
-        ToolReply(name="list_files", input={"path": "."}, input_tokens=1500, output_tokens=20),
-        ToolReply(input=changes({"file_path": "app/util.py", "action": "create", "content": "X = 1\n"})),
+        ToolReply(
+            name=EDITOR,
+            input={"command": "create", "path": "app/util.py", "file_text": "X = 1\n"},
+            input_tokens=1500,
+            output_tokens=20,
+        ),
+        FIX_CALC,
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
 
     assert run.status == RunStatus.AWAITING_APPROVAL
-    coder_requests = [r for r in fake_llm.requests if "submit_changes" in r.tool_names]
-    assert [r.forced_tool for r in coder_requests] == [None, "submit_changes"]
-    # Both turns are paid for and counted.
+    assert "ran out of tokens" in run.review_history[0]["findings"][0]["message"]
+    # Every turn is paid for and counted.
     coder_calls = AgentCall.objects.filter(run=run, agent="coder")
-    assert coder_calls.count() == 2 and coder_calls.first().input_tokens == 1500
+    assert coder_calls.count() == 3 and coder_calls.first().input_tokens == 1500
+    assert git(repo_root, "show", f"{run.branch}:app/util.py") == "X = 1"
 
 
-@pytest.mark.parametrize(
-    ("first_reads", "reported"),
-    [
-        ([], "you have not read app/calc.py"),
-        (
-            [ToolReply(name="read_file", input={"path": "app/calc.py", "start": 1, "end": 1})],
-            "only lines 1 of app/calc.py (2 lines)",
-        ),
-    ],
-)
-def test_a_modify_of_content_the_coder_has_not_seen_is_reported_not_applied(
-    fake_llm, linked, repo_root, task, owner, first_reads, reported
-) -> None:
+def test_an_old_str_must_match_exactly_once(fake_llm, linked, repo_root, task, owner) -> None:
+    (repo_root / "app" / "calc.py").write_text(CALC + "\n\ndef sub(a, b):\n    return a - b\n")
+    git(repo_root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qam", "sub")
     fake_llm.script(
         ToolReply(input=PLAN),
-        *first_reads,
-        ToolReply(
-            input=changes(
-                {"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED},
-                {"file_path": "app/util.py", "action": "create", "content": "X = 1\n"},
-            )
+        edit(command="str_replace", path="app/calc.py", old_str="return a-b", new_str="return a + b"),
+        edit(command="str_replace", path="app/calc.py", old_str="return a - b", new_str="return a + b"),
+        edit(
+            command="str_replace",
+            path="app/calc.py",
+            old_str="def add(a, b):\n    return a - b",
+            new_str="def add(a, b):\n    return a + b",
         ),
-        # Told so, it reads the file and resubmits.
-        READ_CALC,
-        ToolReply(input=changes({"file_path": "app/calc.py", "action": "modify", "content": CALC_FIXED})),
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
 
     assert run.status == RunStatus.AWAITING_APPROVAL
-    [finding] = run.review_history[0]["findings"]
-    assert finding["file"] == "app/calc.py" and reported in finding["message"]
-    # Nothing of the refused submission landed, not even its valid create.
-    assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "1"
-    assert git(repo_root, "show", f"{run.branch}:app/calc.py") + "\n" == CALC_FIXED
-    assert "app/util.py" not in git(repo_root, "ls-tree", "-r", "--name-only", run.branch)
+    coder_requests = [r for r in fake_llm.requests if EDITOR in r.tool_names]
+    results = [request.tool_results[-1] for request in coder_requests[1:]]
+    assert [result.get("is_error", False) for result in results] == [True, True, False]
+    assert [result["tool_use_id"] for result in results] == [
+        block["id"]
+        for request in coder_requests[1:]
+        for block in request.messages[-2]["content"]
+        if block["type"] == "tool_use"
+    ]
+    assert git(repo_root, "show", f"{run.branch}:app/calc.py").count("return a + b") == 1
+    assert "return a - b" in git(repo_root, "show", f"{run.branch}:app/calc.py")
 
 
-def test_in_a_fix_round_the_coder_may_replace_what_it_wrote_itself_without_reading_it(
+def test_in_a_fix_round_the_coder_edits_what_it_wrote_with_the_findings_in_its_prompt(
     fake_llm, linked, repo_root, task, owner
 ) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
-        ToolReply(input=changes({"file_path": "app/util.py", "action": "create", "content": "X = 1\n"})),
+        edit(command="create", path="app/util.py", file_text="X = 1\n"),
+        DONE,
         ToolReply(input={"pass": False, "findings": [{"file": "app/util.py", "severity": "major", "message": "X=2"}]}),
-        # Its prompt carries app/util.py as it wrote it: no read needed.
-        ToolReply(input=changes({"file_path": "app/util.py", "action": "modify", "content": "X = 2\n"})),
+        # Its prompt carries the branch's diff and the finding: it edits what it wrote.
+        edit(command="str_replace", path="app/util.py", old_str="X = 1", new_str="X = 2"),
+        DONE,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -495,3 +520,6 @@ def test_in_a_fix_round_the_coder_may_replace_what_it_wrote_itself_without_readi
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert git(repo_root, "show", f"{run.branch}:app/util.py") == "X = 2"
     assert not run.change_problems
+    coder_fixing = [r for r in fake_llm.requests if EDITOR in r.tool_names][2]
+    assert "X=2" in coder_fixing.prompt_text and "+X = 1" in coder_fixing.prompt_text
+    assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "2"

@@ -167,7 +167,9 @@ def test_on_a_linked_repository_the_agents_read_the_code_the_tests_run_and_appro
     page.locator(".run-alert-ready").wait_for(timeout=40_000)
 
     coder_log = log_text(page, "coder")  # the Coder looked, and read, before it wrote
-    assert "→ list_files" in coder_log and '→ read_file {"path": "README.md"}' in coder_log
+    editor = "→ str_replace_based_edit_tool"
+    assert f'{editor} {{"command": "view", "path": "."}}' in coder_log
+    assert f'{editor} {{"command": "view", "path": "README.md"}}' in coder_log
     tests_log = log_text(page, "verifier")
     assert "$ python3 run_tests.py" in tests_log and "PASSED tests/test_feature.py::test_feature" in tests_log
     assert "Tests passed" in page.locator("[data-testid=run-verify]").inner_text()

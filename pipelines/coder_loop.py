@@ -1,0 +1,164 @@
+"""The Coder editing a run's worktree with tools: a conversation, not one answer.
+
+When a run has a worktree and its provider supports tools, the Coder is given the text
+editor, search_code, delete_file and run_tests (repos/coder_tools.py) and edits the
+files itself: each reply's tool calls are run in the worktree and their results sent
+back, until a reply calls no tool (its text is the Coder's summary) or the phase is out
+of turns (``CODER_MAX_TURNS``) or tokens (``AGENT_TOOL_TOKEN_LIMIT``). A reply cut off
+at the output limit (``max_tokens``) is continued. Every call is recorded and costed
+like any agent call (a resumed phase reuses the replies already bought: the worktree
+is reset to the last commit and the same tool calls are run again), every tool call
+shows in the Coder's live log, and the phase stops between turns and inside a test run
+once cancelled or its lease is lost. The caller commits what the worktree holds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from core.workers import shutdown_requested
+from llm.providers.base import LLMRequest, LLMResult, ToolCall
+
+from . import agents
+from .conversation import (
+    PhaseInterrupted,
+    _call_with_backoff,
+    _prompt_text,
+    _record_call,
+    agent_system_prompt,
+    run_provider,
+    should_stop,
+)
+from .events import AgentLogStream
+from .leases import Lease
+from .models import PipelineRun
+from .recovery import REPLY_REUSED, BoughtCalls
+
+CONTINUE_AFTER_CUT = (
+    "Your reply was cut off at the output limit. Continue where you stopped; keep each edit "
+    "small (one str_replace or insert at a time)."
+)
+OUT_OF_TURNS = (
+    "The Coder ran out of {what} ({limit:,}) before it finished: what it had done so far is "
+    "committed. Check the plan's subtasks against the diff and finish what is missing."
+)
+
+
+@dataclass
+class CoderConversation:
+    summary: str
+    out_of_turns: bool
+    turns: int
+    finding: dict[str, Any] | None = None
+
+
+def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path) -> CoderConversation:
+    """Let the Coder edit ``worktree`` until it is done or out of turns; its summary."""
+    from repos.coder_tools import CoderSession, coder_tools
+
+    system = agent_system_prompt(run, agents.CODER, worktree, role=agents.CODER_EDITING_ROLE)
+    log = AgentLogStream(task=run.task, run=run, agent=agents.CODER)
+    provider = run_provider(run)
+    server_tools, client_tools = coder_tools()
+    repository_test_command = _test_command(run)
+    session = CoderSession(on_output=log.write, should_cancel=lambda: should_stop(lease))
+    bought = BoughtCalls(run, agents.CODER)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    turns = tokens = 0
+    while True:
+        if _stopped(lease):
+            log.flush()
+            raise PhaseInterrupted
+        if turns >= settings.CODER_MAX_TURNS or tokens >= settings.AGENT_TOOL_TOKEN_LIMIT:
+            what, limit = (
+                ("turns", settings.CODER_MAX_TURNS)
+                if turns >= settings.CODER_MAX_TURNS
+                else ("tokens", settings.AGENT_TOOL_TOKEN_LIMIT)
+            )
+            message = OUT_OF_TURNS.format(what=what, limit=limit)
+            log.write(f"\n[{message}]\n")
+            log.flush()
+            finding = {"file": "", "line": None, "severity": "major", "message": message}
+            return CoderConversation(summary="", out_of_turns=True, turns=turns, finding=finding)
+        request = LLMRequest(
+            system=system,
+            messages=messages,
+            model=run.model,
+            max_tokens=run.max_tokens,
+            tool=None,
+            explore_tools=client_tools,
+            server_tools=server_tools,
+        )
+        result = bought.take(1, _prompt_text(request))
+        if result is None:
+            result = _call_with_backoff(run, lease, request, log, provider)
+        else:
+            log.write(REPLY_REUSED)
+        _record_call(run, agents.CODER, 1, request, result, [], bought.phase_entry)
+        turns += 1
+        tokens += result.all_input_tokens + result.output_tokens
+        if result.stop_reason == "max_tokens":
+            messages = [*messages, *_continuation(result)]
+            log.write("\n[Cut off at the output limit; continuing.]\n")
+            log.flush()
+            continue
+        if not result.tool_calls:
+            log.flush()
+            return CoderConversation(summary=result.text.strip(), out_of_turns=False, turns=turns)
+        if _stopped(lease):
+            log.flush()
+            raise PhaseInterrupted
+        tool_results = [
+            _run_tool(worktree, call, log, test_command=repository_test_command, session=session)
+            for call in result.tool_calls
+        ]
+        log.flush()
+        messages = [
+            *messages,
+            {"role": "assistant", "content": result.content},
+            {"role": "user", "content": tool_results},
+        ]
+
+
+def _stopped(lease: Lease) -> bool:
+    """Between turns: the row itself, not the lease's cached answer — a cancelled run
+    buys no further turn."""
+    return shutdown_requested.is_set() or not lease.confirm()
+
+
+def _test_command(run: PipelineRun) -> str:
+    from .workspace import run_repository
+
+    repository = run_repository(run)
+    return repository.test_command if repository is not None else ""
+
+
+def _continuation(result: LLMResult) -> list[dict[str, Any]]:
+    """The turns that continue a reply cut off at the output limit: its text (a tool
+    call cut off mid-input is dropped: it cannot be run), then the request to go on."""
+    text = [block for block in result.content if isinstance(block, dict) and block.get("type") == "text"]
+    text = [block for block in text if str(block.get("text", "")).strip()]
+    content = text or [{"type": "text", "text": "(cut off)"}]
+    return [{"role": "assistant", "content": content}, {"role": "user", "content": CONTINUE_AFTER_CUT}]
+
+
+def _run_tool(
+    worktree: Path, call: ToolCall, log: AgentLogStream, *, test_command: str, session: Any
+) -> dict[str, Any]:
+    from repos.coder_tools import coder_tool_run
+
+    arguments = json.dumps(call.input or {}, ensure_ascii=False)[:200]
+    log.write(f"\n→ {call.name} {arguments}\n")
+    outcome = coder_tool_run(worktree, call.name, call.input, test_command=test_command, session=session)
+    text = outcome.content or "(empty)"
+    first = text.splitlines()[0][:200] if text else ""
+    log.write(f"  {'error: ' if outcome.is_error else ''}{first}\n")
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": text}
+    if outcome.is_error:
+        block["is_error"] = True
+    return block

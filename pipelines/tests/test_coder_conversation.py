@@ -1,0 +1,177 @@
+"""The Coder editing a linked repository's worktree in a tool conversation
+(pipelines/coder_loop.py): a small edit in a big file is a small diff, run_tests in the
+loop, a reply cut off at the output limit is continued, cancelling mid-loop commits
+nothing. Real git repositories in tmp_path; the fake Anthropic server scripts each turn.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from core.tests.test_sandbox import needs_bwrap
+from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
+from pipelines.orchestrator import run_advance
+from pipelines.selectors import run_diff
+from pipelines.services import run_cancel, run_start
+from repos.services import repository_link
+from tasks.models import Task
+from tests.factories import TaskFactory
+from tests.fake_anthropic import TextReply, ToolReply
+from tests.workers import drive_in_process
+
+pytestmark = pytest.mark.django_db
+
+EDITOR = "str_replace_based_edit_tool"
+PLAN = {"subtasks": [{"id": "s1", "title": "Fix add", "description": "add must add", "order": 1}]}
+PASS = {"pass": True, "findings": []}
+CALC = "def add(a, b):\n    return a - b\n"
+CHECK = "from app.calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) is {add(2, 3)}'\nprint('ok')\n"
+FIX_CALC = ToolReply(
+    name=EDITOR, input={"command": "str_replace", "path": "app/calc.py", "old_str": "a - b", "new_str": "a + b"}
+)
+DONE = TextReply("Fixed add: it subtracted.")
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo_root(tmp_path: Path, settings) -> Path:
+    settings.REPOS_ROOT = str(tmp_path / "repos")
+    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
+    root = tmp_path / "repos" / "calc"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "__init__.py").write_text("")
+    (root / "app" / "calc.py").write_text(CALC)
+    (root / "app" / "big.py").write_text("".join(f"VALUE_{n} = {n}\n" for n in range(2000)))
+    (root / "check.py").write_text(CHECK)
+    git(root, "init", "--quiet", "--initial-branch=main")
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "Initial")
+    return root
+
+
+@pytest.fixture
+def linked(project, repo_root: Path):
+    return repository_link(project=project, path=str(repo_root))
+
+
+@pytest.fixture
+def task(project) -> Task:
+    return TaskFactory(project=project, title="Make add add", description="add(2, 3) should be 5")
+
+
+def log_text(run: PipelineRun, agent: str) -> str:
+    events = RunEvent.objects.filter(run=run, type="agent-log").order_by("id")
+    return "".join(e.data["chunk"] for e in events if e.data["agent"] == agent)
+
+
+def coder_requests(fake_llm) -> list:
+    return [request for request in fake_llm.requests if EDITOR in request.tool_names]
+
+
+def test_a_one_line_edit_in_a_2000_line_file_is_a_one_hunk_diff(fake_llm, linked, repo_root, task, owner) -> None:
+    fake_llm.script(
+        ToolReply(input=PLAN),
+        ToolReply(name=EDITOR, input={"command": "view", "path": "app/big.py", "view_range": [1000, 1002]}),
+        ToolReply(
+            name=EDITOR,
+            input={
+                "command": "str_replace",
+                "path": "app/big.py",
+                "old_str": "VALUE_1000 = 1000\n",
+                "new_str": "VALUE_1000 = 1001\n",
+            },
+        ),
+        TextReply("Changed VALUE_1000."),
+        ToolReply(input=PASS),
+    )
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    diff = run_diff(run=run)
+    assert [(f.path, f.action) for f in diff.files] == [("app/big.py", "modify")]
+    assert diff.stats["lines_added"] == 1 and diff.stats["lines_removed"] == 1
+    patch = git(repo_root, "diff", f"main..{run.branch}")
+    assert patch.count("\n@@ ") == 1 and "+VALUE_1000 = 1001" in patch
+    assert [change["file_path"] for change in run.file_changes] == ["app/big.py"]
+    reviewer = fake_llm.requests[-1]
+    assert "+VALUE_1000 = 1001" in reviewer.prompt_text and "VALUE_1500" not in reviewer.prompt_text
+    assert git(repo_root, "log", "-1", "--format=%B", run.branch).strip().endswith("Changed VALUE_1000.")
+
+
+@needs_bwrap
+def test_run_tests_fails_then_passes_after_an_edit(fake_llm, linked, repo_root, task, owner) -> None:
+    linked.test_command = "python3 check.py"
+    linked.save()
+    fake_llm.script(
+        ToolReply(input=PLAN),
+        ToolReply(name="run_tests", input={"note": "before"}),
+        FIX_CALC,
+        ToolReply(name="run_tests", input={}),
+        DONE,
+        ToolReply(input=PASS),
+    )
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    requests = coder_requests(fake_llm)
+    failed, edited, passed = (request.tool_results[-1] for request in requests[1:4])
+    assert failed["is_error"] is True and "The tests failed (exit status 1)" in failed["content"]
+    assert "add(2, 3) is -1" in failed["content"]
+    assert "is_error" not in edited
+    assert "is_error" not in passed and "The tests passed (exit status 0)" in passed["content"]
+    assert run.verify_result["passed"] is True  # and the verify step after it
+    coder_log = log_text(run, "coder")
+    assert "→ run_tests" in coder_log and "error: The tests failed" in coder_log
+    assert "add(2, 3) is -1" in coder_log  # the test output streams into the Coder's log
+
+
+def test_a_reply_cut_off_at_the_output_limit_is_continued(fake_llm, linked, repo_root, task, owner) -> None:
+    fake_llm.script(
+        ToolReply(input=PLAN),
+        TextReply("I will change calc.py so that add adds and", stop_reason="max_tokens"),
+        FIX_CALC,
+        DONE,
+        ToolReply(input=PASS),
+    )
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    continued = coder_requests(fake_llm)[1]
+    assistant, user = continued.messages[-2:]
+    assert assistant["content"][0]["text"].startswith("I will change calc.py")
+    assert "cut off at the output limit" in json.dumps(user["content"])
+    assert AgentCall.objects.filter(run=run, agent="coder").count() == 3
+    assert "a + b" in git(repo_root, "show", f"{run.branch}:app/calc.py")
+
+
+def test_cancelling_mid_conversation_commits_nothing(fake_llm, linked, repo_root, task, owner, monkeypatch) -> None:
+    fake_llm.script(ToolReply(input=PLAN), FIX_CALC)  # the summary is never asked for
+    run = run_start(task=task, user=owner)
+    run_advance(run_id=run.pk)  # queued → planning → coding
+    run.refresh_from_db()
+    assert run.status == RunStatus.CODING
+
+    import pipelines.coder_loop as coder_loop
+
+    real_run_tool = coder_loop._run_tool
+
+    def edit_then_cancel(*args, **kwargs):
+        block = real_run_tool(*args, **kwargs)
+        run_cancel(run=PipelineRun.objects.get(pk=run.pk), actor=owner)
+        return block
+
+    monkeypatch.setattr(coder_loop, "_run_tool", edit_then_cancel)
+    run_advance(run_id=run.pk)
+    run.refresh_from_db()
+
+    assert run.status == RunStatus.CANCELLED
+    assert len(coder_requests(fake_llm)) == 1  # stopped before the next turn
+    assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "0"
+    assert run.head_commit == run.base_commit and run.file_changes == []
