@@ -4,7 +4,7 @@ When a run has a worktree and its provider supports tools, the Coder is given th
 editor, search_code, delete_file and run_tests (repos/coder_tools.py) and edits the
 files itself: each reply's tool calls are run in the worktree and their results sent
 back, until a reply calls no tool (its text is the Coder's summary) or the phase is out
-of turns (``CODER_MAX_TURNS``) or tokens (``AGENT_TOOL_TOKEN_LIMIT``). A reply cut off
+of turns (``CODER_MAX_TURNS``) or tokens (``CODER_TOKEN_LIMIT``, as billed). A reply cut off
 at the output limit (``max_tokens``) is continued. Every call is recorded and costed
 like any agent call (a resumed phase reuses the replies already bought: the worktree
 is reset to the last commit and the same tool calls are run again), every tool call
@@ -74,11 +74,11 @@ def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path
         if _stopped(lease):
             log.flush()
             raise PhaseInterrupted
-        if turns >= settings.CODER_MAX_TURNS or tokens >= settings.AGENT_TOOL_TOKEN_LIMIT:
+        if turns >= settings.CODER_MAX_TURNS or tokens >= settings.CODER_TOKEN_LIMIT:
             what, limit = (
                 ("turns", settings.CODER_MAX_TURNS)
                 if turns >= settings.CODER_MAX_TURNS
-                else ("tokens", settings.AGENT_TOOL_TOKEN_LIMIT)
+                else ("tokens", settings.CODER_TOKEN_LIMIT)
             )
             message = OUT_OF_TURNS.format(what=what, limit=limit)
             log.write(f"\n[{message}]\n")
@@ -101,7 +101,7 @@ def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path
             log.write(REPLY_REUSED)
         _record_call(run, agents.CODER, 1, request, result, [], bought.phase_entry)
         turns += 1
-        tokens += result.all_input_tokens + result.output_tokens
+        tokens += result.billed_tokens
         if result.stop_reason == "max_tokens":
             messages = [*messages, *_continuation(result)]
             log.write("\n[Cut off at the output limit; continuing.]\n")

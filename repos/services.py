@@ -357,7 +357,9 @@ def _blob(repo: Path, rev: str, path: str) -> tuple[str, bool]:
 
 
 def branch_changed_files(*, repository: Repository, base: str, head: str) -> list[dict[str, Any]]:
-    """What ``head`` changed since it left ``base``, file by file, both versions."""
+    """What ``head`` changed since it left ``base``, file by file: both versions, and the
+    seed's shape ``{file_path, content, action}`` (``content``: the file after the change,
+    empty for a deletion) for whoever reads a run's changes that way."""
     repo = Path(repository.path)
     start = _merge_base(repo, base, head)
     listing = git_output(["diff", "--name-status", "--no-renames", "-z", start, head], cwd=repo)
@@ -367,9 +369,15 @@ def branch_changed_files(*, repository: Repository, base: str, head: str) -> lis
         action = {"A": "create", "D": "delete"}.get(status[:1], "modify")
         old, old_binary = ("", False) if action == "create" else _blob(repo, start, path)
         new, new_binary = ("", False) if action == "delete" else _blob(repo, head, path)
-        entry: dict[str, Any] = {"file_path": path, "action": action, "old_content": old, "new_content": new}
+        entry: dict[str, Any] = {
+            "file_path": path,
+            "action": action,
+            "content": new,
+            "old_content": old,
+            "new_content": new,
+        }
         if old_binary or new_binary:
-            entry.update(old_content="", new_content="", binary=True)
+            entry.update(content="", old_content="", new_content="", binary=True)
         files.append(entry)
     return sorted(files, key=lambda entry: entry["file_path"])
 

@@ -448,8 +448,10 @@ VERIFY_OUTPUT_MAX_CHARS = env_int("VERIFY_OUTPUT_MAX_CHARS", default=200_000, mi
 CODER_MAX_TEST_RUNS = env_int("CODER_MAX_TEST_RUNS", default=5, minimum=0)
 CODER_TEST_OUTPUT_MAX_CHARS = env_int("CODER_TEST_OUTPUT_MAX_CHARS", default=8000, minimum=500)
 # The Coder editing a worktree with its tools (pipelines/coder_loop.py): at most this many
-# turns (calls) per coding phase; AGENT_TOOL_TOKEN_LIMIT caps its tokens.
+# turns (calls) per coding phase, and at most this many tokens as billed (cache reads
+# count a tenth: every turn re-reads the conversation from the cache).
 CODER_MAX_TURNS = env_int("CODER_MAX_TURNS", default=40, minimum=1)
+CODER_TOKEN_LIMIT = env_int("CODER_TOKEN_LIMIT", default=1_000_000, minimum=1000)
 
 # --- The sandbox (core/sandbox.py) ----------------------------------------------------
 # Every command that runs user or agent code (the test command, the Coder's tests) runs

@@ -91,6 +91,19 @@ class LLMResult:
         """Every input token of the call: uncached, written to and read from the cache."""
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
+    @property
+    def billed_tokens(self) -> int:
+        """The call's tokens as they are paid for, in input-token units: cache reads at a
+        tenth, writes at 1.25 and output at its own count (a conversation re-reads its
+        whole prefix from the cache on every turn; counting those reads in full would end
+        a long editing conversation long before it has cost much)."""
+        return (
+            self.input_tokens
+            + (self.cache_creation_input_tokens * 5 + 3) // 4
+            + (self.cache_read_input_tokens + 9) // 10
+            + self.output_tokens
+        )
+
 
 class ProviderError(ApplicationError):
     """A failed LLM call. ``retryable`` errors (rate limits, overload, timeouts) are

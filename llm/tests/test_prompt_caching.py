@@ -174,3 +174,21 @@ def test_cache_writes_and_reads_are_priced() -> None:
         cache_read_input_tokens=1,
     ) == Decimal("0.000020")  # 15 * 1.25 = 18.75 and 1.5 per million: 0.00002025, to the micro-dollar
     assert call_cost(model="claude-haiku-4-5", input_tokens=10, output_tokens=0) == Decimal("0.000010")
+
+
+def test_billed_tokens_weigh_cache_reads_and_writes_by_their_price() -> None:
+    from llm.providers.base import LLMResult
+
+    result = LLMResult(
+        text="",
+        tool_input=None,
+        raw_tool_input="",
+        input_tokens=100,
+        output_tokens=50,
+        model="m",
+        cache_creation_input_tokens=400,
+        cache_read_input_tokens=10_000,
+    )
+    assert result.all_input_tokens == 10_500
+    # 100 uncached + 400 × 1.25 written + 10,000 ÷ 10 read + 50 out
+    assert result.billed_tokens == 100 + 500 + 1_000 + 50

@@ -447,7 +447,7 @@ def test_the_demo_repository_runs_end_to_end_with_the_unscripted_model(
 
 
 def test_the_coder_stops_at_its_token_limit(fake_llm, linked, repo_root, task, owner, settings) -> None:
-    settings.AGENT_TOOL_TOKEN_LIMIT = 1000
+    settings.CODER_TOKEN_LIMIT = 1000
     fake_llm.script(
         ToolReply(input=PLAN),
         ToolReply(

@@ -163,6 +163,11 @@ def test_worktree_apply_commit_and_diff(linked: Repository, repo: Path, tmp_path
     files = services.branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
     assert [(f["file_path"], f["action"]) for f in files] == [("a.txt", "modify"), ("new/b.txt", "create")]
     assert files[0]["old_content"] == "one\ntwo\nthree\n" and files[0]["new_content"] == "one\nTWO\nthree\n"
+    # The seed's shape, {file_path, content, action}, is a view of the same diff.
+    assert [(f["file_path"], f["content"], f["action"]) for f in files] == [
+        ("a.txt", "one\nTWO\nthree\n", "modify"),
+        ("new/b.txt", files[1]["new_content"], "create"),
+    ]
     diff = services.branch_diff(repository=linked, base=base, head="autocoder/task-1-run-1")
     assert "-two\n+TWO\n" in diff and "+++ b/new/b.txt" in diff
     assert git(repo, "status", "--porcelain") == ""  # the user's checkout is untouched
