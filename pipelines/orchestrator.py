@@ -16,7 +16,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from core.exceptions import ApplicationError
@@ -251,17 +250,10 @@ def _verify(run: PipelineRun, lease: Lease) -> None:
 def _run_sandboxed_tests(
     run: PipelineRun, lease: Lease, log: AgentLogStream, worktree: Path, command: str
 ) -> VerifyResult:
-    from core.sandbox import limits_from_settings
-    from repos.verify import run_test_command
+    from repos.verify import run_project_tests
 
-    return run_test_command(
-        command=command,
-        cwd=worktree,
-        timeout=settings.VERIFY_TIMEOUT_SECONDS,
-        limits=limits_from_settings(),
-        max_output_chars=settings.VERIFY_OUTPUT_MAX_CHARS,
-        on_output=log.write,
-        should_cancel=lambda: should_stop(lease),
+    return run_project_tests(
+        command=command, worktree=worktree, on_output=log.write, should_cancel=lambda: should_stop(lease)
     )
 
 

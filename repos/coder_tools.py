@@ -22,12 +22,12 @@ from typing import Any
 
 from django.conf import settings
 
-from core.sandbox import SandboxUnavailable, limits_from_settings
+from core.sandbox import SandboxUnavailable
 from llm.providers.base import Tool
 
 from .editor import DELETE_FILE, EDITOR_TOOL, EDITOR_TOOL_NAME, ToolOutcome, editor_run
 from .tools import SEARCH_CODE
-from .verify import VerifyResult, run_test_command
+from .verify import VerifyResult, run_project_tests
 
 RUN_TESTS = Tool(
     name="run_tests",
@@ -106,14 +106,8 @@ def _run_tests(worktree: Path, test_command: str, session: CoderSession) -> Tool
         )
     session.test_runs += 1
     try:
-        result = run_test_command(
-            command=test_command,
-            cwd=worktree,
-            timeout=settings.VERIFY_TIMEOUT_SECONDS,
-            limits=limits_from_settings(),
-            max_output_chars=settings.VERIFY_OUTPUT_MAX_CHARS,
-            on_output=session.on_output,
-            should_cancel=session.should_cancel,
+        result = run_project_tests(
+            command=test_command, worktree=worktree, on_output=session.on_output, should_cancel=session.should_cancel
         )
     except SandboxUnavailable as exc:
         session.test_runs -= 1  # nothing ran

@@ -139,6 +139,27 @@ def run_test_command(
     )
 
 
+def run_project_tests(
+    *, command: str, worktree: Path, on_output: Callable[[str], None], should_cancel: Callable[[], bool]
+) -> VerifyResult:
+    """A project's test command in a run's worktree with the verify settings (timeout,
+    sandbox limits, output size): the verify phase and the Coder's run_tests both run
+    tests this way. Raises SandboxUnavailable like run_test_command."""
+    from django.conf import settings
+
+    from core.sandbox import limits_from_settings
+
+    return run_test_command(
+        command=command,
+        cwd=worktree,
+        timeout=settings.VERIFY_TIMEOUT_SECONDS,
+        limits=limits_from_settings(),
+        max_output_chars=settings.VERIFY_OUTPUT_MAX_CHARS,
+        on_output=on_output,
+        should_cancel=should_cancel,
+    )
+
+
 def verify_findings(result: VerifyResult, *, max_findings: int = 20) -> list[dict[str, Any]]:
     """Review findings from a failed test run: pytest's failed tests where it says
     them, and always one finding with the end of the output."""

@@ -116,7 +116,7 @@ def test_without_a_test_command_or_a_sandbox_nothing_runs_and_no_run_is_spent(wo
     def unavailable(**kwargs):
         raise SandboxUnavailable("bubblewrap is not installed")
 
-    monkeypatch.setattr(coder_tools_module, "run_test_command", unavailable)
+    monkeypatch.setattr(coder_tools_module, "run_project_tests", unavailable)
     outcome = coder_tool_run(worktree, "run_tests", {}, test_command="python3 check.py", session=session)
     assert outcome.is_error and "cannot run here: bubblewrap is not installed" in outcome.content
     assert session.test_runs == 0
