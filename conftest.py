@@ -62,6 +62,15 @@ def tmp_path(tmp_path: Path) -> Path:
     return searchable_by_sandbox(tmp_path)
 
 
+@pytest.fixture(autouse=True)
+def _own_repository_folders(tmp_path: Path, settings) -> None:
+    """Each test's repositories and worktrees in folders of its own: a project's own
+    repository is named after its id, and ids come round again from one test to the next
+    (SQLite reuses the ids of rolled-back rows)."""
+    settings.REPOS_ROOT = str(tmp_path / "repos")
+    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
+
+
 @pytest.fixture
 def password() -> str:
     return DEFAULT_PASSWORD
@@ -134,3 +143,4 @@ def fake_llm(_fake_llm_server: FakeAnthropicServer, settings) -> Iterator[FakeAn
     settings.LLM_TIMEOUT_SECONDS = 5
     yield _fake_llm_server
     assert _fake_llm_server.pending == 0, "the test scripted replies that were never asked for"
+    assert _fake_llm_server.script_errors == []

@@ -32,7 +32,8 @@ from _common import PG_BENCH_URL, ROOT, _recreate_postgres, p50, parser, pct, ta
 
 REDIS_URL = "redis://127.0.0.1:6379/8"
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+# The Coder's first turn: it creates app/x.py.
+CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
 PASS = {"pass": True, "findings": []}
 
 
@@ -172,7 +173,7 @@ def main() -> None:
     p.add_argument("--clients", default="1,50,200")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
-    from tests.fake_anthropic import FakeAnthropicServer, ToolReply
+    from tests.fake_anthropic import EDITOR, FakeAnthropicServer, TextReply, ToolReply
 
     llm = FakeAnthropicServer().start()
     app = App(args.db, llm.url)
@@ -189,7 +190,8 @@ def main() -> None:
             text = "token " * 700
             llm.script(
                 ToolReply(input=PLAN, text=text, chunk_size=6, chunk_delay=0.006),
-                ToolReply(input=CHANGES, text=text, chunk_size=6, chunk_delay=0.006),
+                ToolReply(name=EDITOR, input=CREATE_X, text=text, chunk_size=6, chunk_delay=0.006),
+                TextReply("Created app/x.py."),
                 ToolReply(input=PASS, text=text, chunk_size=6, chunk_delay=0.006),
             )
 

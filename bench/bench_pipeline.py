@@ -1,6 +1,7 @@
 """Pipeline overhead: N runs (plan → code → review) through the real embedded Celery
-worker against the fake Anthropic server, against the same three LLM calls made back to
-back with ``AnthropicProvider.complete`` alone.
+worker against the fake Anthropic server, against the same four LLM calls (the Planner,
+the Coder's two turns: one edit, then done, the Reviewer) made back to back with
+``AnthropicProvider.complete`` alone. A run also makes its worktree and commits.
 
 Run: .venv/bin/python bench/bench_pipeline.py [--db sqlite|postgres] [--n 20]
 """
@@ -13,7 +14,6 @@ import time
 from _common import p50, parser, pct, setup_django, table
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
 PASS = {"pass": True, "findings": []}
 
 
@@ -35,7 +35,7 @@ def main() -> None:
     from pipelines.services import run_start
     from projects.models import Project
     from tasks.models import Task
-    from tests.fake_anthropic import FakeAnthropicServer, ToolReply
+    from tests.fake_anthropic import FakeAnthropicServer, ToolReply, coder_creates
     from tests.workers import embedded_worker
 
     server = FakeAnthropicServer().start()
@@ -44,19 +44,23 @@ def main() -> None:
     settings.LLM_PROVIDER = "anthropic"
     settings.LLM_TIMEOUT_SECONDS = 10
 
+    # The Coder's editing conversation: it creates app/x.py, then says it is done.
+    coder = coder_creates("app/x.py", "x = 1\n")
+
     def script() -> None:
-        server.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+        server.script(ToolReply(input=PLAN), *coder, ToolReply(input=PASS))
 
     user = User.objects.create_user(email="bench@example.com", password="bench-password-123")
     project = Project.objects.create(owner=user, name="Bench")
 
     # Baseline: the three calls alone, with the prompts of a real run's calls.
     provider = AnthropicProvider(api_key="sk-ant-bench-key", base_url=server.url, timeout=10)
-    tools = [agents.PLAN_TOOL, agents.CHANGES_TOOL, agents.REVIEW_TOOL]
+    tools = [agents.PLAN_TOOL, None, None, agents.REVIEW_TOOL]
     prompts = [
         agents.planner_prompt(title="Add x", description="x should exist"),
         "Write the changes for the plan: " + str(PLAN),
-        "Review these changes: " + str(CHANGES),
+        "The file is created; go on.",
+        "Review these changes: +x = 1",
     ]
 
     def direct() -> float:
@@ -107,7 +111,7 @@ def main() -> None:
     calls = AgentCall.objects.count()
     b50, r50 = p50(base), p50(runs)
     rows = [
-        ("baseline: 3 × AnthropicProvider.complete back to back", args.n, b50 * 1000, pct(base, 99) * 1000, "1.0x"),
+        ("baseline: 4 × AnthropicProvider.complete back to back", args.n, b50 * 1000, pct(base, 99) * 1000, "1.0x"),
         (
             "pipeline run via embedded worker (start → awaiting approval)",
             args.n,

@@ -15,7 +15,7 @@ once cancelled or its lease is lost. The caller commits what the worktree holds.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,8 @@ class CoderConversation:
     out_of_turns: bool
     turns: int
     finding: dict[str, Any] | None = None
+    # Each tool call and what it answered, for the run's lineage.
+    steps: list[dict[str, Any]] = field(default_factory=list)
 
 
 def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path) -> CoderConversation:
@@ -70,6 +72,7 @@ def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path
     bought = BoughtCalls(run, agents.CODER)
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     turns = tokens = 0
+    steps: list[dict[str, Any]] = []
     while True:
         if _stopped(lease):
             log.flush()
@@ -84,7 +87,7 @@ def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path
             log.write(f"\n[{message}]\n")
             log.flush()
             finding = {"file": "", "line": None, "severity": "major", "message": message}
-            return CoderConversation(summary="", out_of_turns=True, turns=turns, finding=finding)
+            return CoderConversation(summary="", out_of_turns=True, turns=turns, finding=finding, steps=steps)
         request = LLMRequest(
             system=system,
             messages=messages,
@@ -109,12 +112,12 @@ def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path
             continue
         if not result.tool_calls:
             log.flush()
-            return CoderConversation(summary=result.text.strip(), out_of_turns=False, turns=turns)
+            return CoderConversation(summary=result.text.strip(), out_of_turns=False, turns=turns, steps=steps)
         if _stopped(lease):
             log.flush()
             raise PhaseInterrupted
         tool_results = [
-            _run_tool(worktree, call, log, test_command=repository_test_command, session=session)
+            _run_tool(worktree, call, log, test_command=repository_test_command, session=session, steps=steps)
             for call in result.tool_calls
         ]
         log.flush()
@@ -148,7 +151,13 @@ def _continuation(result: LLMResult) -> list[dict[str, Any]]:
 
 
 def _run_tool(
-    worktree: Path, call: ToolCall, log: AgentLogStream, *, test_command: str, session: Any
+    worktree: Path,
+    call: ToolCall,
+    log: AgentLogStream,
+    *,
+    test_command: str,
+    session: Any,
+    steps: list[dict[str, Any]],
 ) -> dict[str, Any]:
     from repos.coder_tools import coder_tool_run
 
@@ -158,7 +167,27 @@ def _run_tool(
     text = outcome.content or "(empty)"
     first = text.splitlines()[0][:200] if text else ""
     log.write(f"  {'error: ' if outcome.is_error else ''}{first}\n")
+    steps.append(
+        {
+            "tool": call.name,
+            "input": _shortened(call.input or {}),
+            "is_error": outcome.is_error,
+            "result": text[:STEP_RESULT_CHARS],
+        }
+    )
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": text}
     if outcome.is_error:
         block["is_error"] = True
     return block
+
+
+STEP_RESULT_CHARS = 500
+STEP_VALUE_CHARS = 2000
+
+
+def _shortened(tool_input: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's input for the lineage: long texts (a created file) cut short."""
+    return {
+        name: value[:STEP_VALUE_CHARS] + "…" if isinstance(value, str) and len(value) > STEP_VALUE_CHARS else value
+        for name, value in tool_input.items()
+    }

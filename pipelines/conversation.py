@@ -308,7 +308,9 @@ def _record_call(
         agent=agent_name,
         outcome=AgentCall.Outcome.INVALID if problems else AgentCall.Outcome.OK,
         prompt=_prompt_text(request),
-        output=result.tool_input,
+        # A turn of a conversation without an answer tool (the Coder's) has no output of
+        # its own: the conversation is remembered whole when it ends.
+        output=result.tool_input if request.tool is not None else None,
         duration_ms=result.extra.get("duration_ms", 0),
         error="; ".join(problems),
     )

@@ -105,15 +105,19 @@ def context_record_agent_call(
     output: dict[str, Any] | None = None,
     duration_ms: int = 0,
     error: str = "",
+    daily_log: bool = True,
 ) -> None:
     """The orchestrator's one hook into memory: remember a call (its context items when it
-    succeeded) and add it to the agent's daily log. Never breaks the run: a failure is logged."""
+    succeeded) and add it to the agent's daily log (``daily_log=False``: a conversation
+    whose turns are logged one by one). Never breaks the run: a failure is logged."""
     try:
         with transaction.atomic():
             input_ids: list[str] = []
             output_id = ""
             if outcome == "ok" and output is not None:
                 input_ids, output_id = context_record_agent_output(run=run, agent=agent, prompt=prompt, output=output)
+            if not daily_log:
+                return
             daily_log_record(
                 owner=run.task.project.owner,
                 agent_id=agent,

@@ -31,7 +31,6 @@ from .conversation import (
     run_provider,
     should_stop,
 )
-from .diff import diff_changes
 from .events import AgentLogStream
 from .leases import Lease
 from .lineage import context_record_agent_call
@@ -116,13 +115,12 @@ def _stop_run(run: PipelineRun, lease: Lease, status: RunStatus, message: str) -
 
 def _plan(run: PipelineRun, lease: Lease) -> None:
     task = run.task
-    worktree = workspace.workspace_ensure(run)
-    tree = ""
-    if worktree:
-        from repos.tools import file_tree
+    from repos.tools import file_tree
 
-        tree = file_tree(worktree=worktree)
-    prompt = agents.planner_prompt(title=task.title, description=task.description, file_tree=tree)
+    worktree = workspace.workspace_ensure(run)
+    prompt = agents.planner_prompt(
+        title=task.title, description=task.description, file_tree=file_tree(worktree=worktree)
+    )
     tool_input = call_agent(run, lease, agents.PLANNER, prompt, instructions_from=worktree)
     plan = sorted(tool_input["subtasks"], key=lambda subtask: subtask["order"])
     from tasks.models import Task
@@ -134,10 +132,9 @@ def _plan(run: PipelineRun, lease: Lease) -> None:
 def _code(run: PipelineRun, lease: Lease) -> None:
     task = run.task
     worktree = workspace.workspace_ensure(run)
-    if worktree:
-        workspace.workspace_reset(run, worktree)
+    workspace.workspace_reset(run, worktree)
     findings = run.review_findings if run.status == RunStatus.FIXING else []
-    if worktree and run_provider(run).supports_tools:
+    if run_provider(run).supports_tools:
         _code_with_tools(run, lease, worktree, findings)
         return
     prompt = agents.coder_prompt(
@@ -147,23 +144,25 @@ def _code(run: PipelineRun, lease: Lease) -> None:
         current_changes=run.file_changes if (run.review_findings or run.feedback) else [],
         findings=findings,
         feedback=run.feedback,
-        branch_diff=workspace.workspace_diff_text(run) if worktree else None,
+        branch_diff=workspace.workspace_diff_text(run),
     )
-    ledger = workspace.read_ledger(run, worktree) if worktree and run_provider(run).supports_tools else None
-    tool_input = call_agent(run, lease, agents.CODER, prompt, worktree=worktree, ledger=ledger)
+    tool_input = call_agent(run, lease, agents.CODER, prompt, worktree=worktree)
     changes = tool_input["changes"]
-    fields: dict[str, Any] = {"file_changes": changes, "change_problems": [], "verify_result": None}
+    # The worktree is outside the transaction: a worker that lost its lease while the
+    # Coder answered must not write into the one its successor now uses.
+    if not lease.confirm():
+        raise PhaseInterrupted
+    problems, head = workspace.workspace_apply(run, worktree, changes)
+    fields: dict[str, Any] = {
+        "file_changes": changes,
+        "change_problems": problems,
+        "verify_result": None,
+        "head_commit": head,
+    }
     next_status = RunStatus.REVIEWING
-    if worktree:
-        # The worktree is outside the transaction: a worker that lost its lease while
-        # the Coder answered must not write into the one its successor now uses.
-        if not lease.confirm():
-            raise PhaseInterrupted
-        problems, head = workspace.workspace_apply(run, worktree, changes, ledger=ledger)
-        fields.update(change_problems=problems, head_commit=head)
-        repository = workspace.run_repository(run)
-        if not problems and repository is not None and repository.test_command.strip():
-            next_status = RunStatus.VERIFYING
+    repository = workspace.run_repository(run)
+    if not problems and repository is not None and repository.test_command.strip():
+        next_status = RunStatus.VERIFYING
     run_transition(
         run=run, to_status=next_status, reason=f"{len(changes)} file change(s)", fields=fields, held_by=lease.token
     )
@@ -190,6 +189,21 @@ def _code_with_tools(run: PipelineRun, lease: Lease, worktree: Path, findings: l
         raise PhaseInterrupted
     head = workspace.workspace_commit(run, worktree, outcome.summary)
     changes = workspace.workspace_changed_files(run) or []
+    # The conversation's turns are in the daily log one by one; the lineage keeps it
+    # whole: the prompt, then every edit and test run and what came of it.
+    context_record_agent_call(
+        run=run,
+        agent=agents.CODER,
+        outcome="ok",
+        prompt=prompt,
+        output={
+            "summary": outcome.summary,
+            "steps": outcome.steps,
+            "files": [{"file_path": change["file_path"], "action": change["action"]} for change in changes],
+            "head_commit": head,
+        },
+        daily_log=False,
+    )
     problems = [outcome.finding] if outcome.finding else []
     fields: dict[str, Any] = {
         "file_changes": changes,
@@ -212,7 +226,7 @@ def _verify(run: PipelineRun, lease: Lease) -> None:
 
     worktree = workspace.workspace_ensure(run)
     repository = workspace.run_repository(run)
-    if worktree is None or repository is None or not repository.test_command.strip():
+    if repository is None or not repository.test_command.strip():
         run_transition(run=run, to_status=RunStatus.REVIEWING, reason="no test command", held_by=lease.token)
         return
     log = AgentLogStream(task=run.task, run=run, agent=VERIFIER)
@@ -268,19 +282,15 @@ def _verify_summary(verify_result: dict[str, Any] | None) -> str:
 
 def _review(run: PipelineRun, lease: Lease) -> None:
     task = run.task
-    worktree = workspace.workspace_ensure(run)
-    if worktree:
-        from repos.verify import VerifyResult, verify_findings
+    from repos.verify import VerifyResult, verify_findings
 
-        # Changes that could not be applied go straight back to the Coder: reviewing
-        # the untouched branch would only pay for a review of nothing.
-        known = list(run.change_problems)
-        if run.verify_result and not run.verify_result.get("passed"):
-            known += verify_findings(VerifyResult(**run.verify_result))
-        diff_text = workspace.workspace_diff_text(run)
-    else:
-        known = agents.path_findings(run.file_changes)
-        diff_text = diff_changes(run.file_changes).unified
+    worktree = workspace.workspace_ensure(run)
+    # Changes that could not be applied go straight back to the Coder: reviewing the
+    # untouched branch would only pay for a review of nothing.
+    known = list(run.change_problems)
+    if run.verify_result and not run.verify_result.get("passed"):
+        known += verify_findings(VerifyResult(**run.verify_result))
+    diff_text = workspace.workspace_diff_text(run)
     if run.change_problems:
         review: dict[str, Any] = {"pass": False, "findings": []}
     else:

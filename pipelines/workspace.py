@@ -1,15 +1,14 @@
-"""A run's workspace on a linked repository: its own branch in its own git worktree.
+"""A run's workspace: its own branch in its own git worktree of the project's repository.
 
-Runs of projects without a repository have no workspace (every function here answers
-None or does nothing for them). Git work is slow I/O: callers run it outside database
-transactions, and each step is idempotent so that a phase redone after a crash lands
-in the same place.
+Every run has one. A project that links no repository gets its own, an empty one made
+the first time a run needs it (repos.services.repository_ensure). Git work is slow I/O:
+callers run it outside database transactions, and each step is idempotent so that a
+phase redone after a crash lands in the same place.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,10 +46,6 @@ def run_repository(run: PipelineRun) -> Repository | None:
     return Repository.objects.filter(project_id=run.task.project_id).first()
 
 
-def _project_links_a_repository(run: PipelineRun) -> bool:
-    return getattr(run.task.project, "repository", None) is not None
-
-
 def branch_name(run: PipelineRun) -> str:
     return f"autocoder/task-{run.task_id}-run-{run.number}"
 
@@ -59,25 +54,18 @@ def worktree_path(run: PipelineRun) -> Path:
     return Path(settings.WORKTREES_ROOT) / f"task-{run.task_id}-run-{run.number}"
 
 
-def workspace_ensure(run: PipelineRun) -> Path | None:
-    """The run's worktree, made on first use (branch from the project's base branch).
-
-    None for a run without a repository. A run that started without one keeps working
-    without one even if a repository is linked meanwhile (its diffs are of its own
-    changes, not of a branch)."""
+def workspace_ensure(run: PipelineRun) -> Path:
+    """The run's worktree, made on first use: a branch from the base branch of the
+    project's repository (its own one, made now, when it links none)."""
     if run.worktree_path:
         path = Path(run.worktree_path)
         if run.worktree_removed_at or not path.exists():
             raise WorkspaceUnavailable(WORKTREE_GONE.format(branch=run.branch))
         return path
-    if run.file_changes or run.iteration or not _project_links_a_repository(run):
-        return None
-    repository = run_repository(run)
-    if repository is None:
-        return None
     from repos.models import RepositoryStatus
-    from repos.services import worktree_create
+    from repos.services import repository_ensure, worktree_create
 
+    repository = repository_ensure(project=run.task.project)
     if repository.status != RepositoryStatus.READY:
         raise WorkspaceUnavailable(REPOSITORY_NOT_READY.format(status=repository.get_status_display().lower()))
     path = worktree_path(run)
@@ -87,12 +75,34 @@ def workspace_ensure(run: PipelineRun) -> Path | None:
         "branch": branch_name(run),
         "worktree_path": str(path),
         "base_commit": base_commit,
-        "head_commit": base_commit,
+        "head_commit": _carry_over(run, path) or base_commit,
     }
     PipelineRun.objects.filter(pk=run.pk).update(**fields)
     for name, value in fields.items():
         setattr(run, name, value)
     return path
+
+
+def _carry_over(run: PipelineRun, worktree: Path) -> str | None:
+    """A run from before every run had a worktree holds its whole-file changes in
+    ``file_changes``: they become the branch's first commit, and the run goes on from
+    there. The commit, or None when there is nothing to carry."""
+    from repos.paths import PathRefused, resolve_in_worktree
+    from repos.services import worktree_commit
+
+    if not run.file_changes:
+        return None
+    for change in run.file_changes:
+        try:
+            target, _ = resolve_in_worktree(worktree, change.get("file_path"), no_symlinks=True)
+        except PathRefused:
+            continue  # its review already says so
+        if change.get("action") == "delete":
+            target.unlink(missing_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(str(change.get("content", "")), encoding="utf-8")
+    return worktree_commit(worktree=worktree, message=commit_message(run, run.file_changes))
 
 
 def workspace_reset(run: PipelineRun, worktree: Path) -> None:
@@ -102,23 +112,6 @@ def workspace_reset(run: PipelineRun, worktree: Path) -> None:
 
     run_git(["reset", "--hard", "--quiet", run.head_commit or run.base_commit], cwd=worktree)
     run_git(["clean", "-fdq"], cwd=worktree)
-
-
-def read_ledger(run: PipelineRun, worktree: Path) -> ReadLedger:
-    """A ledger for the Coder's next answer, knowing the files whose whole content its
-    prompt already carries: those the run's last round wrote and that still hold it."""
-    from repos.tools import ReadLedger
-
-    ledger = ReadLedger()
-    root = Path(os.path.realpath(worktree))
-    for change in run.file_changes or []:
-        if change.get("action") == "delete" or not isinstance(change.get("content"), str):
-            continue
-        path = Path(os.path.realpath(root / str(change.get("file_path", "")).replace("\\", "/")))
-        content = change["content"].encode("utf-8")
-        if root in path.parents and path.is_file() and path.read_bytes() == content:
-            ledger.note_known(path, content)
-    return ledger
 
 
 def workspace_apply(

@@ -31,7 +31,7 @@ from .folders import (
     user_clone_root,
 )
 from .git import GitError, git_blob, git_output, git_succeeds, run_git
-from .models import MergeStrategy, Repository, RepositoryStatus
+from .models import MergeStrategy, Repository, RepositoryStatus, display_path
 from .paths import check_path
 
 if TYPE_CHECKING:
@@ -61,6 +61,9 @@ _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")
 _NETWORK_SCHEMES = ("https://", "ssh://", "git://")
 _REMOTE_HELPER = re.compile(r"^[A-Za-z0-9+._-]*::")
 MAX_DIFF_FILE_BYTES = 1_000_000
+OWN_REPOSITORY_BRANCH = "main"
+OWN_REPOSITORY_START = "Start: the project's own repository (AutoCoder)"
+OWN_REPOSITORY_BROKEN = "The project's own repository ({path}) is not usable: {detail} Link a repository, then Retry."
 
 
 # --- Linking ---------------------------------------------------------------------------
@@ -227,6 +230,58 @@ def repository_clone_execute(*, repository_id: int) -> Repository | None:
     Repository.objects.filter(pk=repository.pk).update(status=RepositoryStatus.READY, base_branch=branch, error="")
     repository.refresh_from_db()
     return repository
+
+
+def own_repository_path(project: Project) -> Path:
+    """Where a project that links no repository keeps its own: in its owner's area."""
+    return user_clone_root(project.owner) / f"project-{project.pk}"
+
+
+def repository_ensure(*, project: Project) -> Repository:
+    """The project's repository: the one it links or, when it links none, its own — an
+    empty repository on ``main`` made the first time a run needs one, so that every run
+    works in a worktree and its change is its branch. Safe to call concurrently: the
+    repository is built beside its folder and moved in whole, and the link is one row."""
+    linked = Repository.objects.filter(project=project).first()
+    if linked is not None:
+        return linked
+    destination = own_repository_path(project)
+    if not destination.exists():
+        _create_empty_repository(destination)
+    try:
+        _validate_working_tree(destination, "path")
+        branch = _resolve_base_branch(destination, OWN_REPOSITORY_BRANCH)
+    except ValidationError as exc:
+        # Someone changed the folder by hand; a person has to look.
+        raise GitError(
+            OWN_REPOSITORY_BROKEN.format(path=display_path(str(destination)), detail=" ".join(exc.messages))
+        ) from None
+    with transaction.atomic():
+        folder_claim(project=project, path=destination, field_name="path")
+        repository, _ = Repository.objects.get_or_create(
+            project=project,
+            defaults={"path": str(destination), "base_branch": branch, "status": RepositoryStatus.READY},
+        )
+    return repository
+
+
+def _create_empty_repository(destination: Path) -> None:
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".new-", dir=destination.parent))
+    try:
+        tree = staging / "tree"
+        tree.mkdir()
+        run_git(["init", "--quiet", f"--initial-branch={OWN_REPOSITORY_BRANCH}"], cwd=tree)
+        # A first commit for runs to branch from; the runs' branches hold the changes.
+        run_git(["commit", "--quiet", "--allow-empty", "--no-verify", "-m", OWN_REPOSITORY_START], cwd=tree)
+        try:
+            tree.rename(destination)
+        except OSError:
+            if not destination.exists():
+                raise
+            # A concurrent run made it first: theirs is as good as ours.
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def repository_update(

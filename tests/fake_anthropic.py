@@ -22,6 +22,7 @@ from llm.demo.server import DemoHandler, DemoModelServer
 
 __all__ = [
     "DEMO_MODEL_LABEL",
+    "EDITOR",
     "FakeAnthropicServer",
     "Hang",
     "HttpError",
@@ -31,6 +32,8 @@ __all__ = [
     "Reply",
     "TextReply",
     "ToolReply",
+    "coder_creates",
+    "coder_replaces",
     "default_reply",
 ]
 
@@ -72,6 +75,21 @@ class Hang:
 
 Reply = ToolReply | TextReply | RawToolInputReply | HttpError | MidStreamError | Hang
 
+EDITOR = "str_replace_based_edit_tool"
+
+
+def coder_creates(path: str, text: str, summary: str = "Created it.") -> tuple[ToolReply, TextReply]:
+    """A Coder's whole editing conversation: it creates one file, then says it is done."""
+    create = ToolReply(name=EDITOR, input={"command": "create", "path": path, "file_text": text})
+    return create, TextReply(summary)
+
+
+def coder_replaces(path: str, old: str, new: str, summary: str = "Changed it.") -> tuple[ToolReply, TextReply]:
+    """A Coder's whole editing conversation: one exact replacement, then done."""
+    replace = ToolReply(name=EDITOR, input={"command": "str_replace", "path": path, "old_str": old, "new_str": new})
+    return replace, TextReply(summary)
+
+
 MID_STREAM_TEXT = "Starting to think about it. " * 4
 
 
@@ -80,6 +98,13 @@ class _FakeHandler(DemoHandler):
 
     def answer(self, request: RecordedRequest) -> None:
         reply = self.server.next_reply(request)
+        if isinstance(reply, (ToolReply, RawToolInputReply)) and not reply.name and not request.answer_tool:
+            # A request that answers with no tool of its own (the Coder's editing
+            # conversation): a nameless scripted tool call is a mistake in the test.
+            message = f"The test scripted {reply!r} without a tool name for a request that has no answer tool."
+            self.server.script_errors.append(message)
+            self.send_api_error(400, "invalid_request_error", message)
+            return
         if isinstance(reply, Hang):
             time.sleep(reply.seconds)
             self.close_connection = True
@@ -120,6 +145,7 @@ class FakeAnthropicServer(DemoModelServer):
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
+        self.script_errors: list[str] = []
         super().__init__(host, port)
 
     def script(self, *replies: Reply) -> None:
@@ -131,6 +157,7 @@ class FakeAnthropicServer(DemoModelServer):
         with self._lock:
             self._replies.clear()
             self.requests.clear()
+            self.script_errors.clear()
             self.fallback = default_reply
         with self._cache_lock:
             self.cached_prefixes.clear()

@@ -22,7 +22,7 @@ import pytest
 
 from pipelines.models import AgentCall, PipelineRun, RunEvent
 from pipelines.services import BROKER_DOWN
-from tests.fake_anthropic import FakeAnthropicServer, ToolReply
+from tests.fake_anthropic import EDITOR, FakeAnthropicServer, TextReply, ToolReply, coder_creates
 from tests.processes import (
     ApiClient,
     ProductionStack,
@@ -37,7 +37,9 @@ from tests.processes import (
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Add x", "description": "Create app/x.py", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+# The Coder's editing conversation: it creates app/x.py, then says it is done.
+CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
+CODER = coder_creates("app/x.py", "x = 1\n")
 PASS = {"pass": True, "findings": []}
 # The sweeper (in beat, every 2 s) re-queues a working run whose lease ran out: short here.
 LEASE_SECONDS = 5
@@ -84,7 +86,8 @@ def test_redis_stopped_mid_run_then_started_again(
     fake_llm.script(
         # ~8 s of streaming: Redis goes away while the Planner is mid-reply.
         ToolReply(input=PLAN, text="thinking " * 160, chunk_size=9, chunk_delay=0.05),
-        ToolReply(input=CHANGES, text="Writing app/x.py. ", chunk_size=4),
+        ToolReply(name=EDITOR, input=CREATE_X, text="Writing app/x.py. ", chunk_size=4),
+        TextReply("Created app/x.py."),
         ToolReply(input=PASS, text="Looks right. ", chunk_size=4),
     )
     with open_task_socket(stack, api.token, task["id"]) as socket_:
@@ -160,7 +163,7 @@ def test_a_phase_ending_while_redis_is_down_is_requeued_by_the_sweeper(
     _, task = api.post("/api/tasks", {"title": "Add x", "description": "x should exist", "category": "feature"})
     fake_llm.script(
         ToolReply(input=PLAN, text="thinking " * 80, chunk_size=9, chunk_delay=0.05),  # ~4 s
-        ToolReply(input=CHANGES),
+        *CODER,
         ToolReply(input=PASS),
     )
     status, run = api.post(f"/api/tasks/{task['id']}/start-pipeline")

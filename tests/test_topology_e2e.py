@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings
 
 from pipelines.models import AgentCall, RunEvent
-from tests.fake_anthropic import FakeAnthropicServer, ToolReply
+from tests.fake_anthropic import EDITOR, FakeAnthropicServer, TextReply, ToolReply, coder_creates
 from tests.processes import (
     ApiClient,
     ProductionStack,
@@ -42,7 +42,9 @@ pytestmark = [
 ]
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Add x", "description": "Create app/x.py", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+# The Coder's editing conversation: it creates app/x.py, then says it is done.
+CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
+CODER = coder_creates("app/x.py", "x = 1\n")
 PASS = {"pass": True, "findings": []}
 
 
@@ -82,7 +84,8 @@ def test_make_up_prod_topology_runs_a_pipeline_over_http_and_websocket(
     fake_llm.script(
         # Many small chunks, a little apart: the live log arrives as several events.
         ToolReply(input=PLAN, text="Planning the work step by step. " * 8, chunk_size=6, chunk_delay=0.01),
-        ToolReply(input=CHANGES, text="Writing app/x.py. ", chunk_size=4),
+        ToolReply(name=EDITOR, input=CREATE_X, text="Writing app/x.py. ", chunk_size=4),
+        TextReply("Created app/x.py."),
         ToolReply(input=PASS, text="Looks right. ", chunk_size=4),
     )
     with open_task_socket(stack, api.token, task["id"]) as socket_:
@@ -129,7 +132,8 @@ def test_a_killed_worker_comes_back_its_run_goes_on_within_15_s_and_the_web_keep
     api.sign_up("ada@example.com", "a long enough password")
     _, task = api.post("/api/tasks", {"title": "Add x", "description": "x should exist", "category": "feature"})
     fake_llm.script(
-        ToolReply(input=PLAN), ToolReply(input=CHANGES, text="slow " * 3000, chunk_size=5, chunk_delay=0.02)
+        ToolReply(input=PLAN),
+        ToolReply(name=EDITOR, input=CREATE_X, text="slow " * 3000, chunk_size=5, chunk_delay=0.02),
     )
     status, run = api.post(f"/api/tasks/{task['id']}/start-pipeline")
     assert status == 202, run
@@ -138,7 +142,7 @@ def test_a_killed_worker_comes_back_its_run_goes_on_within_15_s_and_the_web_keep
         return RunEvent.objects.filter(run_id=run["id"], type="agent-log", data__agent="coder").exists()
 
     wait_for(coder_streams, timeout=30, why=stack.log_tail)
-    fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(*CODER, ToolReply(input=PASS))
     health: list[int | str] = []
     polling = threading.Event()
 
@@ -183,13 +187,11 @@ def test_a_killed_worker_comes_back_its_run_goes_on_within_15_s_and_the_web_keep
     assert "exited: worker (terminated by SIGKILL; not expected)" in log
     assert f"Run {run['id']} has no live worker; queueing it again" in log, "beat's sweeper handed it on"
     # Bought once each, but for the Coder's answer the kill cut off.
-    assert [request.forced_tool for request in fake_llm.requests] == [
-        "submit_plan",
-        "submit_changes",
-        "submit_changes",
-        "submit_review",
+    answering = [
+        request.answer_tool or ("editor" if EDITOR in request.tool_names else "?") for request in fake_llm.requests
     ]
-    assert AgentCall.objects.filter(run_id=run["id"]).count() == 3
+    assert answering == ["submit_plan", "editor", "editor", "editor", "submit_review"]
+    assert AgentCall.objects.filter(run_id=run["id"]).count() == 4  # the Planner, the Coder's two turns, the Reviewer
 
     left = stack.terminate()
     assert left == set(), [command_line(pid) for pid in left]

@@ -7,12 +7,12 @@ from pipelines.models import PipelineRun, RunStatus
 from pipelines.orchestrator import run_advance
 from pipelines.services import NO_API_KEY, run_start
 from tests.factories import TaskFactory
-from tests.fake_anthropic import ToolReply
+from tests.fake_anthropic import ToolReply, coder_creates
 
 pytestmark = pytest.mark.django_db
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+CODER = coder_creates("app/x.py", "x = 1\n")
 PASS = {"pass": True, "findings": []}
 
 
@@ -39,7 +39,7 @@ def _finish(run_id: int) -> PipelineRun:
 
 @pytest.fixture
 def awaiting_run(fake_llm, task, owner) -> PipelineRun:
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     return _finish(run_start(task=task, user=owner).pk)
 
 
@@ -85,7 +85,7 @@ def test_run_detail_list_and_diff(awaiting_run, owner_client, task) -> None:
     detail = owner_client.get(f"/api/runs/{awaiting_run.pk}").json()
     assert detail["status"] == "awaiting_approval"
     assert detail["plan"] == PLAN["subtasks"]
-    assert set(detail["allowed_actions"]) == {"cancel", "retry", "request_changes", "approve"}
+    assert set(detail["allowed_actions"]) == {"cancel", "retry", "request_changes", "approve", "download_patch"}
     assert float(detail["cost_usd"]) > 0
     runs = owner_client.get(f"/api/tasks/{task.pk}/runs").json()
     assert runs["count"] == 1

@@ -25,7 +25,7 @@ from pipelines.leases import runs_sweep
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
 from pipelines.services import run_start
 from tests.factories import TaskFactory
-from tests.fake_anthropic import ToolReply
+from tests.fake_anthropic import EDITOR, ToolReply, coder_creates
 from tests.workers import delete_queue, start_celery_worker, subprocess_database_url, wait_until
 
 pytestmark = [
@@ -39,7 +39,9 @@ pytestmark = [
 ]
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+# The Coder's editing conversation: it creates app/x.py, then says it is done.
+CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
+CODER = coder_creates("app/x.py", "x = 1\n")
 PASS = {"pass": True, "findings": []}
 LEASE_SECONDS = 5
 
@@ -78,8 +80,8 @@ def test_a_dropped_database_connection_mid_phase_retries_the_phase(
     database_url = f"{subprocess_database_url()}?application_name={application_name}"
     fake_llm.script(
         ToolReply(input=PLAN),
-        ToolReply(input=CHANGES, text="slow " * 3000, chunk_size=5, chunk_delay=0.02),
-        ToolReply(input=CHANGES),
+        ToolReply(name=EDITOR, input=CREATE_X, text="slow " * 3000, chunk_size=5, chunk_delay=0.02),
+        *CODER,
         ToolReply(input=PASS),
     )
     task = TaskFactory(project=project, title="Add x", description="x should exist")
@@ -134,9 +136,13 @@ def test_a_dropped_database_connection_mid_phase_retries_the_phase(
     assert list(AgentCall.objects.filter(run=run).values_list("agent", "phase")) == [
         ("planner", "planning"),
         ("coder", "coding"),
+        ("coder", "coding"),
         ("reviewer", "reviewing"),
     ]
-    requests = Counter(request.forced_tool for request in fake_llm.requests)
-    assert requests == {"submit_plan": 1, "submit_changes": 2, "submit_review": 1}
+    requests = Counter(
+        request.answer_tool or ("editor" if EDITOR in request.tool_names else "?") for request in fake_llm.requests
+    )
+    # The Coder's first turn twice (the drop cut it off), then its second turn.
+    assert requests == {"submit_plan": 1, "editor": 3, "submit_review": 1}
     path = list(RunTransition.objects.filter(run=run).values_list("to_status", flat=True))
     assert path == ["queued", "planning", "coding", "reviewing", "awaiting_approval"]

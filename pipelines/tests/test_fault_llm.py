@@ -15,13 +15,13 @@ from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTra
 from pipelines.services import run_retry, run_start
 from tasks.models import Task
 from tests.factories import TaskFactory
-from tests.fake_anthropic import Hang, HttpError, MidStreamError, Reply, ToolReply
+from tests.fake_anthropic import EDITOR, Hang, HttpError, MidStreamError, Reply, ToolReply, coder_creates
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+CODER = coder_creates("app/x.py", "x = 1\n")
 PASS = {"pass": True, "findings": []}
 
 # One more failure than the pipeline retries (LLM_RETRY_DELAYS has three delays).
@@ -34,9 +34,11 @@ def task(project) -> Task:
 
 
 def _requests_per_tool(fake_llm) -> dict[str, int]:
+    """Requests by the tool that answers them (the Coder's: the editor)."""
     counts: dict[str, int] = {}
     for request in fake_llm.requests:
-        counts[request.forced_tool or "?"] = counts.get(request.forced_tool or "?", 0) + 1
+        tool = request.answer_tool or (EDITOR if EDITOR in request.tool_names else "?")
+        counts[tool] = counts.get(tool, 0) + 1
     return counts
 
 
@@ -53,17 +55,18 @@ def _assert_paused_in_coding_then_retry_resumes_it(fake_llm, task: Task, owner, 
     assert run.lease_owner == "" and run.lease_expires_at is None, "a paused run holds no lease"
     error = RunEvent.objects.filter(task=task, type="error").get()
     assert error.data == {**error.data, "type": "paused", "retryable": True, "message": run.error}
-    assert _requests_per_tool(fake_llm) == {"submit_plan": 1, "submit_changes": STORM}
+    assert _requests_per_tool(fake_llm) == {"submit_plan": 1, EDITOR: STORM}
 
-    fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(*CODER, ToolReply(input=PASS))
     run = drive_in_process(run_retry(run=run, actor=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.error == ""
     # Retry resumed the same run in the same phase: the plan was bought once.
     assert PipelineRun.objects.filter(task=task).count() == 1
-    assert _requests_per_tool(fake_llm) == {"submit_plan": 1, "submit_changes": STORM + 1, "submit_review": 1}
+    assert _requests_per_tool(fake_llm) == {"submit_plan": 1, EDITOR: STORM + 2, "submit_review": 1}
     assert list(AgentCall.objects.filter(run=run).values_list("agent", "phase")) == [
         ("planner", "planning"),
+        ("coder", "coding"),
         ("coder", "coding"),
         ("reviewer", "reviewing"),
     ]
@@ -94,7 +97,9 @@ def test_a_storm_longer_than_the_retries_pauses_and_retry_resumes_the_same_phase
         pytest.param(Hang(1.0), "did not answer in time", id="no-answer"),
         # Starts the stream, then stalls longer than the read timeout.
         pytest.param(
-            ToolReply(input=CHANGES, text="stalling " * 4, chunk_size=4, chunk_delay=1.0),
+            ToolReply(
+                name=EDITOR, input={"command": "view", "path": "."}, text="stalling " * 4, chunk_size=4, chunk_delay=1.0
+            ),
             # Today "The connection … broke off: timed out"; with the provider patch of
             # the E2 report, "did not answer in time" like the silent server.
             "time",
@@ -119,7 +124,7 @@ def test_retry_after_is_honoured_and_capped(fake_llm, task, owner, settings) -> 
         HttpError(429, "rate_limit_error", headers={"retry-after": "3600"}),
         HttpError(529, "overloaded_error", headers={"retry-after-ms": "150"}),
         ToolReply(input=PLAN),
-        ToolReply(input=CHANGES),
+        *CODER,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -130,7 +135,7 @@ def test_retry_after_is_honoured_and_capped(fake_llm, task, owner, settings) -> 
     assert "Retrying in 0.3 s." in log
     assert "Retrying in 3600" not in log
     assert "Retrying in 0.15 s." in log
-    assert _requests_per_tool(fake_llm) == {"submit_plan": 4, "submit_changes": 1, "submit_review": 1}
+    assert _requests_per_tool(fake_llm) == {"submit_plan": 4, EDITOR: 2, "submit_review": 1}
 
 
 def test_a_non_retryable_refusal_fails_at_once_without_retrying(fake_llm, task, owner) -> None:
@@ -140,7 +145,7 @@ def test_a_non_retryable_refusal_fails_at_once_without_retrying(fake_llm, task, 
     assert run.error_retryable is False
     assert run.error.startswith("The Anthropic API refused the request:")
     assert "prompt is too long" in run.error
-    assert _requests_per_tool(fake_llm) == {"submit_plan": 1, "submit_changes": 1}
+    assert _requests_per_tool(fake_llm) == {"submit_plan": 1, EDITOR: 1}
     error = RunEvent.objects.filter(task=task, type="error").get()
     assert error.data["retryable"] is False
     assert RunEvent.objects.filter(task=task, type="pipeline-complete").get().data["result"] == "failed"

@@ -30,14 +30,17 @@ from pipelines.leases import runs_needing_a_worker, runs_sweep
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
 from pipelines.services import run_start
 from tests.factories import TaskFactory
-from tests.fake_anthropic import TextReply, ToolReply
+from tests.fake_anthropic import EDITOR, RecordedRequest, TextReply, ToolReply, coder_creates, coder_replaces
 from tests.workers import delete_queue, subprocess_env, topology_worker, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
-FIXED = {"changes": [{"file_path": "app/x.py", "content": "x = 2\n", "action": "create"}]}
+# The Coder's editing conversation: it creates app/x.py, then says it is done.
+CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
+CODER = coder_creates("app/x.py", "x = 1\n")
+FIX_X = {"command": "str_replace", "path": "app/x.py", "old_str": "x = 1", "new_str": "x = 2"}
+FIX = coder_replaces("app/x.py", "x = 1", "x = 2")
 FAIL = {"pass": False, "findings": [{"file": "app/x.py", "line": 1, "severity": "major", "message": "x must be 2"}]}
 PASS = {"pass": True, "findings": []}
 LEASE_SECONDS = 5  # the smallest PIPELINE_LEASE_SECONDS allows
@@ -70,38 +73,45 @@ CASES: dict[str, tuple[str, list[ToolReply], ToolReply, list[ToolReply], list[tu
         "planner",
         [],
         _slow(PLAN),
-        [ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS)],
-        [("planner", "planning"), ("coder", "coding"), ("reviewer", "reviewing")],
+        [ToolReply(input=PLAN), *CODER, ToolReply(input=PASS)],
+        [("planner", "planning"), ("coder", "coding"), ("coder", "coding"), ("reviewer", "reviewing")],
     ),
     "coding": (
         "coder",
         [ToolReply(input=PLAN)],
-        _slow(CHANGES),
-        [ToolReply(input=CHANGES), ToolReply(input=PASS)],
-        [("planner", "planning"), ("coder", "coding"), ("reviewer", "reviewing")],
+        _slow(CREATE_X, EDITOR),
+        [*CODER, ToolReply(input=PASS)],
+        [("planner", "planning"), ("coder", "coding"), ("coder", "coding"), ("reviewer", "reviewing")],
     ),
     "reviewing": (
         "reviewer",
-        [ToolReply(input=PLAN), ToolReply(input=CHANGES)],
+        [ToolReply(input=PLAN), *CODER],
         _slow(PASS),
         [ToolReply(input=PASS)],
-        [("planner", "planning"), ("coder", "coding"), ("reviewer", "reviewing")],
+        [("planner", "planning"), ("coder", "coding"), ("coder", "coding"), ("reviewer", "reviewing")],
     ),
     "fixing": (
         "coder",
-        [ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=FAIL)],
-        _slow(FIXED),
-        [ToolReply(input=FIXED), ToolReply(input=PASS)],
+        [ToolReply(input=PLAN), *CODER, ToolReply(input=FAIL)],
+        _slow(FIX_X, EDITOR),
+        [*FIX, ToolReply(input=PASS)],
         [
             ("planner", "planning"),
             ("coder", "coding"),
+            ("coder", "coding"),
             ("reviewer", "reviewing"),
+            ("coder", "fixing"),
             ("coder", "fixing"),
             ("reviewer", "reviewing"),
         ],
     ),
 }
-TOOL_OF_AGENT = {"planner": "submit_plan", "coder": "submit_changes", "reviewer": "submit_review"}
+# Requests by the tool that answers them: the Coder's turns carry the editor.
+TOOL_OF_AGENT = {"planner": "submit_plan", "coder": EDITOR, "reviewer": "submit_review"}
+
+
+def _answering_tool(request: RecordedRequest) -> str:
+    return request.answer_tool or (EDITOR if EDITOR in request.tool_names else "?")
 
 
 def _llm_env(fake_llm) -> dict[str, str]:
@@ -181,12 +191,13 @@ def test_a_worker_killed_mid_phase_is_resumed_and_earlier_phases_are_not_bought_
     assert run_id not in runs_needing_a_worker(grace_seconds=0)
     # Each completed phase was bought once; only the killed call was made twice.
     assert list(AgentCall.objects.filter(run=run).values_list("agent", "phase")) == calls
-    requests = Counter(request.forced_tool for request in fake_llm.requests)
+    requests = Counter(_answering_tool(request) for request in fake_llm.requests)
     expected = Counter(TOOL_OF_AGENT[name] for name, _ in calls) + Counter({TOOL_OF_AGENT[agent]: 1})
     assert requests == expected
     # The audit trail: each phase entered once, as in a run that was never killed.
     path = list(RunTransition.objects.filter(run=run).values_list("to_status", flat=True))
-    assert path == [RunStatus.QUEUED, *[name for _, name in calls], RunStatus.AWAITING_APPROVAL]
+    phases = [name for index, (_, name) in enumerate(calls) if index == 0 or calls[index - 1][1] != name]
+    assert path == [RunStatus.QUEUED, *phases, RunStatus.AWAITING_APPROVAL]
 
 
 # --- Recovery time, with the production settings ---------------------------------------
@@ -195,7 +206,6 @@ def test_a_worker_killed_mid_phase_is_resumed_and_earlier_phases_are_not_bought_
 # 96-102 s with a 90 s lease and a sweeper every 30 s).
 RESUME_WITHIN_SECONDS = 15
 CALC = "def add(a, b):\n    return a - b\n"
-EDITOR = "str_replace_based_edit_tool"
 # The Coder on a linked repository edits the worktree with the text editor.
 CALC_FIXED = {"command": "str_replace", "path": "app/calc.py", "old_str": "a - b", "new_str": "a + b"}
 
@@ -340,7 +350,7 @@ def test_a_worker_stalled_past_its_lease_writes_nothing_when_it_wakes(fake_llm, 
             why=lambda: f"run is {_run_state(run_id)}; runner exit code {stale.poll()}",
         )
         os.killpg(stale.pid, signal.SIGSTOP)
-        fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+        fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
         with topology_worker(tmp_path / "worker.log", **_llm_env(fake_llm)):
             sweeper = Sweeper(interval=0.5).start()
             try:

@@ -18,14 +18,14 @@ from pipelines.services import run_cancel, run_start
 from tasks.models import Task
 from tests.api_helpers import assert_error
 from tests.factories import TaskFactory
-from tests.fake_anthropic import HttpError, ToolReply
+from tests.fake_anthropic import HttpError, ToolReply, coder_creates, coder_replaces
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
-FIXED = {"changes": [{"file_path": "app/x.py", "content": "x = 2\n", "action": "create"}]}
+CODER = coder_creates("app/x.py", "x = 1\n", summary="Added x.")
+FIX = coder_replaces("app/x.py", "x = 1", "x = 2", summary="x is 2 now.")
 PASS = {"pass": True, "findings": []}
 FAIL = {"pass": False, "findings": [{"file": "app/x.py", "line": 1, "severity": "major", "message": "x must be 2"}]}
 
@@ -43,9 +43,9 @@ def test_a_run_leaves_its_lineage_and_daily_log(fake_llm, task, owner, owner_cli
     fake_llm.script(
         ToolReply(input={"subtasks": [{"id": "s1"}]}),  # invalid, retried
         ToolReply(input=PLAN),
-        ToolReply(input=CHANGES),
+        *CODER,
         ToolReply(input=FAIL),
-        ToolReply(input=FIXED),
+        *FIX,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -64,7 +64,15 @@ def test_a_run_leaves_its_lineage_and_daily_log(fake_llm, task, owner, owner_cli
     # The Coder's first changes come from the plan; the fix from the plan and the review.
     assert changes.parent_ids[0] == plan.pk and failed_review.pk not in changes.parent_ids
     assert fixed.parent_ids[:2] == [plan.pk, failed_review.pk]
-    assert context_decode(fixed)["output"] == FIXED
+    # A Coder's item is its whole conversation: each edit and what came of it, the files.
+    output = context_decode(fixed)["output"]
+    assert output["summary"] == "x is 2 now."
+    assert [(step["tool"], step["input"]["command"], step["is_error"]) for step in output["steps"]] == [
+        ("str_replace_based_edit_tool", "str_replace", False)
+    ]
+    assert output["steps"][0]["input"]["new_str"] == "x = 2"
+    assert output["files"] == [{"file_path": "app/x.py", "action": "create"}]
+    assert output["head_commit"] == run.head_commit
     assert failed_review.parent_ids[0] == changes.pk
     assert passed_review.parent_ids[0] == fixed.pk
     assert context_decode(passed_review)["output"] == PASS
@@ -78,7 +86,9 @@ def test_a_run_leaves_its_lineage_and_daily_log(fake_llm, task, owner, owner_cli
         ("planner", "error"),
         ("planner", "ok"),
         ("coder", "ok"),
+        ("coder", "ok"),
         ("reviewer", "ok"),
+        ("coder", "ok"),
         ("coder", "ok"),
         ("reviewer", "ok"),
     ]
@@ -90,8 +100,9 @@ def test_a_run_leaves_its_lineage_and_daily_log(fake_llm, task, owner, owner_cli
     assert {e.date for e in entries} == {timezone.localdate()}
     assert entries[1].output_context_id == plan.pk and entries[1].type == "plan"
     assert entries[1].input_context_ids == [task_item.pk]
-    assert entries[4].output_context_id == fixed.pk
-    assert set(entries[4].input_context_ids) >= {plan.pk, failed_review.pk}
+    # The Coder's turns are logged one by one; its lineage item is the conversation's.
+    assert [e.output_context_id for e in entries if e.agent_id == "coder"] == ["", "", "", ""]
+    assert entries[7].output_context_id == passed_review.pk
 
     # The API gives the run's lineage; the page shows it; both only to the owner.
     rows = owner_client.get("/api/memory/contexts", {"run": run.pk}).json()
@@ -146,10 +157,10 @@ def test_a_cancelled_call_is_logged_as_cancelled(fake_llm, task, owner) -> None:
 
 
 def test_two_runs_do_not_share_items(fake_llm, task, owner) -> None:
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     first = drive_in_process(run_start(task=task, user=owner))
     other_task = TaskFactory(project=task.project, title="Add x", description="x should exist")
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     second = drive_in_process(run_start(task=other_task, user=owner))
     assert ContextItem.objects.filter(run=first).count() == ContextItem.objects.filter(run=second).count() == 6
 

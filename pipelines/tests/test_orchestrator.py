@@ -23,13 +23,25 @@ from pipelines.recovery import REPLY_REUSED
 from pipelines.services import run_approve, run_cancel, run_request_changes, run_retry, run_start, run_transition
 from tasks.models import Task
 from tests.factories import TaskFactory
-from tests.fake_anthropic import Hang, HttpError, MidStreamError, RawToolInputReply, ToolReply
+from tests.fake_anthropic import (
+    Hang,
+    HttpError,
+    MidStreamError,
+    RawToolInputReply,
+    TextReply,
+    ToolReply,
+    coder_creates,
+    coder_replaces,
+)
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+# The Coder edits the run's worktree (the project's own repository: it links none).
+CODER = coder_creates("app/x.py", "x = 1\n")
+FIX = coder_replaces("app/x.py", "x = 1", "x = 2")
+NO_CHANGE = TextReply("It is right as it is.")
 PASS = {"pass": True, "findings": []}
 FAIL = {"pass": False, "findings": [{"file": "app/x.py", "line": 1, "severity": "major", "message": "x must be 2"}]}
 
@@ -40,12 +52,15 @@ def task(project) -> Task:
 
 
 def test_pass_on_first_review(fake_llm, task, owner) -> None:
-    fake_llm.script(ToolReply(input=PLAN, text="Planning. "), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN, text="Planning. "), *CODER, ToolReply(input=PASS))
     run = drive_in_process(run_start(task=task, user=owner))
 
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.plan == PLAN["subtasks"]
-    assert run.file_changes == CHANGES["changes"]
+    assert [(c["file_path"], c["action"], c["content"]) for c in run.file_changes] == [
+        ("app/x.py", "create", "x = 1\n")
+    ]
+    assert run.branch and run.base_commit and run.head_commit != run.base_commit
     assert run.iteration == 1
     assert run.input_tokens > 0 and run.output_tokens > 0
     assert run.cost_usd > Decimal(0)
@@ -53,11 +68,13 @@ def test_pass_on_first_review(fake_llm, task, owner) -> None:
     assert task.status == "review"
     assert task.subtasks == PLAN["subtasks"]
     assert task.pipeline_state["status"] == RunStatus.AWAITING_APPROVAL
-    assert list(AgentCall.objects.filter(run=run).values_list("agent", flat=True)) == ["planner", "coder", "reviewer"]
+    agents = ["planner", "coder", "coder", "reviewer"]  # the Coder's two turns: create, then done
+    assert list(AgentCall.objects.filter(run=run).values_list("agent", flat=True)) == agents
     statuses = list(RunTransition.objects.filter(run=run).values_list("to_status", flat=True))
     assert statuses == ["queued", "planning", "coding", "reviewing", "awaiting_approval"]
-    # Every request forced its agent's tool.
-    assert [r.forced_tool for r in fake_llm.requests] == ["submit_plan", "submit_changes", "submit_review"]
+    # The Planner and the Reviewer answer with their tool; the Coder edits with the editor.
+    assert [r.answer_tool for r in fake_llm.requests] == ["submit_plan", None, None, "submit_review"]
+    assert "str_replace_based_edit_tool" in fake_llm.requests[1].tool_names
 
     events = list(RunEvent.objects.filter(task=task).order_by("id"))
     types = [e.type for e in events]
@@ -74,9 +91,9 @@ def test_pass_on_first_review(fake_llm, task, owner) -> None:
 def test_pass_after_fixes(fake_llm, task, owner) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
-        ToolReply(input=CHANGES),
+        *CODER,
         ToolReply(input=FAIL),
-        ToolReply(input={"changes": [{"file_path": "app/x.py", "content": "x = 2\n", "action": "create"}]}),
+        *FIX,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -85,8 +102,8 @@ def test_pass_after_fixes(fake_llm, task, owner) -> None:
     assert [entry["pass"] for entry in run.review_history] == [False, True]
     assert run.file_changes[0]["content"] == "x = 2\n"
     # The Coder saw the findings when fixing.
-    fix_request = fake_llm.requests[3]
-    assert fix_request.forced_tool == "submit_changes"
+    fix_request = fake_llm.requests[4]
+    assert fix_request.forced_tool is None
     assert "x must be 2" in fix_request.prompt_text
     statuses = list(RunTransition.objects.filter(run=run).values_list("to_status", flat=True))
     assert statuses == ["queued", "planning", "coding", "reviewing", "fixing", "reviewing", "awaiting_approval"]
@@ -95,11 +112,11 @@ def test_pass_after_fixes(fake_llm, task, owner) -> None:
 def test_fails_after_three_reviews(fake_llm, task, owner) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
-        ToolReply(input=CHANGES),
+        *CODER,
         ToolReply(input=FAIL),
-        ToolReply(input=CHANGES),
+        NO_CHANGE,
         ToolReply(input=FAIL),
-        ToolReply(input=CHANGES),
+        NO_CHANGE,
         ToolReply(input=FAIL),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -118,12 +135,12 @@ def test_transient_errors_are_retried_then_succeed(fake_llm, task, owner) -> Non
         HttpError(429, "rate_limit_error", headers={"retry-after": "0"}),
         MidStreamError("overloaded_error"),
         ToolReply(input=PLAN),
-        ToolReply(input=CHANGES),
+        *CODER,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
-    assert len(fake_llm.requests) == 5
+    assert len(fake_llm.requests) == 6
 
 
 def test_persistent_overload_pauses_and_retry_resumes_the_same_phase(fake_llm, task, owner) -> None:
@@ -141,13 +158,13 @@ def test_persistent_overload_pauses_and_retry_resumes_the_same_phase(fake_llm, t
     assert error.data["message"] == run.error
     calls_before = AgentCall.objects.filter(run=run).count()
 
-    fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(*CODER, ToolReply(input=PASS))
     run = drive_in_process(run_retry(run=run, actor=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.error == ""
     # The plan was not bought twice: planning ran once.
     assert AgentCall.objects.filter(run=run, agent="planner").count() == 1
-    assert AgentCall.objects.filter(run=run).count() == calls_before + 2
+    assert AgentCall.objects.filter(run=run).count() == calls_before + 3
 
 
 def test_rejected_key_fails_with_a_message_saying_what_to_fix(fake_llm, task, owner) -> None:
@@ -162,7 +179,7 @@ def test_invalid_output_is_retried_once_with_the_errors(fake_llm, task, owner) -
     fake_llm.script(
         ToolReply(input={"subtasks": [{"id": "s1"}]}),
         ToolReply(input=PLAN),
-        ToolReply(input=CHANGES),
+        *CODER,
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
@@ -191,12 +208,13 @@ def test_budget_pauses_before_spending_more(fake_llm, task, owner, settings) -> 
 
 
 def test_request_changes_then_approve(fake_llm, task, owner) -> None:
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     run = drive_in_process(run_start(task=task, user=owner))
-    fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
-    run = drive_in_process(run_request_changes(run=run, feedback="Please name it y", actor=owner))
+    fake_llm.script(*FIX, ToolReply(input=PASS))
+    run = drive_in_process(run_request_changes(run=run, feedback="Please make it 2", actor=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
-    assert "Please name it y" in fake_llm.requests[3].prompt_text
+    assert "Please make it 2" in fake_llm.requests[4].prompt_text
+    assert run.file_changes[0]["content"] == "x = 2\n"
     run = run_approve(run=run, actor=owner)
     assert run.status == RunStatus.APPROVED
     task.refresh_from_db()
@@ -207,7 +225,7 @@ def test_retry_after_failure_starts_a_new_run(fake_llm, task, owner) -> None:
     fake_llm.script(HttpError(400, "invalid_request_error"))
     first = drive_in_process(run_start(task=task, user=owner))
     assert first.status == RunStatus.FAILED
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     second = drive_in_process(run_retry(run=first, actor=owner))
     assert second.pk != first.pk
     assert second.number == 2
@@ -263,7 +281,7 @@ def test_a_leased_phase_is_not_run_twice_and_an_expired_lease_is_swept(fake_llm,
     # The lease runs out: the sweeper finds the run, and the next worker finishes it.
     PipelineRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert run.pk in runs_needing_a_worker(grace_seconds=0)
-    fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(*CODER, ToolReply(input=PASS))
     run = drive_in_process(run)
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert AgentCall.objects.filter(run=run, agent="planner").count() == 1
@@ -273,7 +291,7 @@ def test_the_next_phase_starts_even_before_the_finished_phase_lets_go_of_its_lea
     # The planning phase's transition queues the coding job on commit; a second worker
     # thread may take that job while the planning job is still on its way to releasing.
     run = run_transition(run=run_start(task=task, user=owner), to_status=RunStatus.PLANNING, enqueue=False)
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES))
+    fake_llm.script(ToolReply(input=PLAN), *CODER)
     planning_lease = Lease(run)
     assert planning_lease.claim()
     orchestrator._plan(run, planning_lease)  # ends with the move to coding; not released yet
@@ -311,17 +329,18 @@ def test_a_phase_resumed_after_its_worker_stopped_reuses_the_calls_it_had_bought
     assert run.pk in runs_needing_a_worker()
     assert list(AgentCall.objects.filter(run=run).values_list("outcome", flat=True)) == ["invalid"]
 
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     run = drive_in_process(run)
     assert run.status == RunStatus.AWAITING_APPROVAL
     # The resumed phase asked only for the corrected answer: the invalid one was reused.
-    assert len(fake_llm.requests) == 2 + 3
+    assert len(fake_llm.requests) == 2 + 4
     assert "'title' is a required property" in fake_llm.requests[2].prompt_text
-    assert [r.forced_tool for r in fake_llm.requests[2:]] == ["submit_plan", "submit_changes", "submit_review"]
+    assert [r.answer_tool for r in fake_llm.requests[2:]] == ["submit_plan", None, None, "submit_review"]
     calls = AgentCall.objects.filter(run=run)
     assert list(calls.values_list("agent", "attempt", "outcome")) == [
         ("planner", 1, "invalid"),
         ("planner", 2, "ok"),
+        ("coder", 1, "ok"),
         ("coder", 1, "ok"),
         ("reviewer", 1, "ok"),
     ]

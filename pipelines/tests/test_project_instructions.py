@@ -21,7 +21,6 @@ from tests.workers import drive_in_process
 pytestmark = pytest.mark.django_db
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
 CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
 PASS = {"pass": True, "findings": []}
 EPHEMERAL = {"type": "ephemeral"}
@@ -55,13 +54,9 @@ def task(project) -> Task:
 
 
 def run_on(fake_llm, task: Task, owner) -> None:
-    from repos.models import Repository
-
-    if Repository.objects.filter(project_id=task.project_id).exists():
-        # On a repository the Coder edits the worktree: an edit, then its summary.
-        coder = [ToolReply(name="str_replace_based_edit_tool", input=CREATE_X), TextReply("Added x.")]
-    else:
-        coder = [ToolReply(input=CHANGES)]
+    # The Coder edits the worktree (of the project's own repository when it links
+    # none): an edit, then its summary.
+    coder = [ToolReply(name="str_replace_based_edit_tool", input=CREATE_X), TextReply("Added x.")]
     fake_llm.script(ToolReply(input=PLAN), *coder, ToolReply(input=PASS))
     run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL

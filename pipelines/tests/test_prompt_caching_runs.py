@@ -17,13 +17,15 @@ from pipelines.models import AgentCall, PipelineRun, RunStatus
 from pipelines.services import run_start, run_usage_add
 from tasks.models import Task
 from tests.factories import TaskFactory
-from tests.fake_anthropic import ToolReply
+from tests.fake_anthropic import ToolReply, coder_creates
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+# The Coder's editing conversation: it creates app/x.py, then says it is done.
+CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
+CODER = coder_creates("app/x.py", "x = 1\n")
 PASS = {"pass": True, "findings": []}
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -34,7 +36,7 @@ def task(project) -> Task:
 
 
 def test_a_run_records_prices_and_counts_cache_tokens(fake_llm, task, owner) -> None:
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     calls = list(AgentCall.objects.filter(run=run))
@@ -63,7 +65,7 @@ def test_a_run_records_prices_and_counts_cache_tokens(fake_llm, task, owner) -> 
 
 
 def test_the_clock_is_not_in_the_cached_prefix(fake_llm, task, owner) -> None:
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     drive_in_process(run_start(task=task, user=owner))
     for request in fake_llm.requests:
         system = request.system_text
@@ -123,7 +125,7 @@ def test_a_run_pauses_when_cached_input_spends_its_budget(fake_llm, task, owner,
 
 def test_caching_off_sends_no_breakpoints(fake_llm, task, owner, settings) -> None:
     settings.LLM_PROMPT_CACHING = False
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert all(isinstance(request.body["system"], str) for request in fake_llm.requests)

@@ -13,14 +13,14 @@ from pipelines.models import FINAL_STATUSES, RUN_TRANSITIONS, PipelineRun, RunSt
 from pipelines.services import run_approve, run_cancel, run_retry, run_start, run_transition
 from tasks.models import Task
 from tests.factories import TaskFactory
-from tests.fake_anthropic import HttpError, ToolReply
+from tests.fake_anthropic import HttpError, TextReply, ToolReply, coder_creates
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
 USER_KEY = "sk-ant-user-own-key-0123456789"
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+CODER = coder_creates("app/x.py", "x = 1\n")
 PASS = {"pass": True, "findings": []}
 FAIL = {"pass": False, "findings": [{"file": "app/x.py", "line": 1, "severity": "major", "message": "x must be 2"}]}
 
@@ -49,7 +49,7 @@ def sent_keys(fake_llm) -> set[str]:
 
 
 def test_an_approved_run_forgets_its_key(fake_llm, keyed: PipelineRun, owner) -> None:
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     run = drive_in_process(keyed)
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert stored_key(run), "request changes still needs it"
@@ -68,7 +68,7 @@ def test_a_run_failed_by_the_api_forgets_its_key(fake_llm, keyed: PipelineRun) -
 def test_a_run_whose_reviews_never_pass_forgets_its_key(fake_llm, keyed: PipelineRun) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
-        *[reply for _ in range(3) for reply in (ToolReply(input=CHANGES), ToolReply(input=FAIL))],
+        *[reply for _ in range(3) for reply in (TextReply("Nothing to change."), ToolReply(input=FAIL))],
     )
     run = drive_in_process(keyed)
     assert run.status == RunStatus.FAILED
@@ -93,7 +93,7 @@ def test_a_cancelled_run_forgets_its_key_in_every_active_state(fake_llm, keyed: 
 def test_a_superseded_run_forgets_its_key_and_the_new_run_has_the_one_given(
     fake_llm, keyed: PipelineRun, owner
 ) -> None:
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     old = drive_in_process(keyed)
     new = run_retry(run=old, actor=owner, api_key="sk-ant-another-key-9876543210")
     old.refresh_from_db()
@@ -109,7 +109,7 @@ def test_a_paused_run_keeps_its_key_and_retry_uses_it(fake_llm, keyed: PipelineR
     assert decrypt_secret(stored_key(run)) == USER_KEY
 
     fake_llm.reset()
-    fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(*CODER, ToolReply(input=PASS))
     run = drive_in_process(run_retry(run=run, actor=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     keys = sent_keys(fake_llm)

@@ -15,13 +15,15 @@ from pipelines.models import PipelineRun, RunStatus
 from pipelines.services import QueueUnavailable, run_start, run_usage_add
 from tasks.models import Task
 from tests.factories import TaskFactory
-from tests.fake_anthropic import ToolReply
+from tests.fake_anthropic import ToolReply, coder_creates
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+# The Coder's editing conversation: it creates app/x.py, then says it is done.
+CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
+CODER = coder_creates("app/x.py", "x = 1\n")
 PASS = {"pass": True, "findings": []}
 
 
@@ -47,13 +49,13 @@ def _total(task: Task) -> Decimal | None:
 
 def test_each_calls_cost_lands_on_its_task(fake_llm, task, owner) -> None:
     assert _total(task) is None  # never run
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     first = drive_in_process(run_start(task=task, user=owner))
     assert first.status == RunStatus.AWAITING_APPROVAL
     assert first.cost_usd > Decimal(0)
     assert _total(task) == first.cost_usd
 
-    fake_llm.script(ToolReply(input=PLAN), ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     second = drive_in_process(services.run_retry(run=first, actor=owner))
     assert second.pk != first.pk and second.cost_usd > Decimal(0)
     assert _total(task) == first.cost_usd + second.cost_usd

@@ -26,13 +26,15 @@ from accounts.services import api_token_create
 from pipelines.leases import runs_sweep
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
 from tests.factories import TaskFactory
-from tests.fake_anthropic import ToolReply
+from tests.fake_anthropic import EDITOR, ToolReply, coder_creates, coder_replaces
 from tests.workers import subprocess_env, topology_worker, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
-CHANGES = {"changes": [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]}
+# The Coder's editing conversation: it creates app/x.py, then says it is done.
+CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
+CODER = coder_creates("app/x.py", "x = 1\n")
 FAIL = {"pass": False, "findings": [{"file": "app/x.py", "line": 1, "severity": "major", "message": "x must be 2"}]}
 PASS = {"pass": True, "findings": []}
 
@@ -71,9 +73,9 @@ def _status(run_id: int) -> str:
 def test_a_run_passes_after_a_fix_and_is_approved(worker, fake_llm, client, task) -> None:
     fake_llm.script(
         ToolReply(input=PLAN, text="Planning the work. " * 5, chunk_size=8),
-        ToolReply(input=CHANGES),
+        *CODER,
         ToolReply(input=FAIL),
-        ToolReply(input=CHANGES),
+        *coder_replaces("app/x.py", "x = 1", "x = 2"),
         ToolReply(input=PASS),
     )
     started = client.post(f"/api/tasks/{task.pk}/start-pipeline")
@@ -140,7 +142,7 @@ def test_a_worker_killed_mid_phase_is_resumed_from_the_last_completed_phase(
     run to another worker, which finishes it without paying for the plan again."""
     fake_llm.script(
         ToolReply(input=PLAN),
-        ToolReply(input=CHANGES, text="slow " * 3000, chunk_size=5, chunk_delay=0.02),
+        ToolReply(name=EDITOR, input=CREATE_X, text="slow " * 3000, chunk_size=5, chunk_delay=0.02),
     )
     run_id = client.post(f"/api/tasks/{task.pk}/start-pipeline").json()["id"]
     # A bare phase runner in its own process (the same code a Celery task calls), so
@@ -170,7 +172,7 @@ def test_a_worker_killed_mid_phase_is_resumed_from_the_last_completed_phase(
     assert run.plan == PLAN["subtasks"], "the completed phase's output was persisted"
     assert run.lease_owner, "the dead worker's lease is still on the row"
 
-    fake_llm.script(ToolReply(input=CHANGES), ToolReply(input=PASS))
+    fake_llm.script(*CODER, ToolReply(input=PASS))
     with topology_worker(tmp_path / "worker.log", **_llm_env(fake_llm)):
         # The lease (5 s in this test) runs out; the sweeper (in celery beat, every 2 s
         # in production) finds the run and queues it again.
