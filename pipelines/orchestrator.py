@@ -137,7 +137,8 @@ def _code(run: PipelineRun, lease: Lease) -> None:
     if worktree:
         workspace.workspace_reset(run, worktree)
     findings = run.review_findings if run.status == RunStatus.FIXING else []
-    if worktree and run_provider(run).supports_tools:
+    provider = run_provider(run)
+    if worktree and (provider.supports_tools or provider.edits_worktree):
         _code_with_tools(run, lease, worktree, findings)
         return
     prompt = agents.coder_prompt(
@@ -170,8 +171,10 @@ def _code(run: PipelineRun, lease: Lease) -> None:
 
 
 def _code_with_tools(run: PipelineRun, lease: Lease, worktree: Path, findings: list[dict[str, Any]]) -> None:
-    """The Coder edits the worktree itself (pipelines/coder_loop.py); what it leaves
-    there is committed on the run's branch and is the change."""
+    """The Coder edits the worktree itself (pipelines/coder_loop.py, or the provider's
+    own agent: pipelines/coder_cli.py); what it leaves there is committed on the run's
+    branch and is the change."""
+    from .coder_cli import code_with_cli
     from .coder_loop import code_in_worktree
 
     task = run.task
@@ -183,7 +186,8 @@ def _code_with_tools(run: PipelineRun, lease: Lease, worktree: Path, findings: l
         feedback=run.feedback,
         branch_diff=workspace.workspace_diff_text(run),
     )
-    outcome = code_in_worktree(run, lease, prompt, worktree)
+    edit = code_in_worktree if run_provider(run).supports_tools else code_with_cli
+    outcome = edit(run, lease, prompt, worktree)
     # The worktree is outside the transaction: a worker that lost its lease while the
     # Coder worked must not commit into the one its successor now uses.
     if not lease.confirm():
