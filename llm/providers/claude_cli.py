@@ -319,7 +319,10 @@ class ClaudeCliProvider:
             raise ProviderError(
                 f"Error: the Claude CLI did not finish within {self.timeout:g} s and was stopped.", retryable=True
             )
-        child.wait()
+        try:
+            child.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process_kill(child)  # it closed its output but went on: its result is in
         result = events.result
         if result is None:
             stderr.seek(0)
