@@ -470,6 +470,7 @@ def sandboxed_program(
     share_network: bool = False,
     read_only: tuple[Path, ...] = (),
     writable: tuple[tuple[Path, str], ...] = (),
+    stdin: IO[bytes] | None = None,
     stderr: int | IO[bytes] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Start ``argv`` in the sandbox with ``workspace`` as its working folder
@@ -477,7 +478,8 @@ def sandboxed_program(
     CLI), not a shell command. ``share_network`` keeps the host's network (the program
     talks to an API); ``read_only`` paths are bound at the same place read-only (the
     program itself), ``writable`` folders at the given places inside, handed to the
-    sandbox's account like the worktree. stdout is piped; stderr goes to ``stderr``.
+    sandbox's account like the worktree. stdout is piped; stdin comes from ``stdin``
+    (default: nothing), stderr goes to ``stderr``.
     The caller reads, then ends the process (``process_kill``); leaving the block takes
     the worktree back.
 
@@ -502,7 +504,7 @@ def sandboxed_program(
         process = subprocess.Popen(  # noqa: S603 - a fixed program, in the sandbox described above
             [bwrap, *arguments, *argv],
             env={},
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None else stdin,
             stdout=subprocess.PIPE,
             stderr=stderr,
             start_new_session=True,

@@ -222,11 +222,9 @@ class ClaudeCliProvider:
         commands = tuple(command.strip() for command in request.allowed_commands if command.strip())
         tools = [*EDIT_TOOLS, *(["Bash"] if commands else [])]
         allowed = [*EDIT_TOOLS, *(f"Bash({command})" for command in commands)]
-        prompt = next((str(m["content"]) for m in reversed(request.messages) if m.get("role") == "user"), "")
         command = [
             executable,
-            "-p",
-            prompt,
+            "-p",  # the prompt comes on stdin: with a branch's diff it can outgrow an argument
             "--output-format",
             "stream-json",
             "--verbose",
@@ -260,10 +258,13 @@ class ClaudeCliProvider:
         status = sandbox_status()
         if not status.available:
             raise SandboxUnavailable(status.message)
-        with tempfile.TemporaryFile() as stderr:
+        prompt = next((str(m["content"]) for m in reversed(request.messages) if m.get("role") == "user"), "")
+        with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
+            stdin.write(prompt.encode("utf-8"))
+            stdin.seek(0)
             if status.disabled:
                 on_chunk(SANDBOX_DISABLED_WARNING)
-                with _unsandboxed(self.edit_command(request, executable), worktree, env, stderr) as child:
+                with _unsandboxed(self.edit_command(request, executable), worktree, env, stdin, stderr) as child:
                     return self._stream(request, child, stderr, on_chunk=on_chunk, should_cancel=should_cancel)
             config = Path(tempfile.mkdtemp(prefix="autocoder-claude-config-"))
             try:
@@ -291,6 +292,7 @@ class ClaudeCliProvider:
                     share_network=True,
                     read_only=read_only,
                     writable=((config, SANDBOX_CONFIG),),
+                    stdin=stdin,
                     stderr=stderr,
                 ) as child:
                     return self._stream(request, child, stderr, on_chunk=on_chunk, should_cancel=should_cancel)
@@ -451,7 +453,7 @@ def _copy_login(env: dict[str, str], config: Path) -> None:
 
 @contextlib.contextmanager
 def _unsandboxed(
-    argv: list[str], worktree: Path, env: dict[str, str], stderr: IO[bytes]
+    argv: list[str], worktree: Path, env: dict[str, str], stdin: IO[bytes], stderr: IO[bytes]
 ) -> Iterator[subprocess.Popen[bytes]]:
     """The operator turned the sandbox off (UNSAFE_RUN_TESTS_WITHOUT_SANDBOX)."""
     child = subprocess.Popen(  # noqa: S603 - fixed executable, arguments as a list
@@ -459,7 +461,7 @@ def _unsandboxed(
         cwd=worktree,
         stdout=subprocess.PIPE,
         stderr=stderr,
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         env=env,
         start_new_session=True,
     )

@@ -67,7 +67,8 @@ def test_the_agent_edits_in_the_sandbox_and_its_events_stream(worktree: Path) ->
         ("Write", {"file_path": "/workspace/hello.py", "content": "print(1)\n"})
     ]
     log = "".join(chunks)
-    assert log.index("Editing.") < log.index('→ Write {"file_path": "/workspace/hello.py"') < log.index("  Wrote")
+    write = log.index('→ Write {"file_path": "/workspace/hello.py"')
+    assert log.index("Editing for: Add hello.py") < write < log.index("  Wrote /workspace/hello.py")
 
 
 @needs_bwrap

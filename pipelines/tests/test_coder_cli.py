@@ -118,7 +118,7 @@ def test_the_cli_edits_the_worktree_and_the_branch_holds_exactly_that_edit(linke
     # Not the whole-file answer (submit_changes): one agent run of the CLI, in the worktree.
     [command] = cli
     assert "stream-json" in command and "--verbose" in command
-    assert "submit_changes" not in command[command.index("-p") + 1]
+    assert command[command.index("-p") + 1] == "--output-format"  # the prompt goes on stdin
     # Only its file tools: no shell (no test command), no web tools, no MCP servers.
     assert option(command, "--tools") == FILE_TOOLS
     assert option(command, "--allowedTools") == FILE_TOOLS
@@ -131,6 +131,8 @@ def test_the_cli_edits_the_worktree_and_the_branch_holds_exactly_that_edit(linke
     # The live log shows the tool calls as they came; the file was edited inside the
     # sandbox, where the worktree is /workspace.
     log = log_text(run, agents.CODER)
+    assert "Editing for: # Task" in log  # it was given the editing prompt
+    assert "submit_changes" not in AgentCall.objects.get(run=run, agent=agents.CODER).prompt
     assert '→ Edit {"file_path": "/workspace/app/calc.py"' in log
     assert "Wrote /workspace/app/calc.py" in log
     # Recorded and costed like any agent call, at the CLI's own figure.
