@@ -54,6 +54,7 @@ CLI_ENVIRONMENT = frozenset(
 # no shell but the project's test command.
 EDIT_TOOLS = ("Read", "Edit", "MultiEdit", "Write", "Glob", "Grep")
 DENIED_TOOLS = ("WebFetch", "WebSearch", "Task", "NotebookEdit")
+SANDBOX_HOME_RULE = "//" + SANDBOX_HOME.lstrip("/") + "/**"
 OUT_OF_TURNS_SUBTYPE = "error_max_turns"
 SANDBOX_CONFIG = f"{SANDBOX_HOME}/.claude"
 # The CLI's login: copied into a private config folder for each call. Nothing else of
@@ -232,10 +233,15 @@ class ClaudeCliProvider:
             ",".join(tools),
             "--allowedTools",
             ",".join(allowed),
+            # Its file tools keep out of its home too, where its login is.
             "--disallowedTools",
-            ",".join(DENIED_TOOLS),
+            ",".join([*DENIED_TOOLS, f"Read({SANDBOX_HOME_RULE})", f"Edit({SANDBOX_HOME_RULE})"]),
             "--permission-mode",
             "acceptEdits",
+            # The repository's own .claude/settings*.json (which could allow more tools or
+            # add hooks) is not read, nor an .mcp.json: only the operator's settings count.
+            "--setting-sources",
+            "user",
             "--strict-mcp-config",
             "--max-turns",
             str(max(1, request.max_turns)),

@@ -123,7 +123,9 @@ def test_the_cli_edits_the_worktree_and_the_branch_holds_exactly_that_edit(linke
     assert option(command, "--tools") == FILE_TOOLS
     assert option(command, "--allowedTools") == FILE_TOOLS
     assert "--dangerously-skip-permissions" not in command and "--mcp-config" not in command
-    assert set(option(command, "--disallowedTools").split(",")) >= {"WebFetch", "WebSearch"}
+    denied = set(option(command, "--disallowedTools").split(","))
+    assert denied >= {"WebFetch", "WebSearch", "Read(//home/sandbox/**)", "Edit(//home/sandbox/**)"}
+    assert option(command, "--setting-sources") == "user"  # not the repository's .claude/settings.json
     assert "--strict-mcp-config" in command and option(command, "--permission-mode") == "acceptEdits"
     assert option(command, "--max-turns") == "7"
     system = option(command, "--append-system-prompt")
