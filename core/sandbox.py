@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from django.conf import settings
 
@@ -257,9 +258,19 @@ def _environment() -> dict[str, str]:
     }
 
 
-def _bwrap_arguments(workspace: Path, support: Path, tmp_size_mb: int) -> list[str]:
+def _bwrap_arguments(
+    workspace: Path,
+    support: Path,
+    tmp_size_mb: int,
+    *,
+    share_network: bool = False,
+    read_only: tuple[Path, ...] = (),
+    writable: tuple[tuple[Path, str], ...] = (),
+    environment: dict[str, str] | None = None,
+) -> list[str]:
     args = [
         "--unshare-all",
+        *(["--share-net"] if share_network else []),
         "--die-with-parent",
         "--new-session",
         "--clearenv",
@@ -286,13 +297,19 @@ def _bwrap_arguments(workspace: Path, support: Path, tmp_size_mb: int) -> list[s
         source = Path("/etc", name)
         if source.exists():
             args += ["--ro-bind", str(source), str(source)]
+    if share_network and Path("/etc/resolv.conf").exists():
+        args += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
     for name in ("passwd", "group", "hostname", "hosts"):
         args += ["--ro-bind", str(support / name), f"/etc/{name}"]
     args += ["--proc", "/proc", "--dev", "/dev"]
     tmp_bytes = str(tmp_size_mb * 1024 * 1024)
     args += ["--size", tmp_bytes, "--tmpfs", SANDBOX_TMP, "--size", tmp_bytes, "--tmpfs", SANDBOX_HOME]
+    for path in read_only:
+        args += ["--ro-bind", str(path), str(path)]
+    for source, target in writable:
+        args += ["--bind", str(source), target]
     args += ["--bind", str(workspace), SANDBOX_ROOT, "--chdir", SANDBOX_ROOT]
-    for name, value in _environment().items():
+    for name, value in (_environment() if environment is None else environment).items():
         args += ["--setenv", name, value]
     return args
 
@@ -313,9 +330,10 @@ def _support_files(directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def _prepared(workspace: Path) -> Iterator[tuple[Path, tuple[int, int] | None]]:
-    """The support files, and the worktree handed to the sandbox's account (when the
-    server is root) for the command's duration; always taken back afterwards."""
+def _prepared(workspace: Path, handed_over: tuple[Path, ...] = ()) -> Iterator[tuple[Path, tuple[int, int] | None]]:
+    """The support files, and the worktree (and ``handed_over``, folders the caller
+    removes afterwards) handed to the sandbox's account (when the server is root) for
+    the command's duration; the worktree is always taken back afterwards."""
     ids = _outside_ids()
     support = Path(tempfile.mkdtemp(prefix="autocoder-sandbox-"))
     git_pointer = _read_git_pointer(workspace)
@@ -323,6 +341,8 @@ def _prepared(workspace: Path) -> Iterator[tuple[Path, tuple[int, int] | None]]:
         _support_files(support)
         if ids is not None:
             _chown_tree(workspace, *ids)
+            for folder in handed_over:
+                _chown_tree(folder, *ids)
         yield support, ids
     finally:
         shutil.rmtree(support, ignore_errors=True)
@@ -387,7 +407,8 @@ def _limits(limits: Limits) -> Callable[[], None]:
     def apply() -> None:
         memory = limits.memory_mb * 1024 * 1024
         file_size = limits.file_size_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        if memory:  # 0: no address-space cap (Node reserves far more than it uses)
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
@@ -427,6 +448,65 @@ def sandboxed_process(*, command: str, workspace: Path, limits: Limits) -> Itera
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_limits(limits),
+            user=account.user,
+            group=account.group,
+            extra_groups=account.extra_groups,
+        )
+        try:
+            yield process
+        finally:
+            process_kill(process)
+
+
+@contextlib.contextmanager
+def sandboxed_program(
+    *,
+    argv: list[str],
+    workspace: Path,
+    limits: Limits,
+    environment: dict[str, str],
+    share_network: bool = False,
+    read_only: tuple[Path, ...] = (),
+    writable: tuple[tuple[Path, str], ...] = (),
+    stdin: IO[bytes] | None = None,
+    stderr: int | IO[bytes] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``argv`` in the sandbox with ``workspace`` as its working folder
+    (``/workspace``) and only ``environment``: a program of the server's own (the Claude
+    CLI), not a shell command. ``share_network`` keeps the host's network (the program
+    talks to an API); ``read_only`` paths are bound at the same place read-only (the
+    program itself), ``writable`` folders at the given places inside, handed to the
+    sandbox's account like the worktree. stdout is piped; stdin comes from ``stdin``
+    (default: nothing), stderr goes to ``stderr``.
+    The caller reads, then ends the process (``process_kill``); leaving the block takes
+    the worktree back.
+
+    Raises SandboxUnavailable (nothing started) where no sandbox can be made or the
+    operator turned it off: the caller decides whether to run without."""
+    status = sandbox_status()
+    if not status.available or status.disabled:
+        raise SandboxUnavailable(status.message or status.reason)
+    bwrap = _bwrap_path()
+    assert bwrap is not None
+    with _prepared(workspace, tuple(source for source, _ in writable)) as (support, ids):
+        arguments = _bwrap_arguments(
+            workspace,
+            support,
+            limits.tmp_size_mb,
+            share_network=share_network,
+            read_only=read_only,
+            writable=writable,
+            environment=environment,
+        )
+        account = _account(ids)
+        process = subprocess.Popen(  # noqa: S603 - a fixed program, in the sandbox described above
+            [bwrap, *arguments, *argv],
+            env={},
+            stdin=subprocess.DEVNULL if stdin is None else stdin,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
             start_new_session=True,
             preexec_fn=_limits(limits),
             user=account.user,

@@ -275,6 +275,9 @@ def _record_call(
         cache_creation_input_tokens=result.cache_creation_input_tokens,
         cache_read_input_tokens=result.cache_read_input_tokens,
     )
+    if result.reported_cost_usd is not None:
+        # The provider's own figure (the Claude CLI's agent: many calls behind one result).
+        cost = Decimal(str(result.reported_cost_usd)).quantize(Decimal("0.000001"))
     AgentCall.objects.create(
         run=run,
         agent=agent_name,

@@ -130,49 +130,17 @@ def _plan(run: PipelineRun, lease: Lease) -> None:
 
 
 def _code(run: PipelineRun, lease: Lease) -> None:
-    task = run.task
-    worktree = workspace.workspace_ensure(run)
-    workspace.workspace_reset(run, worktree)
-    findings = run.review_findings if run.status == RunStatus.FIXING else []
-    if run_provider(run).supports_tools:
-        _code_with_tools(run, lease, worktree, findings)
-        return
-    prompt = agents.coder_prompt(
-        title=task.title,
-        description=task.description,
-        plan=run.plan,
-        current_changes=run.file_changes if (run.review_findings or run.feedback) else [],
-        findings=findings,
-        feedback=run.feedback,
-        branch_diff=workspace.workspace_diff_text(run),
-    )
-    tool_input = call_agent(run, lease, agents.CODER, prompt, worktree=worktree)
-    changes = tool_input["changes"]
-    # The worktree is outside the transaction: a worker that lost its lease while the
-    # Coder answered must not write into the one its successor now uses.
-    if not lease.confirm():
-        raise PhaseInterrupted
-    problems, head = workspace.workspace_apply(run, worktree, changes)
-    fields: dict[str, Any] = {
-        "file_changes": changes,
-        "change_problems": problems,
-        "verify_result": None,
-        "head_commit": head,
-    }
-    next_status = RunStatus.REVIEWING
-    repository = workspace.run_repository(run)
-    if not problems and repository is not None and repository.test_command.strip():
-        next_status = RunStatus.VERIFYING
-    run_transition(
-        run=run, to_status=next_status, reason=f"{len(changes)} file change(s)", fields=fields, held_by=lease.token
-    )
-
-
-def _code_with_tools(run: PipelineRun, lease: Lease, worktree: Path, findings: list[dict[str, Any]]) -> None:
-    """The Coder edits the worktree itself (pipelines/coder_loop.py); what it leaves
-    there is committed on the run's branch and is the change."""
+    """The Coder edits the run's worktree itself: a tool conversation over the API
+    (pipelines/coder_loop.py) or the provider's own agent (the Claude CLI,
+    pipelines/coder_cli.py). What it leaves there is committed on the run's branch and
+    is the change."""
+    from .coder_cli import code_with_cli
     from .coder_loop import code_in_worktree
 
+    worktree = workspace.workspace_ensure(run)
+    # A phase redone after a crash must not find the files of the attempt that was lost.
+    workspace.workspace_reset(run, worktree)
+    findings = run.review_findings if run.status == RunStatus.FIXING else []
     task = run.task
     prompt = agents.coder_editing_prompt(
         title=task.title,
@@ -182,7 +150,8 @@ def _code_with_tools(run: PipelineRun, lease: Lease, worktree: Path, findings: l
         feedback=run.feedback,
         branch_diff=workspace.workspace_diff_text(run),
     )
-    outcome = code_in_worktree(run, lease, prompt, worktree)
+    edit = code_with_cli if run_provider(run).edits_worktree else code_in_worktree
+    outcome = edit(run, lease, prompt, worktree)
     # The worktree is outside the transaction: a worker that lost its lease while the
     # Coder worked must not commit into the one its successor now uses.
     if not lease.confirm():

@@ -377,6 +377,9 @@ LLM_RETRY_AFTER_CAP_SECONDS = 60.0
 LLM_DEMO_MODE = env_bool("LLM_DEMO_MODE", default=False)
 CLAUDE_CLI_PATH = env_str("CLAUDE_CLI_PATH", "claude")
 CLAUDE_CLI_TIMEOUT_SECONDS = env_int("CLAUDE_CLI_TIMEOUT_SECONDS", default=600, minimum=1)
+# The CLI's Coder runs in the sandbox (core/sandbox.py) with the network: besides /usr and
+# the CLI's own folder it sees only these folders, read-only (e.g. a Node.js outside /usr).
+CLAUDE_CLI_SANDBOX_PATHS = env_list("CLAUDE_CLI_SANDBOX_PATHS", [])
 # A working phase whose worker has not renewed its lease for this long is re-queued.
 # Workers renew every quarter of it, from a thread of their own (pipelines/leases.py).
 PIPELINE_LEASE_SECONDS = env_int("PIPELINE_LEASE_SECONDS", default=10, minimum=5)

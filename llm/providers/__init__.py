@@ -31,6 +31,7 @@ def provider_for(*, name: str = "", model: str = "", api_key: str = "") -> Provi
             executable=settings.CLAUDE_CLI_PATH,
             timeout=settings.CLAUDE_CLI_TIMEOUT_SECONDS,
             model=model or settings.LLM_MODEL,
+            sandbox_paths=tuple(settings.CLAUDE_CLI_SANDBOX_PATHS),
         )
     from .anthropic import AnthropicProvider
 

@@ -84,6 +84,8 @@ class AnthropicProvider:
     """Streams calls to the Messages API (or any compatible endpoint via base_url)."""
 
     supports_tools = True
+    # The editing loop is driven by the caller (pipelines/coder_loop.py) with tools.
+    edits_worktree = False
 
     def __init__(
         self,

@@ -46,6 +46,14 @@ class LLMRequest:
     # Prompt caching (where the provider has it, and settings.LLM_PROMPT_CACHING is
     # on): breakpoints on the tools, the system prompt and the last message.
     cache: bool = True
+    # A folder the provider's own coding agent edits (providers with
+    # ``edits_worktree``: the Claude CLI). The system prompt and the last user message
+    # start it; it has only file tools there, plus exactly ``allowed_commands`` as shell
+    # commands (a project's test command), for at most ``max_turns`` turns. The result
+    # is its summary and usage; the edits are in the folder.
+    worktree: str = ""
+    allowed_commands: tuple[str, ...] = ()
+    max_turns: int = 0
 
     def api_tools(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """The request's ``tools`` and ``tool_choice`` for the Messages API."""
@@ -85,6 +93,10 @@ class LLMResult:
     # input tokens beside ``input_tokens``, which counts only the uncached rest.
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    # What the provider itself says the call cost, where it says it (the Claude CLI's
+    # editing agent: many model calls, and maybe more than one model, behind one
+    # result); when set it is the recorded cost.
+    reported_cost_usd: float | None = None
 
     @property
     def all_input_tokens(self) -> int:
@@ -125,6 +137,9 @@ class Provider(Protocol):
     label: str
     # Whether the provider can run a tool-use loop (LLMRequest.explore_tools).
     supports_tools: bool
+    # Whether the provider runs a coding agent of its own in a folder
+    # (LLMRequest.worktree) instead of a tool-use loop driven by the caller.
+    edits_worktree: bool
 
     def complete(self, request: LLMRequest, *, on_chunk: ChunkCallback, should_cancel: CancelCheck) -> LLMResult:
         """Run one streamed call. Raises ProviderError or Cancelled."""

@@ -4,27 +4,63 @@ The CLI has no forced tool use, so the tool's schema goes into the prompt and th
 reply's JSON object is taken as the tool input (the agents validate it as usual).
 The child runs in its own process group; a timeout or a cancel kills the group.
 Every failure's message starts with "Error: ".
+
+A request with a ``worktree`` is the Coder editing it (``edits_worktree``): the CLI
+runs there as an agent with its own file tools only (Read, Edit, MultiEdit, Write,
+Glob, Grep; Bash for exactly the project's test command, if any; no web tools, no MCP
+servers), streaming its events (``--output-format stream-json``) into the live log.
+The CLI can read any file its process can, so it runs in the sandbox
+(core/sandbox.py) with the network on (it talks to the API) and nothing of the
+server's: the worktree writable, /usr, the CLI's own folder read-only, a private copy
+of its login. Where no sandbox can be made it does not run (SandboxUnavailable); with
+the operator's ``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` it runs unsandboxed, saying so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from typing import Any
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
 
-from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError
+from core.sandbox import (
+    SANDBOX_DISABLED_WARNING,
+    SANDBOX_HOME,
+    SYSTEM_PATH,
+    SandboxUnavailable,
+    limits_from_settings,
+    process_kill,
+    sandbox_status,
+    sandboxed_program,
+)
+
+from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, ToolCall
 
 POLL_SECONDS = 0.1
 CLI_ENVIRONMENT = frozenset(
     {"PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"}
 )
+# The Coder's tools in the CLI: its own file tools. No web tools, no subagents (Task),
+# no shell but the project's test command.
+EDIT_TOOLS = ("Read", "Edit", "MultiEdit", "Write", "Glob", "Grep")
+DENIED_TOOLS = ("WebFetch", "WebSearch", "Task", "NotebookEdit")
+SANDBOX_HOME_RULE = "//" + SANDBOX_HOME.lstrip("/") + "/**"
+OUT_OF_TURNS_SUBTYPE = "error_max_turns"
+SANDBOX_CONFIG = f"{SANDBOX_HOME}/.claude"
+# The CLI's login: copied into a private config folder for each call. Nothing else of
+# its config (its history of other projects' sessions) goes into the sandbox.
+LOGIN_FILES = (".credentials.json", "settings.json")
+ACCOUNT_KEYS = ("oauthAccount", "userID", "hasCompletedOnboarding", "primaryApiKey", "customApiKeyResponses")
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.S)
 
 
@@ -48,11 +84,21 @@ class ClaudeCliProvider:
     label = "Claude CLI"
     # The CLI answers once per call: agents get no exploration tools through it.
     supports_tools = False
+    # The Coder instead runs the CLI as an agent in the run's worktree (``_edit``).
+    edits_worktree = True
 
-    def __init__(self, *, executable: str = "claude", timeout: float = 600, model: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        executable: str = "claude",
+        timeout: float = 600,
+        model: str = "",
+        sandbox_paths: tuple[str, ...] = (),
+    ) -> None:
         self.executable = executable
         self.timeout = timeout
         self.model = model
+        self.sandbox_paths = sandbox_paths
 
     def _prompt(self, request: LLMRequest) -> str:
         parts = [request.system, *(str(m["content"]) for m in request.messages if m.get("role") == "user")]
@@ -86,6 +132,8 @@ class ClaudeCliProvider:
     def complete(self, request: LLMRequest, *, on_chunk: ChunkCallback, should_cancel: CancelCheck) -> LLMResult:
         if should_cancel():
             raise Cancelled
+        if request.worktree:
+            return self._edit(request, on_chunk=on_chunk, should_cancel=should_cancel)
         # The child gets nothing of the server's environment but what finds the CLI and
         # its own login (under HOME, or CLAUDE_CONFIG_DIR); it works in an empty folder.
         env = {k: v for k, v in os.environ.items() if k in CLI_ENVIRONMENT or k.startswith("CLAUDE_")}
@@ -166,3 +214,264 @@ class ClaudeCliProvider:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)
         child.wait(timeout=5)
+
+    # --- The Coder editing a worktree --------------------------------------------------
+
+    def edit_command(self, request: LLMRequest, executable: str) -> list[str]:
+        """The CLI as the Coder: its file tools only, edits accepted without asking (the
+        sandbox keeps them in the worktree), the test command as the one shell command."""
+        commands = tuple(command.strip() for command in request.allowed_commands if command.strip())
+        tools = [*EDIT_TOOLS, *(["Bash"] if commands else [])]
+        allowed = [*EDIT_TOOLS, *(f"Bash({command})" for command in commands)]
+        command = [
+            executable,
+            "-p",  # the prompt comes on stdin: with a branch's diff it can outgrow an argument
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--tools",
+            ",".join(tools),
+            "--allowedTools",
+            ",".join(allowed),
+            # Its file tools keep out of its home too, where its login is.
+            "--disallowedTools",
+            ",".join([*DENIED_TOOLS, f"Read({SANDBOX_HOME_RULE})", f"Edit({SANDBOX_HOME_RULE})"]),
+            "--permission-mode",
+            "acceptEdits",
+            # The repository's own .claude/settings*.json (which could allow more tools or
+            # add hooks) is not read, nor an .mcp.json: only the operator's settings count.
+            "--setting-sources",
+            "user",
+            "--strict-mcp-config",
+            "--max-turns",
+            str(max(1, request.max_turns)),
+        ]
+        if request.system:
+            command += ["--append-system-prompt", request.system]
+        if self.model or request.model:
+            command += ["--model", self.model or request.model]
+        return command
+
+    def _edit(self, request: LLMRequest, *, on_chunk: ChunkCallback, should_cancel: CancelCheck) -> LLMResult:
+        worktree = Path(request.worktree)
+        located = shutil.which(self.executable)
+        if located is None:
+            raise ProviderError(
+                f"Error: the Claude CLI ({self.executable}) is not installed or not on PATH.", retryable=False
+            )
+        executable = os.path.realpath(located)
+        env = _cli_environment()
+        status = sandbox_status()
+        if not status.available:
+            raise SandboxUnavailable(status.message)
+        prompt = next((str(m["content"]) for m in reversed(request.messages) if m.get("role") == "user"), "")
+        with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
+            stdin.write(prompt.encode("utf-8"))
+            stdin.seek(0)
+            if status.disabled:
+                on_chunk(SANDBOX_DISABLED_WARNING)
+                with _unsandboxed(self.edit_command(request, executable), worktree, env, stdin, stderr) as child:
+                    return self._stream(request, child, stderr, on_chunk=on_chunk, should_cancel=should_cancel)
+            config = Path(tempfile.mkdtemp(prefix="autocoder-claude-config-"))
+            try:
+                _copy_login(env, config)
+                inside = {
+                    **{k: v for k, v in env.items() if not k.startswith("XDG_")},
+                    "PATH": f"{os.path.dirname(executable)}:{SYSTEM_PATH}",
+                    "HOME": SANDBOX_HOME,
+                    "TMPDIR": "/tmp",  # noqa: S108 - the sandbox's own tmpfs
+                    "CLAUDE_CONFIG_DIR": SANDBOX_CONFIG,
+                }
+                limits = dataclasses.replace(
+                    limits_from_settings(),
+                    memory_mb=0,  # Node reserves far more address space than it uses
+                    cpu_seconds=max(limits_from_settings().cpu_seconds, int(self.timeout) + 60),
+                )
+                read_only = tuple(
+                    Path(path) for path in (os.path.dirname(executable), *self.sandbox_paths) if Path(path).exists()
+                )
+                with sandboxed_program(
+                    argv=self.edit_command(request, executable),
+                    workspace=worktree,
+                    limits=limits,
+                    environment=inside,
+                    share_network=True,
+                    read_only=read_only,
+                    writable=((config, SANDBOX_CONFIG),),
+                    stdin=stdin,
+                    stderr=stderr,
+                ) as child:
+                    return self._stream(request, child, stderr, on_chunk=on_chunk, should_cancel=should_cancel)
+            finally:
+                shutil.rmtree(config, ignore_errors=True)
+
+    def _stream(
+        self,
+        request: LLMRequest,
+        child: subprocess.Popen[bytes],
+        stderr: IO[bytes],
+        *,
+        on_chunk: ChunkCallback,
+        should_cancel: CancelCheck,
+    ) -> LLMResult:
+        """Read the CLI's events as they come; the result event is the call's result."""
+        events = _EditEvents(on_chunk)
+        deadline = time.monotonic() + self.timeout
+        for line in _lines(child, deadline, should_cancel):
+            events.take(line)
+        if should_cancel():
+            process_kill(child)
+            raise Cancelled
+        if time.monotonic() > deadline:
+            process_kill(child)
+            raise ProviderError(
+                f"Error: the Claude CLI did not finish within {self.timeout:g} s and was stopped.", retryable=True
+            )
+        try:
+            child.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process_kill(child)  # it closed its output but went on: its result is in
+        result = events.result
+        if result is None:
+            stderr.seek(0)
+            lines = stderr.read().decode("utf-8", errors="replace").strip().splitlines()
+            detail = lines[-1] if lines else "no result"
+            raise ProviderError(f"Error: the Claude CLI exited with {child.returncode}: {detail}", retryable=False)
+        subtype = str(result.get("subtype") or "")
+        if result.get("is_error") and subtype != OUT_OF_TURNS_SUBTYPE:
+            raise ProviderError(
+                f"Error: {result.get('result') or 'the Claude CLI reported an error'} ({subtype})", retryable=False
+            )
+        usage = result.get("usage") or {}
+        cost = result.get("total_cost_usd")
+        return LLMResult(
+            text=str(result.get("result") or "".join(events.texts)),
+            tool_input=None,
+            raw_tool_input="",
+            input_tokens=int(usage.get("input_tokens") or 0),
+            output_tokens=int(usage.get("output_tokens") or 0),
+            model=events.model or self.model or request.model,
+            stop_reason=subtype,
+            extra={"session_id": result.get("session_id", ""), "num_turns": int(result.get("num_turns") or 0)},
+            tool_calls=events.tool_calls,
+            content=events.content,
+            cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+            cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
+            reported_cost_usd=float(cost) if isinstance(cost, int | float) else None,
+        )
+
+
+class _EditEvents:
+    """The CLI's stream-json events, written to the live log as they arrive: the
+    assistant's text, each tool call (``→ Edit {"file_path": …}``) and the first line
+    of its result."""
+
+    def __init__(self, on_chunk: ChunkCallback) -> None:
+        self.on_chunk = on_chunk
+        self.model = ""
+        self.texts: list[str] = []
+        self.tool_calls: list[ToolCall] = []
+        self.content: list[dict[str, Any]] = []
+        self.result: dict[str, Any] | None = None
+
+    def take(self, line: str) -> None:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            return  # not an event (a stray line of output)
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type")
+        if kind == "system" and event.get("subtype") == "init":
+            self.model = str(event.get("model") or "")
+        elif kind == "assistant":
+            for block in _blocks(event):
+                self.content.append(block)
+                if block.get("type") == "text" and block.get("text"):
+                    self.texts.append(str(block["text"]))
+                    self.on_chunk(str(block["text"]))
+                elif block.get("type") == "tool_use":
+                    tool_input = block.get("input") if isinstance(block.get("input"), dict) else None
+                    self.tool_calls.append(ToolCall(str(block.get("id", "")), str(block.get("name", "")), tool_input))
+                    arguments = json.dumps(tool_input or {}, ensure_ascii=False)[:200]
+                    self.on_chunk(f"\n→ {block.get('name', '?')} {arguments}\n")
+        elif kind == "user":
+            for block in _blocks(event):
+                if block.get("type") == "tool_result":
+                    text = _result_text(block.get("content")) or "(empty)"
+                    first = text.splitlines()[0][:200] if text.strip() else "(empty)"
+                    self.on_chunk(f"  {'error: ' if block.get('is_error') else ''}{first}\n")
+        elif kind == "result":
+            self.result = event
+
+
+def _blocks(event: dict[str, Any]) -> list[dict[str, Any]]:
+    message = event.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _lines(child: subprocess.Popen[bytes], deadline: float, should_cancel: CancelCheck) -> Iterator[str]:
+    """stdout's lines as they come, until it ends, the deadline passes or a cancel."""
+    assert child.stdout is not None
+    pending = b""
+    while time.monotonic() <= deadline and not should_cancel():
+        ready, _, _ = select.select([child.stdout], [], [], POLL_SECONDS)
+        if not ready:
+            continue
+        data = os.read(child.stdout.fileno(), 65536)
+        if not data:
+            if pending.strip():
+                yield pending.decode("utf-8", errors="replace")
+            return
+        pending += data
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            if line.strip():
+                yield line.decode("utf-8", errors="replace")
+
+
+def _cli_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in CLI_ENVIRONMENT or k.startswith("CLAUDE_")}
+
+
+def _copy_login(env: dict[str, str], config: Path) -> None:
+    """The CLI's login (and only that) into ``config``, the sandbox's CLAUDE_CONFIG_DIR."""
+    source = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else Path(env.get("HOME", "~"), ".claude")
+    for name in LOGIN_FILES:
+        with contextlib.suppress(OSError):
+            shutil.copyfile(source / name, config / name)
+    account = source / ".claude.json" if env.get("CLAUDE_CONFIG_DIR") else Path(env.get("HOME", "~"), ".claude.json")
+    with contextlib.suppress(OSError, ValueError):
+        state = json.loads(account.read_text())
+        if isinstance(state, dict):
+            kept = {key: state[key] for key in ACCOUNT_KEYS if key in state}
+            (config / ".claude.json").write_text(json.dumps(kept))
+
+
+@contextlib.contextmanager
+def _unsandboxed(
+    argv: list[str], worktree: Path, env: dict[str, str], stdin: IO[bytes], stderr: IO[bytes]
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The operator turned the sandbox off (UNSAFE_RUN_TESTS_WITHOUT_SANDBOX)."""
+    child = subprocess.Popen(  # noqa: S603 - fixed executable, arguments as a list
+        argv,
+        cwd=worktree,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        stdin=stdin,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        yield child
+    finally:
+        process_kill(child)

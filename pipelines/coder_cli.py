@@ -1,0 +1,69 @@
+"""The Coder editing a run's worktree through the Claude CLI: one agent run, not a loop.
+
+Where the run's provider runs a coding agent of its own (``edits_worktree``: the Claude
+CLI), the Coder is that agent, started in the worktree with the same system prompt and
+task as the API Coder (pipelines/coder_loop.py) and only its file tools, plus exactly
+the project's test command (llm/providers/claude_cli.py). Its events stream into the
+Coder's live log; its result is recorded and costed like any agent call (one call: the
+CLI's summed usage and its own cost). Out of turns (``CODER_MAX_TURNS``) is the same
+finding as the API loop's. The caller commits what the worktree holds. A resumed phase
+runs the CLI again (the worktree was reset): its edits cannot be replayed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+
+from core.sandbox import SandboxUnavailable
+from llm.providers.base import LLMRequest
+
+from . import agents
+from .coder_loop import OUT_OF_TURNS, CoderConversation, _stopped, _test_command
+from .conversation import PhaseInterrupted, _call_with_backoff, _record_call, agent_system_prompt, run_provider
+from .events import AgentLogStream
+from .leases import Lease
+from .models import PipelineRun
+from .recovery import BoughtCalls
+
+OUT_OF_TURNS_STOP = "error_max_turns"
+
+
+def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path) -> CoderConversation:
+    """Let the provider's agent edit ``worktree`` until it is done or out of turns."""
+    system = agent_system_prompt(run, agents.CODER, worktree, role=agents.CODER_CLI_EDITING_ROLE)
+    log = AgentLogStream(task=run.task, run=run, agent=agents.CODER)
+    provider = run_provider(run)
+    test_command = _test_command(run).strip()
+    request = LLMRequest(
+        system=system,
+        messages=[{"role": "user", "content": prompt}],
+        model=run.model,
+        max_tokens=run.max_tokens,
+        worktree=str(worktree),
+        allowed_commands=(test_command,) if test_command else (),
+        max_turns=settings.CODER_MAX_TURNS,
+    )
+    if _stopped(lease):
+        raise PhaseInterrupted
+    # Replies bought by a worker that died are not reused: their edits went with the
+    # worktree's reset. The phase's entry still groups this call with the phase.
+    phase_entry = BoughtCalls(run, agents.CODER).phase_entry
+    try:
+        result = _call_with_backoff(run, lease, request, log, provider)
+    except SandboxUnavailable as exc:
+        # Fail closed, as the verify step does: the run pauses saying why.
+        log.write(f"\n{exc.message}\n")
+        log.flush()
+        raise
+    _record_call(run, agents.CODER, 1, request, result, [], phase_entry)
+    turns = int(result.extra.get("num_turns") or 0)
+    if result.stop_reason == OUT_OF_TURNS_STOP:
+        message = OUT_OF_TURNS.format(what="turns", limit=settings.CODER_MAX_TURNS)
+        log.write(f"\n[{message}]\n")
+        log.flush()
+        finding = {"file": "", "line": None, "severity": "major", "message": message}
+        return CoderConversation(summary="", out_of_turns=True, turns=turns, finding=finding)
+    log.flush()
+    return CoderConversation(summary=result.text.strip(), out_of_turns=False, turns=turns)

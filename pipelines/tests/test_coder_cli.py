@@ -1,0 +1,252 @@
+"""The Claude CLI as the Coder (pipelines/coder_cli.py, llm/providers/claude_cli.py):
+it edits the run's worktree itself, in the sandbox, with only its file tools (and
+exactly the test command); the branch diff is its edit. The fake CLI (tests/bin/claude)
+really edits files in its working folder and prints stream-json events.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from core.sandbox import sandbox_status
+from core.tests.test_sandbox import needs_bwrap
+from llm.providers import claude_cli
+from pipelines import agents
+from pipelines.coder_loop import OUT_OF_TURNS
+from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
+from pipelines.orchestrator import run_advance
+from pipelines.services import run_cancel, run_start
+from repos.services import repository_link
+from tasks.models import Task
+from tests.factories import TaskFactory
+from tests.workers import drive_in_process
+
+pytestmark = [pytest.mark.django_db, needs_bwrap]
+
+FAKE_CLAUDE = str(Path(__file__).resolve().parents[2] / "tests" / "bin" / "claude")
+CALC = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+CHECK = "from app.calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) is {add(2, 3)}'\nprint('ok')\n"
+SECRET = "s3cr3t-the-cli-must-not-see"
+FILE_TOOLS = "Read,Edit,MultiEdit,Write,Glob,Grep"
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo_root(tmp_path: Path, settings) -> Path:
+    settings.REPOS_ROOT = str(tmp_path / "repos")
+    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
+    root = tmp_path / "repos" / "calc"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "__init__.py").write_text("")
+    (root / "app" / "calc.py").write_text(CALC)
+    (root / "check.py").write_text(CHECK)
+    git(root, "init", "--quiet", "--initial-branch=main")
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "Initial")
+    sandbox_status(refresh=True)
+    return root
+
+
+@pytest.fixture
+def linked(project, repo_root: Path):
+    return repository_link(project=project, path=str(repo_root))
+
+
+@pytest.fixture
+def task(project) -> Task:
+    return TaskFactory(project=project, title="Make add add", description="add(2, 3) should be 5")
+
+
+@pytest.fixture(autouse=True)
+def cli(settings, monkeypatch) -> list[list[str]]:
+    """The run's provider is the fake CLI; the commands it was started with as the Coder."""
+    settings.LLM_PROVIDER = "claude-cli"
+    settings.CLAUDE_CLI_PATH = FAKE_CLAUDE
+    settings.CODER_MAX_TURNS = 7
+    fake_settings = {"FAKE_CLAUDE_MODE", "FAKE_CLAUDE_EDIT_MODE", "FAKE_CLAUDE_EDITS", "FAKE_CLAUDE_SECRET_PATH"}
+    monkeypatch.setattr(claude_cli, "CLI_ENVIRONMENT", claude_cli.CLI_ENVIRONMENT | fake_settings)
+    monkeypatch.setenv("FAKE_CLAUDE_EDITS", json.dumps([{"file_path": "app/calc.py", "content": FIXED}]))
+    commands: list[list[str]] = []
+    real = claude_cli.ClaudeCliProvider.edit_command
+
+    def recorded(self, request, executable):
+        command = real(self, request, executable)
+        commands.append(command)
+        return command
+
+    monkeypatch.setattr(claude_cli.ClaudeCliProvider, "edit_command", recorded)
+    return commands
+
+
+def option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def log_text(run: PipelineRun, agent: str) -> str:
+    events = RunEvent.objects.filter(run=run, type="agent-log").order_by("id")
+    return "".join(e.data["chunk"] for e in events if e.data["agent"] == agent)
+
+
+def advance_to_coding(task: Task, owner) -> PipelineRun:
+    run = run_start(task=task, user=owner)
+    run_advance(run_id=run.pk)  # queued → planning → coding
+    run.refresh_from_db()
+    assert run.status == RunStatus.CODING
+    return run
+
+
+def test_the_cli_edits_the_worktree_and_the_branch_holds_exactly_that_edit(linked, repo_root, task, owner, cli) -> None:
+    task.project.instructions = "Keep functions small."
+    task.project.save()
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    assert git(repo_root, "diff", "--name-only", f"main..{run.branch}") == "app/calc.py"
+    assert git(repo_root, "show", f"{run.branch}:app/calc.py") == FIXED.strip()
+    assert git(repo_root, "show", "main:app/calc.py") == CALC.strip()  # main untouched
+    assert [change["file_path"] for change in run.file_changes] == ["app/calc.py"]
+    # Not the whole-file answer (submit_changes): one agent run of the CLI, in the worktree.
+    [command] = cli
+    assert "stream-json" in command and "--verbose" in command
+    assert command[command.index("-p") + 1] == "--output-format"  # the prompt goes on stdin
+    # Only its file tools: no shell (no test command), no web tools, no MCP servers.
+    assert option(command, "--tools") == FILE_TOOLS
+    assert option(command, "--allowedTools") == FILE_TOOLS
+    assert "--dangerously-skip-permissions" not in command and "--mcp-config" not in command
+    denied = set(option(command, "--disallowedTools").split(","))
+    assert denied >= {"WebFetch", "WebSearch", "Read(//home/sandbox/**)", "Edit(//home/sandbox/**)"}
+    assert option(command, "--setting-sources") == "user"  # not the repository's .claude/settings.json
+    assert "--strict-mcp-config" in command and option(command, "--permission-mode") == "acceptEdits"
+    assert option(command, "--max-turns") == "7"
+    system = option(command, "--append-system-prompt")
+    assert system.startswith(agents.CODER_CLI_EDITING_ROLE[:40]) and "Keep functions small." in system
+    # The live log shows the tool calls as they came; the file was edited inside the
+    # sandbox, where the worktree is /workspace.
+    log = log_text(run, agents.CODER)
+    assert "Editing for: # Task" in log  # it was given the editing prompt
+    assert "submit_changes" not in AgentCall.objects.get(run=run, agent=agents.CODER).prompt
+    assert '→ Edit {"file_path": "/workspace/app/calc.py"' in log
+    assert "Wrote /workspace/app/calc.py" in log
+    # Recorded and costed like any agent call, at the CLI's own figure.
+    call = AgentCall.objects.get(run=run, agent=agents.CODER)
+    assert (call.input_tokens, call.output_tokens) == (100, 200)
+    assert (call.cache_creation_input_tokens, call.cache_read_input_tokens) == (300, 400)
+    assert call.cost_usd == Decimal("0.042100")
+    assert call.response["tool_calls"][0]["name"] == "Edit"
+    others = AgentCall.objects.filter(run=run).exclude(agent=agents.CODER)
+    assert run.cost_usd == Decimal("0.042100") + sum(c.cost_usd for c in others)
+    assert run.cache_read_input_tokens == 400
+
+
+def test_with_a_test_command_exactly_that_command_is_allowed(linked, repo_root, task, owner, cli) -> None:
+    linked.test_command = "python3 check.py"
+    linked.save()
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    assert run.verify_result["passed"] is True  # the edit fixed add
+    [command] = cli
+    assert option(command, "--tools") == FILE_TOOLS + ",Bash"
+    assert option(command, "--allowedTools") == FILE_TOOLS + ",Bash(python3 check.py)"
+
+
+def test_out_of_turns_is_a_finding_and_the_edits_so_far_are_committed(
+    linked, repo_root, task, owner, monkeypatch
+) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "max_turns")
+    run = advance_to_coding(task, owner)
+    run_advance(run_id=run.pk)
+    run.refresh_from_db()
+
+    assert run.status == RunStatus.REVIEWING
+    assert run.change_problems == [
+        {"file": "", "line": None, "severity": "major", "message": OUT_OF_TURNS.format(what="turns", limit=7)}
+    ]
+    assert git(repo_root, "diff", "--name-only", f"main..{run.branch}") == "app/calc.py"
+    assert "ran out of turns" in log_text(run, agents.CODER)
+
+
+def test_cancelling_mid_run_kills_the_cli_and_commits_nothing(linked, repo_root, task, owner, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "hang")
+    run = advance_to_coding(task, owner)
+    worktree = Path(run.worktree_path) if run.worktree_path else None
+    heartbeat: list[Path] = []
+    real_take = claude_cli._EditEvents.take
+
+    def cancel_once_it_edited(self, line):
+        real_take(self, line)
+        event = json.loads(line)
+        if event.get("type") == "user" and not heartbeat:
+            path = Path(PipelineRun.objects.get(pk=run.pk).worktree_path or worktree) / ".fake-claude-alive"
+            deadline = time.monotonic() + 10
+            while not path.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            heartbeat.append(path)
+            run_cancel(run=PipelineRun.objects.get(pk=run.pk), actor=owner)
+
+    monkeypatch.setattr(claude_cli._EditEvents, "take", cancel_once_it_edited)
+    started = time.monotonic()
+    run_advance(run_id=run.pk)
+    run.refresh_from_db()
+
+    assert run.status == RunStatus.CANCELLED
+    assert time.monotonic() - started < 20
+    assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "0"
+    assert not AgentCall.objects.filter(run=run, agent=agents.CODER).exists()
+    # It was running (its heartbeat grew), and it is dead: the heartbeat stopped.
+    [path] = heartbeat
+    assert path.exists()
+    size = path.stat().st_size
+    time.sleep(0.5)
+    assert path.stat().st_size == size
+
+
+def test_the_cli_cannot_read_a_secret_outside_the_worktree(
+    linked, repo_root, task, owner, tmp_path, monkeypatch, settings
+) -> None:
+    secret = tmp_path / "db.sqlite3"
+    secret.write_text(SECRET)
+    secret.chmod(0o644)  # readable by anyone on the host: only the sandbox keeps it out
+    monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "read_secret")
+    monkeypatch.setenv("FAKE_CLAUDE_SECRET_PATH", str(secret))
+    run = advance_to_coding(task, owner)
+    run_advance(run_id=run.pk)
+
+    call = AgentCall.objects.get(run=run, agent=agents.CODER)
+    assert call.response_text.startswith("secret unreadable: FileNotFoundError")
+    assert SECRET not in log_text(run, agents.CODER)
+
+    # The same fake does read it where the operator turned the sandbox off.
+    settings.UNSAFE_RUN_TESTS_WITHOUT_SANDBOX = True
+    other = TaskFactory(project=task.project, title="Again", description="d")
+    run = advance_to_coding(other, owner)
+    run_advance(run_id=run.pk)
+    call = AgentCall.objects.get(run=run, agent=agents.CODER)
+    assert call.response_text == f"SECRET READ: {SECRET}"
+    assert "DISABLED by UNSAFE_RUN_TESTS_WITHOUT_SANDBOX" in log_text(run, agents.CODER)
+
+
+def test_without_a_sandbox_the_cli_does_not_run_and_the_run_pauses_saying_why(
+    linked, repo_root, task, owner, settings
+) -> None:
+    run = advance_to_coding(task, owner)
+    settings.SANDBOX_BWRAP = "/nonexistent/bwrap"
+    sandbox_status(refresh=True)
+    run_advance(run_id=run.pk)
+    run.refresh_from_db()
+
+    assert run.status == RunStatus.PAUSED
+    assert "sandbox" in run.error and "bubblewrap" in run.error
+    assert "cannot be made" in log_text(run, agents.CODER)
+    assert not AgentCall.objects.filter(run=run, agent=agents.CODER).exists()
+    assert (Path(run.worktree_path) / "app" / "calc.py").read_text() == CALC  # the CLI never ran
