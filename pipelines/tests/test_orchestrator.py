@@ -376,5 +376,10 @@ def test_a_whole_run_through_the_claude_cli_provider(task, owner, settings) -> N
     run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.provider == "claude-cli"
-    assert run.file_changes == [{"file_path": "hello.py", "content": "print('hi')\n", "action": "create"}]
-    assert run.input_tokens == 3 * 12
+    # The CLI edited the worktree of the project's own repository (it links none).
+    assert [(c["file_path"], c["action"], c["content"]) for c in run.file_changes] == [
+        ("hello.py", "create", "print(1)\n")
+    ]
+    assert run.branch and run.head_commit != run.base_commit
+    # The Planner's and the Reviewer's answers (12 each) and the Coder's session (100 + cache).
+    assert run.input_tokens == 2 * 12 + 100 + 300 + 400
