@@ -14,7 +14,6 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from llm.providers.base import Tool
-from repos.paths import check_path
 
 PLANNER = "planner"
 CODER = "coder"
@@ -43,31 +42,6 @@ PLAN_TOOL = Tool(
             }
         },
         "required": ["subtasks"],
-    },
-)
-
-CHANGES_TOOL = Tool(
-    name="submit_changes",
-    description="Submit the complete file changes that implement the plan.",
-    input_schema={
-        "type": "object",
-        "properties": {
-            "changes": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": 100,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "file_path": {"type": "string", "minLength": 1, "maxLength": 500},
-                        "content": {"type": "string", "maxLength": 500_000},
-                        "action": {"enum": ["create", "modify", "delete"]},
-                    },
-                    "required": ["file_path", "action"],
-                },
-            }
-        },
-        "required": ["changes"],
     },
 )
 
@@ -102,12 +76,6 @@ SYSTEM_PROMPTS = {
         "You are the Planner of a software team. Split the task into a short ordered list "
         "of concrete subtasks a developer can implement. Answer only by calling submit_plan."
     ),
-    CODER: (
-        "You are the Coder of a software team. Implement the plan as complete file contents "
-        "(whole files, not fragments). Use relative paths inside the repository. When review "
-        "findings or reviewer feedback are given, fix every one of them. Answer only by "
-        "calling submit_changes."
-    ),
     REVIEWER: (
         "You are the Reviewer of a software team. Check the changes against the task and the "
         "plan: correctness, missing pieces, bugs, tests. Set pass to true only if the change "
@@ -119,7 +87,9 @@ SYSTEM_PROMPTS = {
 @dataclass(frozen=True)
 class AgentSpec:
     name: str
-    tool: Tool
+    # The tool the agent answers with; None for the Coder, whose answer is its edits
+    # (its role, CODER_EDITING_ROLE or CODER_CLI_EDITING_ROLE, is given with each call).
+    tool: Tool | None
 
     def system_prompt(self, memory_context: str, instructions: str = "", *, role: str | None = None) -> str:
         """The role (``role``, default the agent's), then the project's instructions
@@ -129,6 +99,7 @@ class AgentSpec:
 
     def validate(self, tool_input: dict[str, Any] | None) -> list[str]:
         """Human-readable problems with the agent's answer; empty when it is valid."""
+        assert self.tool is not None, f"the {self.name} answers with no tool"
         if tool_input is None:
             return [f"No valid JSON input was given to {self.tool.name}."]
         validator = Draft202012Validator(self.tool.input_schema)
@@ -136,18 +107,12 @@ class AgentSpec:
             f"{'/'.join(str(part) for part in error.absolute_path) or '(root)'}: {error.message}"
             for error in sorted(validator.iter_errors(tool_input), key=lambda e: list(e.absolute_path))
         ]
-        if errors:
-            return errors[:20]
-        if self.name == CODER:
-            for index, change in enumerate(tool_input["changes"]):
-                if change["action"] != "delete" and "content" not in change:
-                    errors.append(f"changes/{index}: content is required for {change['action']}")
-        return errors
+        return errors[:20]
 
 
 AGENTS = {
     spec.name: spec
-    for spec in (AgentSpec(PLANNER, PLAN_TOOL), AgentSpec(CODER, CHANGES_TOOL), AgentSpec(REVIEWER, REVIEW_TOOL))
+    for spec in (AgentSpec(PLANNER, PLAN_TOOL), AgentSpec(CODER, None), AgentSpec(REVIEWER, REVIEW_TOOL))
 }
 
 
@@ -219,49 +184,11 @@ def coder_editing_prompt(
     return "\n\n".join(parts)
 
 
-REPOSITORY_GUIDE = (
-    "# Working on the repository\n"
-    "You work in a checkout of the project's repository. Before you answer, explore it with "
-    "list_files, read_file and search_code (read-only; your turns are limited, so read what "
-    "matters). In your changes, `modify` and `delete` must name files that exist now and "
-    "`create` a file that does not; give whole file contents. A `modify` replaces the whole "
-    "file, so read all of it first (read_file, in ranges for a long file); a file you wrote "
-    "earlier in this run, as given above, needs no reading."
-)
-
-
 def planner_prompt(*, title: str, description: str, file_tree: str = "") -> str:
     parts = [_task_block(title, description)]
     if file_tree:
         parts.append("# Files in the repository\n" + file_tree)
     parts.append("Plan this task.")
-    return "\n\n".join(parts)
-
-
-def coder_prompt(
-    *,
-    title: str,
-    description: str,
-    plan: list[dict[str, Any]],
-    current_changes: list[dict[str, Any]],
-    findings: list[dict[str, Any]],
-    feedback: str,
-    branch_diff: str | None = None,
-) -> str:
-    """``branch_diff`` is given when working on a repository: what the run's branch
-    already changed (then ``current_changes`` are ignored — they are committed)."""
-    parts = [_task_block(title, description), "# Plan\n" + json.dumps(plan, indent=2)]
-    if branch_diff is not None:
-        parts.append(REPOSITORY_GUIDE)
-        if branch_diff:
-            parts.append("# Already changed on your branch (committed; submit only further changes)\n" + branch_diff)
-    elif current_changes:
-        parts.append("# Your previous changes\n" + json.dumps(current_changes, indent=2))
-    if findings:
-        parts.append("# Review findings to fix\n" + json.dumps(findings, indent=2))
-    if feedback:
-        parts.append("# Changes requested by the person reviewing\n" + feedback)
-    parts.append("Submit the complete set of file changes.")
     return "\n\n".join(parts)
 
 
@@ -277,20 +204,3 @@ def reviewer_prompt(
         parts.append("# The project's tests on this branch\n" + verify_summary)
     parts.append("Review the changes.")
     return "\n\n".join(parts)
-
-
-def path_findings(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Unsafe paths in the Coder's changes, as review findings (never written)."""
-    findings = []
-    for change in changes:
-        problem = check_path(change.get("file_path", ""))
-        if problem:
-            findings.append(
-                {
-                    "file": str(change.get("file_path", ""))[:500],
-                    "line": None,
-                    "severity": "critical",
-                    "message": problem,
-                }
-            )
-    return findings

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 
@@ -34,9 +34,6 @@ from .lineage import context_record_agent_call
 from .models import AgentCall, PipelineRun
 from .recovery import REPLY_REUSED, BoughtCalls
 from .services import run_usage_add
-
-if TYPE_CHECKING:
-    from repos.tools import ReadLedger
 
 BUDGET_EXCEEDED = (
     "This run has used {used:,} of its {budget:,}-token budget and the next call could exceed it. "
@@ -84,7 +81,6 @@ def call_agent(
     prompt: str,
     *,
     worktree: Path | None = None,
-    ledger: ReadLedger | None = None,
     instructions_from: Path | None = None,
 ) -> dict[str, Any]:
     """Call the agent until its answer validates (one retry with the errors).
@@ -92,13 +88,15 @@ def call_agent(
     Given a worktree (and a provider that can), the agent may first explore the
     repository with read-only tools: at most AGENT_TOOL_MAX_TURNS tool turns and
     AGENT_TOOL_TOKEN_LIMIT tokens, then its answer is forced. Every turn is a recorded,
-    costed call, every tool call shows in the agent's live log, and what it read goes
-    into ``ledger``.
+    costed call, and every tool call shows in the agent's live log.
 
     The system prompt, read once here for all the phase's turns, has the project's
     instructions: AGENTS.md/CLAUDE.md at the root of ``instructions_from`` (default: the
     worktree) and the project's setting."""
     spec = agents.AGENTS[agent_name]
+    tool = spec.tool
+    if tool is None:
+        raise ValueError(f"The {agent_name} answers in an editing conversation, not with a tool.")
     root = instructions_from if instructions_from is not None else worktree
     system = agent_system_prompt(run, agent_name, root)
     log = AgentLogStream(task=run.task, run=run, agent=agent_name)
@@ -120,7 +118,7 @@ def call_agent(
                 messages=messages,
                 model=run.model,
                 max_tokens=run.max_tokens,
-                tool=spec.tool,
+                tool=tool,
                 explore_tools=explore,
                 force_answer=bool(explore) and out_of_turns,
             )
@@ -130,14 +128,14 @@ def call_agent(
             else:
                 log.write(REPLY_REUSED)
             tokens += result.all_input_tokens + result.output_tokens
-            explorations = [call for call in result.tool_calls if call.name != spec.tool.name]
+            explorations = [call for call in result.tool_calls if call.name != tool.name]
             answered = len(explorations) < len(result.tool_calls)
             if not explore or request.force_answer or answered or not explorations:
                 break
             assert worktree is not None
             _record_call(run, agent_name, attempt, request, result, [], bought.phase_entry)
             turns += 1
-            tool_results = _run_repo_tools(worktree, explorations, log, ledger)
+            tool_results = _run_repo_tools(worktree, explorations, log)
             messages = [
                 *messages,
                 {"role": "assistant", "content": result.content},
@@ -147,12 +145,12 @@ def call_agent(
         _record_call(run, agent_name, attempt, request, result, problems, bought.phase_entry)
         if not problems:
             return result.tool_input or {}
-        log.write(f"\n[{spec.tool.name} input was invalid: {'; '.join(problems[:3])}]\n")
+        log.write(f"\n[{tool.name} input was invalid: {'; '.join(problems[:3])}]\n")
         log.flush()
         correction = (
-            f"Your previous call to {spec.tool.name} was invalid:\n- "
+            f"Your previous call to {tool.name} was invalid:\n- "
             + "\n- ".join(problems)
-            + f"\nCall {spec.tool.name} again with input that fixes every problem."
+            + f"\nCall {tool.name} again with input that fixes every problem."
         )
         if explore:
             # Keep what the agent has read: answer its call with the errors and force a
@@ -166,9 +164,7 @@ def call_agent(
     )
 
 
-def _run_repo_tools(
-    worktree: Path, calls: list[ToolCall], log: AgentLogStream, ledger: ReadLedger | None = None
-) -> list[dict[str, Any]]:
+def _run_repo_tools(worktree: Path, calls: list[ToolCall], log: AgentLogStream) -> list[dict[str, Any]]:
     """Execute the agent's read-only tool calls; their results for the next turn."""
     from repos.tools import execute_repo_tool
 
@@ -181,8 +177,6 @@ def _run_repo_tools(
                 worktree=worktree, name=call.name, tool_input=call.input, max_chars=settings.AGENT_TOOL_OUTPUT_MAX_CHARS
             )
             text, is_error = output.text, output.is_error
-            if ledger is not None and output.read is not None:
-                ledger.note_read(output.read)
         arguments = json.dumps(call.input or {}, ensure_ascii=False)[:200]
         outcome = f"error: {text.splitlines()[0][:200]}" if is_error and text else f"{text.count(chr(10)) + 1} lines"
         log.write(f"\n→ {call.name} {arguments} · {outcome}\n")

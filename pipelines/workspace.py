@@ -21,7 +21,6 @@ from .models import PipelineRun
 
 if TYPE_CHECKING:
     from repos.models import Repository
-    from repos.tools import ReadLedger
 
 logger = logging.getLogger(__name__)
 
@@ -112,23 +111,6 @@ def workspace_reset(run: PipelineRun, worktree: Path) -> None:
 
     run_git(["reset", "--hard", "--quiet", run.head_commit or run.base_commit], cwd=worktree)
     run_git(["clean", "-fdq"], cwd=worktree)
-
-
-def workspace_apply(
-    run: PipelineRun, worktree: Path, changes: list[dict[str, Any]], *, ledger: ReadLedger | None = None
-) -> tuple[list[dict[str, Any]], str]:
-    """Apply the Coder's changes and commit them on the run's branch.
-
-    Returns (problems, head commit). With problems nothing is applied: they become
-    findings for the next review."""
-    from repos.services import worktree_apply_changes, worktree_commit
-
-    problems = worktree_apply_changes(worktree=worktree, changes=changes, ledger=ledger)
-    if problems:
-        return problems, run.head_commit
-    message = commit_message(run, changes)
-    head = worktree_commit(worktree=worktree, message=message)
-    return [], head or run.head_commit
 
 
 def workspace_commit(run: PipelineRun, worktree: Path, summary: str) -> str:

@@ -1,5 +1,5 @@
 """Linked repositories: link or clone, and the git work of a run — its worktree and
-branch, applying and committing the Coder's changes, diffs, merge, patch, clean-up.
+branch, committing what the Coder left there, diffs, merge, patch, clean-up.
 
 Git is slow I/O: nothing here runs git inside a database transaction.
 """
@@ -32,13 +32,11 @@ from .folders import (
 )
 from .git import GitError, git_blob, git_output, git_succeeds, run_git
 from .models import MergeStrategy, Repository, RepositoryStatus, display_path
-from .paths import check_path
 
 if TYPE_CHECKING:
     from accounts.models import User
     from projects.models import Project
 
-    from .tools import ReadLedger
 
 PATH_REQUIRED = "Give the repository's folder."
 NO_COMMITS = "The repository has no commits yet; commit something first."
@@ -51,11 +49,6 @@ MERGE_CONFLICTS = "merging changes the same lines as {base} since the branch sta
 MERGE_NOT_FAST_FORWARD = "{base} moved on since the branch started, and the project merges by fast-forward only."
 MERGE_RACED = "{base} moved while merging; try again."
 BRANCH_NOT_MERGED = "The branch {branch} is not merged; discard it explicitly to delete it."
-CHANGE_PATH_ESCAPES = "The path leads outside the repository: {path}"
-CHANGE_EXISTS = "create: {path} already exists; use modify to change it."
-CHANGE_MISSING = "{action}: {path} does not exist; use create for a new file."
-CHANGE_NOT_A_FILE = "{action}: {path} is not a regular file."
-CHANGE_DUPLICATE = "{path} is changed more than once in one submission."
 
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")
 _NETWORK_SCHEMES = ("https://", "ssh://", "git://")
@@ -331,63 +324,6 @@ def worktree_create(*, repository: Repository, branch: str, path: Path) -> str:
     base_commit = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo)
     run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo)
     return base_commit
-
-
-def _change_problem(path: str, message: str, severity: str = "critical") -> dict[str, Any]:
-    return {"file": path[:500], "line": None, "severity": severity, "message": message}
-
-
-def worktree_apply_changes(
-    *, worktree: Path, changes: list[dict[str, Any]], ledger: ReadLedger | None = None
-) -> list[dict[str, Any]]:
-    """Write the Coder's changes into the worktree — all of them, or (when any does not
-    fit the files as they are) none, returning the problems as review findings.
-
-    Given the ledger of what the Coder read, a ``modify`` (a whole-file replacement) of a
-    file whose current content it has not seen in full is one of those problems."""
-    root = worktree.resolve()
-    problems: list[dict[str, Any]] = []
-    planned: list[tuple[Path, str, str]] = []
-    seen: set[Path] = set()
-    for change in changes:
-        raw = str(change.get("file_path", ""))
-        action = str(change.get("action", "modify"))
-        problem = check_path(raw)
-        if problem:
-            problems.append(_change_problem(raw, problem))
-            continue
-        target = root / raw.replace("\\", "/")
-        resolved = Path(os.path.realpath(target))
-        if root not in resolved.parents:
-            problems.append(_change_problem(raw, CHANGE_PATH_ESCAPES.format(path=raw)))
-            continue
-        if resolved in seen:
-            problems.append(_change_problem(raw, CHANGE_DUPLICATE.format(path=raw), "major"))
-            continue
-        seen.add(resolved)
-        if action == "create":
-            if os.path.lexists(target):
-                problems.append(_change_problem(raw, CHANGE_EXISTS.format(path=raw), "major"))
-                continue
-        elif not os.path.lexists(target):
-            problems.append(_change_problem(raw, CHANGE_MISSING.format(action=action, path=raw), "major"))
-            continue
-        elif target.is_symlink() or not target.is_file():
-            problems.append(_change_problem(raw, CHANGE_NOT_A_FILE.format(action=action, path=raw)))
-            continue
-        elif action == "modify" and ledger is not None and (unseen := ledger.modify_problem(resolved, raw)):
-            problems.append(_change_problem(raw, unseen, "major"))
-            continue
-        planned.append((target, action, str(change.get("content", ""))))
-    if problems:
-        return problems
-    for target, action, content in planned:
-        if action == "delete":
-            target.unlink()
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content.encode("utf-8"))
-    return []
 
 
 def worktree_commit(*, worktree: Path, message: str) -> str | None:

@@ -5,7 +5,6 @@ never raising for bad input: a problem is an error result the model can act on."
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 from dataclasses import dataclass
@@ -71,80 +70,10 @@ SEARCH_CODE = Tool(
 REPO_TOOLS = (LIST_FILES, READ_FILE, SEARCH_CODE)
 
 
-@dataclass(frozen=True)
-class FileRead:
-    """Which lines of which file (at which content) a read_file call showed the agent."""
-
-    path: Path  # resolved, inside the worktree
-    digest: str  # sha256 of the file's bytes when read
-    first: int
-    last: int
-
-
 @dataclass
 class ToolOutput:
     text: str
     is_error: bool = False
-    read: FileRead | None = None
-
-
-CHANGE_NOT_READ = (
-    "modify replaces the whole file, but you have not read {path} in this answer: read_file it first, "
-    "so none of its content is lost."
-)
-CHANGE_PARTLY_READ = (
-    "You read only lines {seen} of {path} ({total} lines); modify replaces the whole file: read the rest first."
-)
-CHANGE_MOVED = "{path} changed since you read it (its content moved under your change): read it again."
-
-
-def _digest(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()
-
-
-def _ranges(lines: set[int]) -> str:
-    """1-3, 7-9: the line numbers as runs."""
-    runs: list[str] = []
-    for number in sorted(lines):
-        if runs and number == int(runs[-1].split("-")[-1]) + 1:
-            runs[-1] = f"{runs[-1].split('-')[0]}-{number}"
-        else:
-            runs.append(str(number))
-    return ", ".join(runs)
-
-
-class ReadLedger:
-    """What an agent has seen of each file during one answer, so that a whole-file
-    ``modify`` of content it never saw (never read, read in part, or changed since) is
-    reported instead of applied blindly."""
-
-    def __init__(self) -> None:
-        self._seen: dict[Path, tuple[str, set[int] | None]] = {}  # None: all of it
-
-    def note_read(self, read: FileRead) -> None:
-        digest, lines = self._seen.get(read.path, (read.digest, set()))
-        if digest != read.digest:  # read again after it changed: only the new reading counts
-            lines = set()
-        if lines is not None:
-            lines |= set(range(read.first, read.last + 1))
-        self._seen[read.path] = (read.digest, lines)
-
-    def note_known(self, path: Path, content: bytes) -> None:
-        """Content the agent knows whole without reading it: what the run itself wrote."""
-        self._seen[path] = (_digest(content), None)
-
-    def modify_problem(self, path: Path, shown: str) -> str | None:
-        seen = self._seen.get(path)
-        if seen is None:
-            return CHANGE_NOT_READ.format(path=shown)
-        content = path.read_bytes()
-        digest, lines = seen
-        if digest != _digest(content):
-            return CHANGE_MOVED.format(path=shown)
-        total = len(content.decode("utf-8", errors="replace").splitlines())
-        if lines is not None and not lines >= set(range(1, total + 1)):
-            return CHANGE_PARTLY_READ.format(seen=_ranges(lines) or "none", total=total, path=shown)
-        return None
 
 
 _Refused = PathRefused
@@ -215,7 +144,7 @@ def _read_file(worktree: Path, tool_input: dict[str, Any], max_chars: int) -> To
     text = _cap(body, max_chars, f"Read more with start and end (the file has {len(lines)} lines).")
     if text is not body:  # cut: the header, the lines that fit, then the notice, each on a line
         last = first - 1 + max(0, text.count("\n") - 1)
-    return ToolOutput(text, read=FileRead(path=path, digest=_digest(content), first=first, last=last))
+    return ToolOutput(text)
 
 
 def _search_code(worktree: Path, tool_input: dict[str, Any], max_chars: int) -> ToolOutput:

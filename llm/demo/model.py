@@ -192,29 +192,6 @@ def default_reply(request: MessagesRequest, delay: float = 0.01) -> DemoReply:
             },
             chunk_delay=delay,
         )
-    if tool == "submit_changes":
-        return ToolReply(
-            text="Writing the files for the plan: the function first, then its test.\n",
-            input={
-                "changes": [
-                    {
-                        "file_path": "src/feature.py",
-                        "content": 'def feature() -> str:\n    return "done"\n',
-                        "action": "create",
-                    },
-                    {
-                        "file_path": "tests/test_feature.py",
-                        "content": (
-                            "from src.feature import feature\n\n\n"
-                            "def test_feature() -> None:\n"
-                            '    assert feature() == "done"\n'
-                        ),
-                        "action": "create",
-                    },
-                ]
-            },
-            chunk_delay=delay,
-        )
     if tool == "submit_review":
         return ToolReply(
             text="Checking the changes against the plan: the function is typed and the test covers it.\n",

@@ -19,7 +19,7 @@ from llm.providers.base import LLMRequest, Tool
 ROOT = Path(__file__).resolve().parents[2]
 
 PLAN_TOOL = Tool(name="submit_plan", description="Submit the plan.", input_schema={"type": "object"})
-CHANGES_TOOL = Tool(name="submit_changes", description="Submit the changes.", input_schema={"type": "object"})
+REVIEW_TOOL = Tool(name="submit_review", description="Submit the review.", input_schema={"type": "object"})
 LIST_FILES = Tool(name="list_files", description="List files.", input_schema={"type": "object"})
 READ_FILE = Tool(name="read_file", description="Read a file.", input_schema={"type": "object"})
 
@@ -89,14 +89,14 @@ def test_the_server_needs_neither_django_nor_the_tests() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_a_coder_looks_around_then_submits(demo_server: DemoModelServer) -> None:
-    messages: list[dict[str, object]] = [{"role": "user", "content": "Code it"}]
+def test_a_reviewer_looks_around_then_answers(demo_server: DemoModelServer) -> None:
+    messages: list[dict[str, object]] = [{"role": "user", "content": "Review it"}]
     request = LLMRequest(
-        system="You code.",
+        system="You review.",
         messages=messages,
         model="m",
         max_tokens=500,
-        tool=CHANGES_TOOL,
+        tool=REVIEW_TOOL,
         explore_tools=(LIST_FILES, READ_FILE),
     )
     calls = []
@@ -112,8 +112,7 @@ def test_a_coder_looks_around_then_submits(demo_server: DemoModelServer) -> None
         messages.append({"role": "user", "content": [result_block]})
     assert calls[0] == ("list_files", {"path": "."})
     assert calls[1] == ("read_file", {"path": "app.py"})
-    assert calls[2][0] == "submit_changes"
-    assert [change["file_path"] for change in calls[2][1]["changes"]] == ["src/feature.py", "tests/test_feature.py"]
+    assert calls[2] == ("submit_review", {"pass": True, "findings": []})
 
 
 def test_chat_answers_without_streaming_too(demo_server: DemoModelServer) -> None:

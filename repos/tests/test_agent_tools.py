@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from repos.tools import REPO_TOOLS, ReadLedger, execute_repo_tool, file_tree
+from repos.tools import REPO_TOOLS, execute_repo_tool, file_tree
 
 
 def run(worktree: Path, name: str, max_chars: int = 20_000, **tool_input: object):
@@ -97,57 +97,3 @@ def test_file_tree_lists_paths_and_skips_git(worktree: Path) -> None:
     assert "app/calc.py" in tree and "README.md" in tree
     assert not any(line.startswith(".git") for line in tree)
     assert "first 1 shown" in file_tree(worktree=worktree, max_entries=1)
-
-
-# --- what the agent has seen: a whole-file modify needs the whole current content ------
-
-
-def _calc(worktree: Path) -> Path:
-    return (worktree / "app" / "calc.py").resolve()
-
-
-def test_a_file_read_whole_may_be_replaced(worktree: Path) -> None:
-    ledger = ReadLedger()
-    ledger.note_read(run(worktree, "read_file", path="app/calc.py").read)
-    assert ledger.modify_problem(_calc(worktree), "app/calc.py") is None
-
-
-def test_a_file_never_read_is_reported(worktree: Path) -> None:
-    problem = ReadLedger().modify_problem(_calc(worktree), "app/calc.py")
-    assert problem and "have not read app/calc.py" in problem
-
-
-def test_ranges_add_up_and_a_gap_is_reported(worktree: Path) -> None:
-    ledger = ReadLedger()
-    ledger.note_read(run(worktree, "read_file", path="app/calc.py", start=1, end=2).read)
-    ledger.note_read(run(worktree, "read_file", path="app/calc.py", start=5, end=6).read)
-    problem = ledger.modify_problem(_calc(worktree), "app/calc.py")
-    assert problem and problem.startswith("You read only lines 1-2, 5-6 of app/calc.py (6 lines);")
-    ledger.note_read(run(worktree, "read_file", path="./app//calc.py", start=3, end=4).read)
-    assert ledger.modify_problem(_calc(worktree), "app/calc.py") is None
-
-
-def test_lines_cut_from_a_long_output_do_not_count_as_read(worktree: Path) -> None:
-    ledger = ReadLedger()
-    output = run(worktree, "read_file", max_chars=60, path="app/calc.py")
-    assert "output cut" in output.text
-    shown = [line for line in output.text.splitlines()[1:] if not line.startswith("[")]
-    assert output.read.last == len(shown) < 6
-    ledger.note_read(output.read)
-    assert "read the rest first" in ledger.modify_problem(_calc(worktree), "app/calc.py")
-
-
-def test_content_that_moved_since_the_read_is_reported(worktree: Path) -> None:
-    ledger = ReadLedger()
-    ledger.note_read(run(worktree, "read_file", path="app/calc.py").read)
-    _calc(worktree).write_text("def add(a, b):\n    return b + a  # changed meanwhile\n")
-    problem = ledger.modify_problem(_calc(worktree), "app/calc.py")
-    assert problem and "changed since you read it" in problem
-    ledger.note_read(run(worktree, "read_file", path="app/calc.py").read)  # a fresh read counts afresh
-    assert ledger.modify_problem(_calc(worktree), "app/calc.py") is None
-
-
-def test_content_the_run_wrote_itself_counts_as_seen(worktree: Path) -> None:
-    ledger = ReadLedger()
-    ledger.note_known(_calc(worktree), _calc(worktree).read_bytes())
-    assert ledger.modify_problem(_calc(worktree), "app/calc.py") is None

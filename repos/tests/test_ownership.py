@@ -267,9 +267,7 @@ def test_server_side_git_runs_no_hook_and_no_program_the_repository_configures(
     linked = services.repository_link(project=project, path="booby-trapped")
     worktree = tmp_path / "worktrees" / "run-1"
     base = services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
-    services.worktree_apply_changes(
-        worktree=worktree, changes=[{"file_path": "a.txt", "action": "modify", "content": "changed\n"}]
-    )
+    (worktree / "a.txt").write_text("changed\n")  # the Coder's edit
     services.worktree_commit(worktree=worktree, message="Change\n")
     services.branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
     assert "+changed" in services.branch_diff(repository=linked, base=base, head="autocoder/task-1-run-1")
