@@ -1,11 +1,18 @@
-"""Run every benchmark (SQLite and, when it answers, PostgreSQL) and write bench/RESULTS.md."""
+"""Run every benchmark (SQLite and, when it answers, PostgreSQL) and write bench/RESULTS.md.
+
+``--only bench_x.py`` runs one script and puts its sections into the RESULTS.md already
+there in place of its old ones (or after the others), leaving every other section and the
+machine description as they were, with a line saying what was re-run, when and at what load.
+"""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -69,13 +76,20 @@ def machine(load: tuple[float, float, float]) -> str:
     )
 
 
+# The line that ends each script's section in RESULTS.md.
+SECTION_END = re.compile(r"^_(bench_\w+\.py) --db (\w+): \d+ s_$", re.MULTILINE)
+
+
 def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--only", choices=BENCHES, help="run this script alone and merge its sections into RESULTS.md")
+    args = p.parse_args()
     databases = ["sqlite"] + (["postgres"] if postgres_available() else [])
     sections: list[str] = []
     failures = 0
     started = time.perf_counter()
     load = os.getloadavg()
-    for bench in BENCHES:
+    for bench in [args.only] if args.only else BENCHES:
         for db in databases:
             print(f"== {bench} --db {db}", flush=True)
             t0 = time.perf_counter()
@@ -95,6 +109,9 @@ def main() -> int:
                 print(tail, flush=True)
                 sections.append(f"### {bench} --db {db}: FAILED (exit {proc.returncode})\n\n```\n{tail}\n```\n")
     total = time.perf_counter() - started
+    if args.only:
+        merge(args.only, sections, load)
+        return 1 if failures else 0
     if "postgres" not in databases:
         sections.append("PostgreSQL: not measured (no server answered on 127.0.0.1:5432).\n")
     text = (
@@ -108,6 +125,33 @@ def main() -> int:
     (HERE / "RESULTS.md").write_text(text)
     print(f"Wrote {HERE / 'RESULTS.md'} in {total:.0f} s", flush=True)
     return 1 if failures else 0
+
+
+def merge(bench: str, sections: list[str], load: tuple[float, float, float]) -> None:
+    """Put ``bench``'s new ``sections`` into RESULTS.md in place of its old ones."""
+    path = HERE / "RESULTS.md"
+    text = path.read_text()
+    head, marker, body = text.partition("## Results\n\n")
+    if not marker:
+        raise SystemExit(f"{path} has no '## Results' heading: run the whole of make bench first.")
+    old: list[tuple[str, str]] = []  # (script, section text)
+    start = 0
+    for match in SECTION_END.finditer(body):
+        old.append((match.group(1), body[start : match.end()].strip() + "\n"))
+        start = match.end()
+    trailer = body[start:].strip()
+    kept = [section for script, section in old if script != bench]
+    first = next((i for i, (script, _) in enumerate(old) if script == bench), len(kept))
+    merged = kept[:first] + sections + kept[first:]
+    note = (
+        f"- Re-run alone since (`bench/run_all.py --only {bench}`): "
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}, load average at start "
+        f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"
+    )
+    head = re.sub(rf"- Re-run alone since \(`bench/run_all.py --only {re.escape(bench)}`\).*\n", "", head)
+    head = head.rstrip("\n") + "\n" + note + "\n"
+    path.write_text(head + marker + "\n".join(merged) + (f"\n{trailer}\n" if trailer else ""))
+    print(f"Merged {bench} into {path}", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from llm.demo import wire
 from llm.demo.model import DEMO_MODEL_LABEL, TextReply, ToolReply, default_reply
 from llm.demo.model import MessagesRequest as RecordedRequest
-from llm.demo.server import DemoHandler, DemoModelServer
+from llm.demo.server import DemoHandler, DemoModelServer, min_cacheable_tokens
 
 __all__ = [
     "DEMO_MODEL_LABEL",
@@ -161,6 +161,8 @@ class FakeAnthropicServer(DemoModelServer):
             self.fallback = default_reply
         with self._cache_lock:
             self.cached_prefixes.clear()
+            self.clock = time.monotonic
+            self.min_cacheable_tokens = min_cacheable_tokens
 
     @property
     def pending(self) -> int:

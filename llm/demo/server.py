@@ -151,6 +151,32 @@ class DemoHandler(BaseHTTPRequestHandler):
             return
 
 
+# Prompt caching as the API documents it: an entry lives 5 minutes from its last use; a
+# breakpoint finds an earlier entry at most 20 blocks before it; a prefix shorter than the
+# model's minimum is not cached. Minimums by model-name prefix (the longest that matches);
+# a model not listed (the tests' made-up names) has none.
+CACHE_TTL_SECONDS = 300.0
+CACHE_LOOKBACK_BLOCKS = 20
+MIN_CACHEABLE_TOKENS: dict[str, int] = {
+    "claude-opus-4": 1024,
+    "claude-opus-4-1": 1024,
+    "claude-opus-4-5": 4096,
+    "claude-opus-4-6": 4096,
+    "claude-sonnet-4": 1024,
+    "claude-3-7-sonnet": 1024,
+    "claude-haiku-4-5": 4096,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+}
+
+
+def min_cacheable_tokens(model: str) -> int:
+    for name in sorted(MIN_CACHEABLE_TOKENS, key=len, reverse=True):
+        if model.startswith(name):
+            return MIN_CACHEABLE_TOKENS[name]
+    return 0
+
+
 class DemoModelServer(ThreadingHTTPServer):
     """``with DemoModelServer() as server:`` serves in a thread; the SDK's base URL is
     ``server.url``. Or call ``serve_forever()`` in the foreground."""
@@ -167,8 +193,10 @@ class DemoModelServer(ThreadingHTTPServer):
     ) -> None:
         self.fallback = fallback
         self._thread: threading.Thread | None = None
-        # Prompt caching: the hashes of the prefixes cached so far (never expiring).
-        self.cached_prefixes: set[str] = set()
+        # Prompt caching: the hash of each cached prefix and when it expires (clock()).
+        self.cached_prefixes: dict[str, float] = {}
+        self.clock: Callable[[], float] = time.monotonic
+        self.min_cacheable_tokens: Callable[[str], int] = min_cacheable_tokens
         self._cache_lock = threading.Lock()
         super().__init__((host, port), self.handler_class)
 
@@ -184,27 +212,42 @@ class DemoModelServer(ThreadingHTTPServer):
         """``(cache_creation_input_tokens, cache_read_input_tokens)`` of ``request``, or
         ``(None, None)`` when it has no ``cache_control`` breakpoint.
 
-        As the API does it: the prompt (tools, system, messages) is read from the cache
-        up to the longest prefix an earlier request cached, the rest up to the last
-        breakpoint is written to it, and every breakpoint's prefix is cached from now on.
-        (The API's minimum cacheable length is left out: the demo's prompts are short.)"""
+        As the API documents it: the prompt (tools, system, messages) is read from the
+        cache up to the longest cached prefix found at a breakpoint or at most
+        CACHE_LOOKBACK_BLOCKS blocks before one; the rest up to the last breakpoint is
+        written to it, and every breakpoint's prefix is cached for CACHE_TTL_SECONDS from
+        its last use. A prefix shorter than the model's minimum (``min_cacheable_tokens``) is
+        neither written nor read: the request then reports ``(0, 0)``."""
         parts = request.prompt_parts()
-        if not any(marked for _, _, marked in parts):
+        marks = [index for index, (_, _, marked) in enumerate(parts) if marked]
+        if not marks:
             return None, None
+        minimum = self.min_cacheable_tokens(str(request.body.get("model") or ""))
         digest = hashlib.sha256()
         chars = 0
-        prefixes: list[tuple[str, int, bool]] = []  # (hash, characters so far, breakpoint)
-        for key, text, marked in parts:
+        prefixes: list[tuple[str, int]] = []  # (hash, characters so far)
+        for key, text, _ in parts:
             digest.update(key.encode())
             chars += len(text)
-            prefixes.append((digest.hexdigest(), chars, marked))
-        last = max(index for index, (_, _, marked) in enumerate(prefixes) if marked)
+            prefixes.append((digest.hexdigest(), chars))
+        cacheable = [index for index in marks if prefixes[index][1] // 4 >= minimum]
+        now = self.clock()
         with self._cache_lock:
-            hits = [index for index in range(last + 1) if prefixes[index][0] in self.cached_prefixes]
-            self.cached_prefixes.update(prefix for prefix, _, marked in prefixes if marked)
-        read_chars = prefixes[hits[-1]][1] if hits else 0
-        read = read_chars // 4
-        return prefixes[last][1] // 4 - read, read
+            for prefix, expires in list(self.cached_prefixes.items()):
+                if expires <= now:
+                    del self.cached_prefixes[prefix]
+            hit = -1
+            for mark in marks:
+                for index in range(mark, max(-1, mark - CACHE_LOOKBACK_BLOCKS - 1), -1):
+                    if prefixes[index][0] in self.cached_prefixes:
+                        hit = max(hit, index)
+                        break
+            # A hit refreshes its entry; every long-enough breakpoint is (re)written.
+            for index in ([hit] if hit >= 0 else []) + cacheable:
+                self.cached_prefixes[prefixes[index][0]] = now + CACHE_TTL_SECONDS
+        read = prefixes[hit][1] // 4 if hit >= 0 else 0
+        written = prefixes[cacheable[-1]][1] // 4 - read if cacheable else 0
+        return max(0, written), read
 
     def start(self) -> Self:
         self._thread = threading.Thread(target=self.serve_forever, name="demo-model", daemon=True)

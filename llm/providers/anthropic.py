@@ -217,12 +217,18 @@ CACHE_CONTROL = {"type": "ephemeral"}
 def request_kwargs(request: LLMRequest, *, cache: bool) -> dict[str, Any]:
     """The Messages API arguments of ``request``.
 
-    With ``cache``, three prompt-caching breakpoints (the API allows four): the last
-    tool definition, the system prompt (sent as a list of text blocks for it), and the
-    last content block of the last message. The prefix up to each is cached for five
-    minutes, so each tool turn of a conversation reads everything before its new
-    messages from the cache. (Prefixes shorter than the model's minimum, 1,024 or
-    2,048 tokens, are simply not cached.) The request's own messages are not changed."""
+    With ``cache``, prompt-caching breakpoints (the API allows four): the last tool
+    definition, the system prompt (sent as a list of text blocks for it), the last
+    content block of the last message, and, from the second turn of a conversation on,
+    the last block of the message before the latest assistant reply: where the previous
+    turn's last breakpoint was. The prefix up to each is cached for five minutes, so each
+    tool turn of a conversation reads everything before its new messages from the cache.
+    The API looks for an earlier cached prefix only about 20 blocks back from a
+    breakpoint, so without the previous turn's breakpoint a reply with more than ten tool
+    calls (a tool_use and a tool_result block each) would write the whole conversation
+    to the cache again. (Prefixes shorter than the model's minimum, 1,024 tokens for
+    Sonnet, 4,096 for Opus 4.5 and Haiku 4.5, are simply not cached.) The request's own
+    messages are not changed."""
     messages = request.messages
     system: str | list[dict[str, Any]] = request.system
     tools, tool_choice = request.api_tools()
@@ -231,7 +237,7 @@ def request_kwargs(request: LLMRequest, *, cache: bool) -> dict[str, Any]:
             tools = [*tools[:-1], {**tools[-1], "cache_control": CACHE_CONTROL}]
         if request.system:
             system = [{"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}]
-        messages = _with_last_block_cached(messages)
+        messages = _with_last_blocks_cached(messages)
     kwargs: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
@@ -244,23 +250,30 @@ def request_kwargs(request: LLMRequest, *, cache: bool) -> dict[str, Any]:
     return kwargs
 
 
-def _with_last_block_cached(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with a breakpoint on the last content block of the last message
-    (a string content becomes one text block to carry it)."""
-    if not messages:
-        return messages
-    last = messages[-1]
-    content = last.get("content")
+def _with_last_blocks_cached(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with a breakpoint on the last content block of the last message and,
+    when the conversation has gone round (user, assistant, user), of the message before
+    the last assistant reply: the previous request's last message."""
+    marked = [len(messages) - 1]
+    if len(messages) >= 3 and messages[-2].get("role") == "assistant":
+        marked.append(len(messages) - 3)
+    return [_last_block_cached(message) if index in marked else message for index, message in enumerate(messages)]
+
+
+def _last_block_cached(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with a breakpoint on its last content block (a string content becomes
+    one text block to carry it)."""
+    content = message.get("content")
     if isinstance(content, str):
         if not content:
-            return messages
+            return message
         blocks: list[Any] = [{"type": "text", "text": content}]
     elif isinstance(content, list) and content and isinstance(content[-1], dict):
         blocks = copy.copy(content)
     else:
-        return messages
+        return message
     blocks[-1] = {**blocks[-1], "cache_control": CACHE_CONTROL}
-    return [*messages[:-1], {**last, "content": blocks}]
+    return {**message, "content": blocks}
 
 
 def _strict_input(raw: str, lenient: Any) -> dict[str, Any] | None:

@@ -78,12 +78,17 @@ def test_the_last_block_of_a_tool_turn_is_the_breakpoint() -> None:
         },
     ]
     kwargs = request_kwargs(_request(messages), cache=True)
-    assert kwargs["messages"][:2] == messages[:2]
+    # The previous turn's last message keeps a breakpoint too (the API's lookback is short).
+    assert kwargs["messages"][0] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "Plan it", "cache_control": EPHEMERAL}],
+    }
+    assert kwargs["messages"][1] == messages[1]
     assert kwargs["messages"][2]["content"] == [
         {"type": "tool_result", "tool_use_id": "t1", "content": "a.py"},
         {"type": "tool_result", "tool_use_id": "t2", "content": "b.py", "cache_control": EPHEMERAL},
     ]
-    assert _breakpoints(kwargs) == 3
+    assert _breakpoints(kwargs) == 4  # the API's limit
 
 
 @pytest.mark.parametrize("off", ["request", "provider"])
@@ -155,6 +160,77 @@ def test_the_fake_reports_cache_usage_on_the_wire(fake_llm) -> None:
     assert fake_llm.cache_usage(marked) == (0, 100)
     plain = MessagesRequest(path="/v1/messages", headers={}, body={"system": "x" * 400, "messages": []})
     assert fake_llm.cache_usage(plain) == (None, None)
+
+
+def _marked(model: str, *texts: str) -> MessagesRequest:
+    """A request of one user message per text, the last block of each a breakpoint."""
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": text, "cache_control": EPHEMERAL}]} for text in texts
+    ]
+    return MessagesRequest(path="/v1/messages", headers={}, body={"model": model, "system": "", "messages": messages})
+
+
+def test_the_fake_does_not_cache_a_prefix_below_the_models_minimum(fake_llm) -> None:
+    """1,024 tokens for Sonnet 4.5, 4,096 for Opus 4.5 and Haiku 4.5: shorter is billed
+    as plain input, with no error, and is not read later either."""
+    short, long = "x" * 4 * 1000, "x" * 4 * 2000
+    assert fake_llm.cache_usage(_marked("claude-sonnet-4-5-20250929", short)) == (0, 0)
+    assert fake_llm.cache_usage(_marked("claude-sonnet-4-5-20250929", short)) == (0, 0)
+    assert fake_llm.cache_usage(_marked("claude-sonnet-4-5", long)) == (2000, 0)
+    assert fake_llm.cache_usage(_marked("claude-sonnet-4-5", long)) == (0, 2000)
+    assert fake_llm.cache_usage(_marked("claude-opus-4-5", "y" * 4 * 2000)) == (0, 0)
+    assert fake_llm.cache_usage(_marked("claude-haiku-4-5", "y" * 4 * 5000)) == (5000, 0)
+
+
+def test_the_fake_cache_lives_five_minutes_from_its_last_use(fake_llm) -> None:
+    now = [1000.0]
+    fake_llm.clock = lambda: now[0]
+    request = _marked("claude-x", "x" * 400)
+    assert fake_llm.cache_usage(request) == (100, 0)
+    now[0] += 299
+    assert fake_llm.cache_usage(request) == (0, 100)  # a hit refreshes the entry
+    now[0] += 299
+    assert fake_llm.cache_usage(request) == (0, 100)
+    now[0] += 301
+    assert fake_llm.cache_usage(request) == (100, 0)
+
+
+def _parallel_turn(calls: int) -> list[dict]:
+    """An assistant reply with ``calls`` tool calls and the user's tool results."""
+    uses = [{"type": "tool_use", "id": f"t{k}", "name": "list_files", "input": {}} for k in range(calls)]
+    results = [{"type": "tool_result", "tool_use_id": f"t{k}", "content": f"file_{k}.py\n" * 20} for k in range(calls)]
+    return [{"role": "assistant", "content": uses}, {"role": "user", "content": results}]
+
+
+def test_the_fake_finds_an_earlier_prefix_only_20_blocks_back(fake_llm) -> None:
+    first = MessagesRequest(
+        path="/v1/messages",
+        headers={},
+        body={
+            "system": "",
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "x" * 400, "cache_control": EPHEMERAL}]}
+            ],
+        },
+    )
+    assert fake_llm.cache_usage(first) == (100, 0)
+    for calls, read in ((10, 100), (11, 0)):  # the breakpoint 20 or 22 blocks after the cached prefix
+        turn = _parallel_turn(calls)
+        turn[-1]["content"][-1] = {**turn[-1]["content"][-1], "cache_control": EPHEMERAL}
+        messages = [{"role": "user", "content": "x" * 400}, *turn]
+        request = MessagesRequest(path="/v1/messages", headers={}, body={"system": "", "messages": messages})
+        assert fake_llm.cache_usage(request)[1] == read
+
+
+def test_a_turn_with_many_tool_calls_still_reads_the_conversation_from_cache(fake_llm) -> None:
+    """The previous turn's breakpoint is sent again, so the API finds it however many
+    blocks the new turn added."""
+    fake_llm.script(ToolReply(name="list_files", input={}), ToolReply(input={"done": True}))
+    first_messages = [{"role": "user", "content": "Plan it"}]
+    first = _complete(fake_llm, _request(first_messages))
+    second = _complete(fake_llm, _request([*first_messages, *_parallel_turn(15)]))
+    assert second.cache_read_input_tokens == first.cache_creation_input_tokens > 500
+    assert second.cache_creation_input_tokens > 0  # only the new turn is written
 
 
 def test_cache_writes_and_reads_are_priced() -> None:

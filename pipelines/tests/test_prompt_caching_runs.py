@@ -30,6 +30,13 @@ PASS = {"pass": True, "findings": []}
 EPHEMERAL = {"type": "ephemeral"}
 
 
+@pytest.fixture(autouse=True)
+def _short_prompts_are_cached(fake_llm) -> None:
+    """A run's prompts here are far below the API's minimum cacheable length, which the
+    fake enforces (llm/tests/test_prompt_caching.py); these tests are about recording."""
+    fake_llm.min_cacheable_tokens = lambda model: 0
+
+
 @pytest.fixture
 def task(project) -> Task:
     return TaskFactory(project=project, title="Add x", description="x should exist")
