@@ -84,12 +84,34 @@ def main() -> None:
 
     from llm.pricing import call_cost
     from llm.providers.anthropic import AnthropicProvider
-    from llm.providers.base import LLMRequest, LLMResult
-    from pipelines.agents import CHANGES_TOOL
+    from llm.providers.base import LLMRequest, LLMResult, Tool
     from repos.coder_tools import coder_tools
     from repos.editor import EDITOR_TOOL_NAME, editor_run
     from tests.fake_anthropic import FakeAnthropicServer, TextReply, ToolReply
 
+    # The seed's whole-file answer, the baseline: every changed file whole, as JSON.
+    whole_file_tool = Tool(
+        name="submit_changes",
+        description="Submit the complete file changes that implement the plan.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "changes": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "file_path": {"type": "string"},
+                            "content": {"type": "string"},
+                            "action": {"enum": ["create", "modify", "delete"]},
+                        },
+                        "required": ["file_path", "action"],
+                    },
+                }
+            },
+            "required": ["changes"],
+        },
+    )
     server = FakeAnthropicServer().start()
     provider = AnthropicProvider(api_key="sk-ant-bench-key", base_url=server.url, timeout=30)
     server_tools, client_tools = coder_tools()
@@ -100,7 +122,7 @@ def main() -> None:
             messages=messages,
             model=MODEL,
             max_tokens=32_000,
-            tool=CHANGES_TOOL if answer else None,
+            tool=whole_file_tool if answer else None,
             server_tools=() if answer else server_tools,
             explore_tools=() if answer else client_tools,
             cache=cache,
@@ -128,7 +150,7 @@ def main() -> None:
     whole_result = edit_result = None
     for _ in range(args.n + 1):  # the first round warms up
         whole_repo, edit_repo = make_repo({BIG_FILE: original}), make_repo({BIG_FILE: original})
-        server.script(ToolReply(input=whole_reply, name=CHANGES_TOOL.name))
+        server.script(ToolReply(input=whole_reply, name=whole_file_tool.name))
         whole_result, took = call(ask, answer=True)
         whole_times.append(took)
         for change in (whole_result.tool_input or {}).get("changes", []):
