@@ -86,7 +86,9 @@ def test_a_task_from_the_board_to_done_with_the_agents_streaming_live(page, live
 
     page.locator(".run-alert-ready").wait_for(timeout=30_000)
     assert "Reading the task" in log_text(page, "planner")
-    assert "Writing the files" in log_text(page, "coder")
+    # A project without a repository: the Coder edits a worktree of the project's own.
+    coder_log = log_text(page, "coder")
+    assert "Writing src/feature.py." in coder_log and "Created tests/test_feature.py" in coder_log
     diff = page.locator("#pipeline-diff")
     diff.locator(".diff-file-header", has_text="src/feature.py").wait_for()
     assert "2 files changed" in diff.locator(".diff-stats").inner_text()
