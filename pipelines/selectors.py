@@ -51,6 +51,16 @@ def run_allowed_actions(*, run: PipelineRun) -> list[str]:
     return actions
 
 
+def run_subtask_index(*, run: PipelineRun, order: object) -> int | None:
+    """Where the plan's subtask ``order`` is in the plan (0-based), or None."""
+    if isinstance(order, bool) or not isinstance(order, int):
+        return None
+    for index, subtask in enumerate(run.plan or []):
+        if isinstance(subtask, dict) and subtask.get("order") == order:
+            return index
+    return None
+
+
 def run_diff(*, run: PipelineRun) -> ChangeSetDiff:
     """The run's changes: the real diff of its branch against where the branch started
     on a linked repository; otherwise the Coder's files against nothing (new files)."""

@@ -316,7 +316,8 @@ def test_the_coder_stops_at_its_turn_limit_commits_and_is_told_to_finish(
         ToolReply(input=PLAN),
         ToolReply(name="search_code", input={"pattern": "def add"}),
         edit(command="create", path="app/util.py", file_text="X = 1\n"),
-        # Out of turns: committed, and the finding sends it straight back (no review).
+        # Out of turns: committed, and the Reviewer still reviews what was done.
+        ToolReply(input={"pass": True, "findings": []}),
         FIX_CALC,
         DONE,
         ToolReply(input=PASS),
@@ -324,16 +325,22 @@ def test_the_coder_stops_at_its_turn_limit_commits_and_is_told_to_finish(
     run = drive_in_process(run_start(task=task, user=owner))
 
     assert run.status == RunStatus.AWAITING_APPROVAL
-    [finding] = run.review_history[0]["findings"]
+    first_review = run.review_history[0]
+    # The Reviewer passed it, but the Coder's own finding fails the review: a fix round.
+    assert first_review["pass"] is False
+    [finding] = first_review["findings"]
     assert "ran out of turns" in finding["message"]
     assert [call.agent for call in AgentCall.objects.filter(run=run)] == [
-        "planner", "coder", "coder", "coder", "coder", "reviewer",
+        "planner", "coder", "coder", "reviewer", "coder", "coder", "reviewer",
     ]  # fmt: skip
+    reviewer = next(r for r in fake_llm.requests if "submit_review" in r.tool_names)
+    assert "+X = 1" in reviewer.prompt_text  # the real diff of what was done
     assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "2"
     first_commit = git(repo_root, "rev-list", "--reverse", f"main..{run.branch}").splitlines()[0]
     assert git(repo_root, "show", f"{first_commit}:app/util.py") == "X = 1"
     coder_fixing = [r for r in fake_llm.requests if EDITOR in r.tool_names][2]
     assert "ran out of turns" in coder_fixing.prompt_text and "+X = 1" in coder_fixing.prompt_text
+    assert run.coder_findings == [] and run.review_history[1]["findings"] == []
 
 
 def test_tools_refuse_paths_outside_the_worktree(fake_llm, linked, task, owner) -> None:
@@ -456,6 +463,7 @@ def test_the_coder_stops_at_its_token_limit(fake_llm, linked, repo_root, task, o
             input_tokens=1500,
             output_tokens=20,
         ),
+        ToolReply(input=PASS),  # the Reviewer of what was done
         FIX_CALC,
         DONE,
         ToolReply(input=PASS),
