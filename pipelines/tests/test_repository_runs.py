@@ -447,7 +447,12 @@ def test_the_demo_repository_runs_end_to_end_with_the_unscripted_model(
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.verify_result["passed"] is True
     assert "PASSED tests/test_feature.py::test_feature" in run.verify_result["output"]
-    assert f"→ {EDITOR}" in log_text(run, "coder")
+    coder_log = log_text(run, "coder")
+    assert f"→ {EDITOR}" in coder_log
+    # It said which subtask of the demo plan it began, before writing each file.
+    first, second = "— Subtask 1 of 2: Write the change —", "— Subtask 2 of 2: Cover it with a test —"
+    assert coder_log.index(first) < coder_log.index("src/feature.py") < coder_log.index(second)
+    assert [e.data["order"] for e in RunEvent.objects.filter(run=run, type="subtask-change")] == [1, 2]
     run_approve(run=run, actor=owner)
     repo = Path(repository.path)
     assert git(repo, "show", "main:src/feature.py").startswith("def feature()")
