@@ -10,6 +10,11 @@ like any agent call (a resumed phase reuses the replies already bought: the work
 is reset to the last commit and the same tool calls are run again), every tool call
 shows in the Coder's live log, and the phase stops between turns and inside a test run
 once cancelled or its lease is lost. The caller commits what the worktree holds.
+
+Beside the repository's tools the Coder has ``start_subtask``, a pipelines tool answered
+here: it says which subtask of the plan it begins, the run keeps it
+(``PipelineRun.current_subtask``, cleared by the next change of status), the task page
+marks it live (a ``subtask-change`` event) and the Coder's log says so.
 """
 
 from __future__ import annotations

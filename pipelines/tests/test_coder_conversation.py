@@ -244,7 +244,7 @@ def test_start_subtask_moves_the_marker_the_page_and_the_api_show_it(
     assert owner_client.get(f"/api/runs/{run.pk}").json()["current_subtask"] is None
 
 
-@pytest.mark.parametrize("order", [7, "1", None])
+@pytest.mark.parametrize("order", [7, "1", None, 2**40])
 def test_an_unknown_subtask_is_an_error_result_and_moves_nothing(fake_llm, linked, task, owner, order) -> None:
     fake_llm.script(ToolReply(input=PLAN_2), start(order), start(2), FIX_CALC, DONE)
     run = run_start(task=task, user=owner)
