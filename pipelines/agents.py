@@ -141,11 +141,13 @@ CODER_EDITING_ROLE = (
     "repository with tools. Read files with the str_replace_based_edit_tool `view` command "
     "(a directory lists its contents) and search_code; change them with its `str_replace` "
     "(old_str must match the file exactly, once, whitespace included — include enough context), "
-    "`create` and `insert` commands, and delete_file. Work through the plan's subtasks in order. "
-    "Check your change with run_tests when it is complete (runs are limited). Use relative paths "
-    "inside the repository. When review findings, failing tests or requested changes are given, "
-    "fix every one of them. When you are done, answer with a short plain-text summary of what "
-    "you changed and why, without calling a tool: your edits in the repository are the change."
+    "`create` and `insert` commands, and delete_file. Work through the plan's subtasks in order: "
+    "when you begin one, call start_subtask with its `order` first (the person follows your progress "
+    "by it), then make its edits. Check your change with run_tests when it is complete (runs are "
+    "limited). Use relative paths inside the repository. When review findings, failing tests or "
+    "requested changes are given, fix every one of them. When you are done, answer with a short "
+    "plain-text summary of what you changed and why, without calling a tool: your edits in the "
+    "repository are the change."
 )
 
 # The same Coder when the Claude CLI edits the worktree: its own tools' names.
@@ -180,7 +182,10 @@ def coder_editing_prompt(
         parts.append("# Review findings to fix\n" + json.dumps(findings, indent=2))
     if feedback:
         parts.append("# Changes requested by the person reviewing\n" + feedback)
-    parts.append("Make the changes in the repository, then answer with a short summary.")
+    parts.append(
+        "Make the changes in the repository, subtask by subtask: call start_subtask as you begin each "
+        "one. Then answer with a short summary."
+    )
     return "\n\n".join(parts)
 
 

@@ -10,6 +10,11 @@ like any agent call (a resumed phase reuses the replies already bought: the work
 is reset to the last commit and the same tool calls are run again), every tool call
 shows in the Coder's live log, and the phase stops between turns and inside a test run
 once cancelled or its lease is lost. The caller commits what the worktree holds.
+
+Beside the repository's tools the Coder has ``start_subtask``, a pipelines tool answered
+here: it says which subtask of the plan it begins, the run keeps it
+(``PipelineRun.current_subtask``, cleared by the next change of status), the task page
+marks it live (a ``subtask-change`` event) and the Coder's log says so.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 from django.conf import settings
 
 from core.workers import shutdown_requested
-from llm.providers.base import LLMRequest, LLMResult, ToolCall
+from llm.providers.base import LLMRequest, LLMResult, Tool, ToolCall
 
 from . import agents
 from .conversation import (
@@ -38,6 +43,8 @@ from .events import AgentLogStream
 from .leases import Lease
 from .models import PipelineRun
 from .recovery import REPLY_REUSED, BoughtCalls
+from .selectors import run_subtask_index
+from .services import run_subtask_start
 
 CONTINUE_AFTER_CUT = (
     "Your reply was cut off at the output limit. Continue where you stopped; keep each edit "
@@ -47,6 +54,23 @@ OUT_OF_TURNS = (
     "The Coder ran out of {what} ({limit:,}) before it finished: what it had done so far is "
     "committed. Check the plan's subtasks against the diff and finish what is missing."
 )
+
+# A pipelines tool, not a repository one: it moves the run's marker on the task page.
+START_SUBTASK = Tool(
+    name="start_subtask",
+    description=(
+        "Call this when you begin a subtask of the plan, before its first edit, with the subtask's "
+        "`order` from the plan. The task page shows the person which subtask you are on. Work "
+        "through the subtasks in order; call it once per subtask (again for a subtask you go back to)."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"order": {"type": "integer", "description": "The subtask's `order` in the plan."}},
+        "required": ["order"],
+    },
+)
+SUBTASK_STARTED = "Subtask {position} of {count}: {title}. Go on."
+UNKNOWN_SUBTASK = "The plan has no subtask with order {order!r}; its subtasks' orders are {orders}."
 
 
 @dataclass
@@ -67,6 +91,8 @@ def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path
     log = AgentLogStream(task=run.task, run=run, agent=agents.CODER)
     provider = run_provider(run)
     server_tools, client_tools = coder_tools()
+    if run.plan:
+        client_tools = (*client_tools, START_SUBTASK)
     repository_test_command = _test_command(run)
     session = CoderSession(on_output=log.write, should_cancel=lambda: should_stop(lease))
     bought = BoughtCalls(run, agents.CODER)
@@ -117,7 +143,9 @@ def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path
             log.flush()
             raise PhaseInterrupted
         tool_results = [
-            _run_tool(worktree, call, log, test_command=repository_test_command, session=session, steps=steps)
+            _start_subtask(run, lease, call, log)
+            if call.name == START_SUBTASK.name
+            else _run_tool(worktree, call, log, test_command=repository_test_command, session=session, steps=steps)
             for call in result.tool_calls
         ]
         log.flush()
@@ -191,3 +219,21 @@ def _shortened(tool_input: dict[str, Any]) -> dict[str, Any]:
         name: value[:STEP_VALUE_CHARS] + "…" if isinstance(value, str) and len(value) > STEP_VALUE_CHARS else value
         for name, value in tool_input.items()
     }
+
+
+def _start_subtask(run: PipelineRun, lease: Lease, call: ToolCall, log: AgentLogStream) -> dict[str, Any]:
+    """The Coder says which subtask it begins: the run's marker moves (the page follows
+    live) and its log says so."""
+    order = (call.input or {}).get("order")
+    index = run_subtask_index(run=run, order=order)
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id}
+    if index is None or not isinstance(order, int):
+        orders = ", ".join(str(subtask.get("order")) for subtask in run.plan if isinstance(subtask, dict))
+        text = UNKNOWN_SUBTASK.format(order=order, orders=orders or "none")
+        log.write(f"\n→ {call.name} {json.dumps(call.input or {}, ensure_ascii=False)[:200]}\n  error: {text}\n")
+        return {**block, "content": text, "is_error": True}
+    log.flush()  # the lines before it reach the page before the marker moves
+    run_subtask_start(run=run, order=order, held_by=lease.token)
+    title = str(run.plan[index].get("title", "")).strip() or f"subtask {order}"
+    log.write(f"\n— Subtask {index + 1} of {len(run.plan)}: {title} —\n")
+    return {**block, "content": SUBTASK_STARTED.format(position=index + 1, count=len(run.plan), title=title)}

@@ -35,6 +35,7 @@ class EventType(StrEnum):
     ERROR = "error"
     PIPELINE_COMPLETE = "pipeline-complete"
     RUN_UPDATE = "run-update"
+    SUBTASK_CHANGE = "subtask-change"
 
 
 # The message type consumers implement a handler for (``event_message``).

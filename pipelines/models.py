@@ -82,6 +82,12 @@ class PipelineRun(TimeStampedModel):
     # Changes the Coder submitted that could not be applied to the worktree (a create of
     # an existing file, say): findings for the next review, never applied blindly.
     change_problems = models.JSONField(default=list, blank=True)
+    # What the Coder's own conversation reports for the next review (it ran out of turns
+    # or tokens): the review still runs the tests and the Reviewer, and adds these.
+    coder_findings = models.JSONField(default=list, blank=True)
+    # The plan subtask (its ``order``) the Coder said it is working on; cleared by every
+    # change of status, so it is only ever set while the run is coding or fixing.
+    current_subtask = models.PositiveSmallIntegerField(null=True, blank=True)
     # Working on a linked repository: the run's own branch and git worktree.
     branch = models.CharField(max_length=255, blank=True)
     worktree_path = models.CharField(max_length=1000, blank=True)

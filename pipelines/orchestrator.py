@@ -173,18 +173,21 @@ def _code(run: PipelineRun, lease: Lease) -> None:
         },
         daily_log=False,
     )
-    problems = [outcome.finding] if outcome.finding else []
+    # Out of turns or tokens: what was done is committed and reviewed like any change
+    # (tests, the Reviewer), and the review adds the Coder's finding.
+    coder_findings = [outcome.finding] if outcome.finding else []
     fields: dict[str, Any] = {
         "file_changes": changes,
-        "change_problems": problems,
+        "change_problems": [],
+        "coder_findings": coder_findings,
         "verify_result": None,
         "head_commit": head,
     }
     next_status = RunStatus.REVIEWING
     repository = workspace.run_repository(run)
-    if not problems and repository is not None and repository.test_command.strip():
+    if repository is not None and repository.test_command.strip():
         next_status = RunStatus.VERIFYING
-    reason = f"{len(changes)} file change(s) on the branch" + (" (out of turns)" if problems else "")
+    reason = f"{len(changes)} file change(s) on the branch" + (" (out of turns)" if coder_findings else "")
     run_transition(run=run, to_status=next_status, reason=reason, fields=fields, held_by=lease.token)
 
 
@@ -256,7 +259,7 @@ def _review(run: PipelineRun, lease: Lease) -> None:
     worktree = workspace.workspace_ensure(run)
     # Changes that could not be applied go straight back to the Coder: reviewing the
     # untouched branch would only pay for a review of nothing.
-    known = list(run.change_problems)
+    known = [*run.change_problems, *run.coder_findings]
     if run.verify_result and not run.verify_result.get("passed"):
         known += verify_findings(VerifyResult(**run.verify_result))
     diff_text = workspace.workspace_diff_text(run)
@@ -275,7 +278,12 @@ def _review(run: PipelineRun, lease: Lease) -> None:
     passed = bool(review["pass"]) and not known
     iteration = run.iteration + 1
     history = [*run.review_history, {"iteration": iteration, "pass": passed, "findings": findings}]
-    fields: dict[str, Any] = {"iteration": iteration, "review_findings": findings, "review_history": history}
+    fields: dict[str, Any] = {
+        "iteration": iteration,
+        "review_findings": findings,
+        "review_history": history,
+        "coder_findings": [],  # now among this review's findings
+    }
     if passed:
         to_status, reason = RunStatus.AWAITING_APPROVAL, "review passed"
     elif iteration < MAX_REVIEW_ITERATIONS:

@@ -20,6 +20,7 @@ from .selectors import (
     run_diff,
     run_latest_for_task,
     run_stopped_in,
+    run_subtask_index,
     run_totals_for_task,
     run_transcript_for_task,
 )
@@ -88,6 +89,26 @@ def _steps(run: PipelineRun | None, stopped_in: str, *, with_tests: bool) -> lis
         state = "done" if index < at else mark if index == at else "upcoming"
         steps.append({"key": str(key), "label": label, "state": state})
     return steps
+
+
+def _subtasks(run: PipelineRun | None) -> list[dict[str, Any]]:
+    """The plan's subtasks as the panel lists them. While the Coder works (coding or
+    fixing) and has said which subtask it is on, that one is ``current`` and the ones
+    before it ``done``; otherwise none is marked (``state`` "")."""
+    if run is None or not isinstance(run.plan, list):
+        return []
+    at = None
+    if run.status in (RunStatus.CODING, RunStatus.FIXING) and run.current_subtask is not None:
+        at = run_subtask_index(run=run, order=run.current_subtask)
+    subtasks = []
+    for index, subtask in enumerate(run.plan):
+        if isinstance(subtask, dict):
+            title, description = subtask.get("title") or "", subtask.get("description") or ""
+        else:
+            title, description = str(subtask), ""
+        state = "" if at is None else "done" if index < at else "current" if index == at else "upcoming"
+        subtasks.append({"title": title, "description": description, "state": state})
+    return subtasks
 
 
 def _iteration_label(run: PipelineRun) -> str:
@@ -193,6 +214,7 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "active_agent": active_agent,
         "focus_agent": focus_agent,
         "is_working": bool(run and run.status in WORKING_STATUSES),
+        "subtasks": _subtasks(run),
         "reviews": _reviews(run.review_history) if run and isinstance(run.review_history, list) else [],
         "diff": diff,
         "totals": totals,

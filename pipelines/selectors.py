@@ -15,6 +15,7 @@ from .events import EventType
 from .models import ACTIVE_STATUSES, WORKING_STATUSES, PipelineRun, RunEvent, RunStatus, RunTransition
 
 RUN_NOT_FOUND = "Run not found."
+SUBTASK_ORDER_MAX = 32767  # a PositiveSmallIntegerField's largest value on every database
 
 
 def run_list_for_task(*, task: Task) -> QuerySet[PipelineRun]:
@@ -49,6 +50,16 @@ def run_allowed_actions(*, run: PipelineRun) -> list[str]:
         if run.status not in ACTIVE_STATUSES:
             actions.append("discard_branch")
     return actions
+
+
+def run_subtask_index(*, run: PipelineRun, order: object) -> int | None:
+    """Where the plan's subtask ``order`` is in the plan (0-based), or None."""
+    if isinstance(order, bool) or not isinstance(order, int) or not 0 <= order <= SUBTASK_ORDER_MAX:
+        return None  # PipelineRun.current_subtask holds no other
+    for index, subtask in enumerate(run.plan or []):
+        if isinstance(subtask, dict) and subtask.get("order") == order:
+            return index
+    return None
 
 
 def run_diff(*, run: PipelineRun) -> ChangeSetDiff:

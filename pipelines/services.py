@@ -36,6 +36,7 @@ from .models import (
     RunStatus,
     RunTransition,
 )
+from .selectors import run_subtask_index
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -140,6 +141,8 @@ def run_transition(
         )
     now = timezone.now()
     changes: dict[str, Any] = {**(fields or {}), "status": to_status, "updated_at": now}
+    # The Coder names its subtask anew in every coding phase (run_subtask_start).
+    changes.setdefault("current_subtask", None)
     if to_status in WORKING_STATUSES:
         changes["phase"] = to_status
     if from_status == RunStatus.QUEUED and to_status == RunStatus.PLANNING:
@@ -220,6 +223,35 @@ def run_transition(
             )
         if enqueue and to_status in WORKING_STATUSES:
             transaction.on_commit(functools.partial(_enqueue_advance_or_leave_to_sweeper, run.pk, to_status))
+    return run
+
+
+def run_subtask_start(*, run: PipelineRun, order: int, held_by: str) -> PipelineRun:
+    """The Coder begins the plan's subtask ``order``: the run says so, and the task page
+    is told (``subtask-change``). Raises StaleRun if the run is no longer coding or
+    fixing under the lease ``held_by``."""
+    index = run_subtask_index(run=run, order=order)
+    if index is None:
+        raise ValueError(f"The plan has no subtask {order}.")
+    with transaction.atomic():
+        updated = PipelineRun.objects.filter(
+            pk=run.pk, status__in=(RunStatus.CODING, RunStatus.FIXING), lease_owner=held_by
+        ).update(current_subtask=order)
+        if updated == 0:
+            raise StaleRun("The run changed meanwhile (it is no longer coding under this lease).")
+        run.current_subtask = order
+        event_publish(
+            task=run.task,
+            run=run,
+            event_type=EventType.SUBTASK_CHANGE,
+            data={
+                "run_id": run.pk,
+                "order": order,
+                "position": index + 1,
+                "count": len(run.plan),
+                "title": str(run.plan[index].get("title", "")),
+            },
+        )
     return run
 
 

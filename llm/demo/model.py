@@ -211,24 +211,56 @@ DEMO_FILES = (
 )
 
 
+START_SUBTASK_TOOL_NAME = "start_subtask"
+
+
 def _editing_reply(request: MessagesRequest, delay: float) -> DemoReply:
     """The Coder with the text editor: look around and read the README, as a model
-    would before writing; write the demo's two files; then sum up."""
-    done = len(request.tool_results)
-    looks = (("Looking at the repository before changing it.\n", "."), ("Reading the README.\n", "README.md"))
-    if done < len(looks):
-        text, path = looks[done]
-        return ToolReply(name=EDITOR_TOOL_NAME, text=text, input={"command": "view", "path": path}, chunk_delay=delay)
-    done -= len(looks)
-    if done < len(DEMO_FILES):
-        path, text = DEMO_FILES[done]
-        return ToolReply(
-            name=EDITOR_TOOL_NAME,
-            text=f"Writing {path}.\n",
-            input={"command": "create", "path": path, "file_text": text},
-            chunk_delay=delay,
+    would before writing; write the demo's two files, each after saying which subtask
+    of the plan it begins (when it has the start_subtask tool and the plan has one for
+    it); then sum up."""
+    steps: list[ToolReply] = [
+        ToolReply(name=EDITOR_TOOL_NAME, text=text, input={"command": "view", "path": path}, chunk_delay=delay)
+        for text, path in (
+            ("Looking at the repository before changing it.\n", "."),
+            ("Reading the README.\n", "README.md"),
         )
+    ]
+    orders = _plan_orders(request) if START_SUBTASK_TOOL_NAME in request.tool_names else []
+    for number, (path, text) in enumerate(DEMO_FILES):
+        if number < len(orders):
+            steps.append(
+                ToolReply(
+                    name=START_SUBTASK_TOOL_NAME,
+                    text=f"Starting subtask {orders[number]}.\n",
+                    input={"order": orders[number]},
+                    chunk_delay=delay,
+                )
+            )
+        steps.append(
+            ToolReply(
+                name=EDITOR_TOOL_NAME,
+                text=f"Writing {path}.\n",
+                input={"command": "create", "path": path, "file_text": text},
+                chunk_delay=delay,
+            )
+        )
+    done = len(request.tool_results)
+    if done < len(steps):
+        return steps[done]
     return TextReply(text="Added feature() in src/feature.py and a test that pins its result down.", chunk_delay=delay)
+
+
+def _plan_orders(request: MessagesRequest) -> list[int]:
+    """The subtasks' orders in the plan the Coder was given (its first message), in order."""
+    texts = request.message_texts
+    match = re.search(r"^# Plan\n(\[.*?^\])", texts[0] if texts else "", re.MULTILINE | re.DOTALL)
+    try:
+        plan = json.loads(match.group(1)) if match else []
+    except ValueError:
+        return []
+    orders = [subtask.get("order") for subtask in plan if isinstance(subtask, dict)]
+    return sorted(order for order in orders if isinstance(order, int))
 
 
 def _first_file_listed(request: MessagesRequest) -> str | None:

@@ -3,6 +3,7 @@ the app's provider like a small, well-behaved model."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -113,6 +114,49 @@ def test_a_reviewer_looks_around_then_answers(demo_server: DemoModelServer) -> N
     assert calls[0] == ("list_files", {"path": "."})
     assert calls[1] == ("read_file", {"path": "app.py"})
     assert calls[2] == ("submit_review", {"pass": True, "findings": []})
+
+
+def _coder_calls(demo_server: DemoModelServer, prompt: str, tools: tuple[Tool, ...]) -> list[tuple[str, dict]]:
+    """The demo Coder's tool calls in an editing conversation, each answered "ok"."""
+    editor = {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"}
+    messages: list[dict[str, object]] = [{"role": "user", "content": prompt}]
+    request = LLMRequest(
+        system="You code.", messages=messages, model="m", max_tokens=500, server_tools=(editor,), explore_tools=tools
+    )
+    calls: list[tuple[str, dict]] = []
+    for _ in range(10):
+        result = provider_for().complete(request, on_chunk=lambda chunk: None, should_cancel=lambda: False)
+        if not result.tool_calls:
+            return calls
+        [call] = result.tool_calls
+        calls.append((call.name, call.input or {}))
+        messages.append({"role": "assistant", "content": result.content})
+        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "ok"}]})
+    raise AssertionError(f"the demo Coder did not finish: {calls}")
+
+
+def test_the_demo_coder_starts_each_subtask_of_the_plan_before_writing_its_file(demo_server: DemoModelServer) -> None:
+    plan = [
+        {"id": "s1", "title": "Write the change", "description": "", "order": 1},
+        {"id": "s2", "title": "Cover it with a test", "description": "", "order": 2},
+    ]
+    start_subtask = Tool(name="start_subtask", description="Begin a subtask.", input_schema={"type": "object"})
+    prompt = "# Task\nAdd a feature\n\n# Plan\n" + json.dumps(plan, indent=2) + "\n\nMake the changes."
+
+    calls = _coder_calls(demo_server, prompt, (start_subtask,))
+
+    steps = [(name, tool_input.get("order") or tool_input.get("path")) for name, tool_input in calls]
+    assert steps[2:] == [
+        ("start_subtask", 1),
+        ("str_replace_based_edit_tool", "src/feature.py"),
+        ("start_subtask", 2),
+        ("str_replace_based_edit_tool", "tests/test_feature.py"),
+    ]
+    # Without the tool (or a plan) it writes the same two files.
+    without = _coder_calls(demo_server, prompt, ())
+    assert [tool_input.get("path") for _, tool_input in without] == [
+        ".", "README.md", "src/feature.py", "tests/test_feature.py",
+    ]  # fmt: skip
 
 
 def test_chat_answers_without_streaming_too(demo_server: DemoModelServer) -> None:

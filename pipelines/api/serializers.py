@@ -31,6 +31,8 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
             "review_findings",
             "review_history",
             "change_problems",
+            "coder_findings",
+            "current_subtask",
             "feedback",
             "branch",
             "base_commit",

@@ -7,6 +7,7 @@ nothing. Real git repositories in tmp_path; the fake Anthropic server scripts ea
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -175,3 +176,121 @@ def test_cancelling_mid_conversation_commits_nothing(fake_llm, linked, repo_root
     assert len(coder_requests(fake_llm)) == 1  # stopped before the next turn
     assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "0"
     assert run.head_commit == run.base_commit and run.file_changes == []
+
+
+# --- Which subtask the Coder is on (start_subtask) ------------------------------------
+
+PLAN_2 = {
+    "subtasks": [
+        {"id": "s1", "title": "Fix add", "description": "add must add", "order": 1},
+        {"id": "s2", "title": "Add the test", "description": "pin add down", "order": 2},
+    ]
+}
+WRITE_TEST = ToolReply(
+    name=EDITOR, input={"command": "create", "path": "tests/test_calc.py", "file_text": "def test_add(): pass\n"}
+)
+
+
+def start(order: object) -> ToolReply:
+    return ToolReply(name="start_subtask", input={"order": order})
+
+
+def test_start_subtask_moves_the_marker_the_page_and_the_api_show_it(
+    fake_llm, linked, repo_root, task, owner, owner_client, owner_session_client, monkeypatch
+) -> None:
+    fake_llm.script(ToolReply(input=PLAN_2), start(1), FIX_CALC, start(2), WRITE_TEST, DONE, ToolReply(input=PASS))
+    import pipelines.coder_loop as coder_loop
+
+    real_run_tool = coder_loop._run_tool
+    seen: dict[str, list] = {"current": [], "panel": [], "api": []}
+
+    def look_then_edit(worktree, call, *args, **kwargs):
+        # What the person sees at each edit: the row, the task page's panel, the API.
+        run = PipelineRun.objects.get(task=task)
+        seen["current"].append(run.current_subtask)
+        seen["panel"].append(owner_session_client.get(f"/tasks/{task.pk}/pipeline", HTTP_HX_REQUEST="true"))
+        seen["api"].append(owner_client.get(f"/api/runs/{run.pk}").json())
+        return real_run_tool(worktree, call, *args, **kwargs)
+
+    monkeypatch.setattr(coder_loop, "_run_tool", look_then_edit)
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert seen["current"] == [1, 2]
+    assert [body["current_subtask"] for body in seen["api"]] == [1, 2]
+    first, second = (response.content.decode() for response in seen["panel"])
+    current = re.compile(r'<li class="subtask subtask-current" aria-current="step"[^>]*>.*?</li>', re.DOTALL)
+    assert "Fix add" in current.search(first).group(0) and "Coder working" in first
+    assert 'class="subtask subtask-upcoming"' in first and "subtask-done" not in first
+    assert "Add the test" in current.search(second).group(0)
+    assert re.search(r'class="subtask subtask-done".*?Fix add', second, re.DOTALL)
+    # The answers the Coder got, and its live log.
+    requests = coder_requests(fake_llm)
+    assert requests[0].body["tools"][-1]["name"] == "start_subtask"
+    assert requests[1].tool_results[-1]["content"] == "Subtask 1 of 2: Fix add. Go on."
+    assert requests[3].tool_results[-1]["content"] == "Subtask 2 of 2: Add the test. Go on."
+    assert "is_error" not in requests[3].tool_results[-1]
+    coder_log = log_text(run, "coder")
+    assert "— Subtask 1 of 2: Fix add —" in coder_log and "— Subtask 2 of 2: Add the test —" in coder_log
+    changes = RunEvent.objects.filter(run=run, type="subtask-change").order_by("id")
+    assert [(e.data["order"], e.data["position"], e.data["count"], e.data["title"]) for e in changes] == [
+        (1, 1, 2, "Fix add"),
+        (2, 2, 2, "Add the test"),
+    ]
+    # The coding phase is over: nothing is marked any more.
+    assert run.current_subtask is None
+    panel = owner_session_client.get(f"/tasks/{task.pk}/pipeline", HTTP_HX_REQUEST="true").content.decode()
+    assert "Add the test" in panel and 'aria-current="step" data-testid="current-subtask"' not in panel
+    assert owner_client.get(f"/api/runs/{run.pk}").json()["current_subtask"] is None
+
+
+@pytest.mark.parametrize("order", [7, "1", None, 2**40])
+def test_an_unknown_subtask_is_an_error_result_and_moves_nothing(fake_llm, linked, task, owner, order) -> None:
+    fake_llm.script(ToolReply(input=PLAN_2), start(order), start(2), FIX_CALC, DONE)
+    run = run_start(task=task, user=owner)
+    run_advance(run_id=run.pk)  # planning
+    run_advance(run_id=run.pk)  # coding
+    run.refresh_from_db()
+
+    assert run.status == RunStatus.REVIEWING
+    refused, accepted = (request.tool_results[-1] for request in coder_requests(fake_llm)[1:3])
+    assert refused["is_error"] is True
+    assert refused["content"] == f"The plan has no subtask with order {order!r}; its subtasks' orders are 1, 2."
+    assert accepted["content"] == "Subtask 2 of 2: Add the test. Go on." and "is_error" not in accepted
+    assert [e.data["order"] for e in RunEvent.objects.filter(run=run, type="subtask-change")] == [2]
+    assert "error: The plan has no subtask" in log_text(run, "coder")
+
+
+@needs_bwrap
+def test_out_of_turns_what_was_done_is_tested_and_reviewed_and_the_review_says_so(
+    fake_llm, linked, repo_root, task, owner, settings
+) -> None:
+    linked.test_command = "python3 check.py"
+    linked.save()
+    settings.CODER_MAX_TURNS = 2
+    subtracts = {"file": "app/calc.py", "line": 2, "severity": "major", "message": "add still subtracts"}
+    fake_llm.script(
+        ToolReply(input=PLAN_2),
+        start(1),
+        WRITE_TEST,  # the second turn: out of turns before add is fixed
+        ToolReply(input={"pass": False, "findings": [subtracts]}),
+        FIX_CALC,
+        DONE,
+        ToolReply(input=PASS),
+    )
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    path = [t.to_status for t in run.transitions.order_by("id")][3:]
+    assert path == ["verifying", "reviewing", "fixing", "verifying", "reviewing", "awaiting_approval"]
+    first_review = run.review_history[0]
+    messages = [finding["message"] for finding in first_review["findings"]]
+    assert first_review["pass"] is False and len(messages) == 3
+    assert "ran out of turns (2)" in messages[0]  # the Coder's own finding comes first
+    assert messages[1].startswith("The test command failed (exit code 1).") and "add(2, 3) is -1" in messages[1]
+    assert messages[2] == "add still subtracts"  # the Reviewer reviewed what was done
+    reviewer = next(r for r in fake_llm.requests if "submit_review" in r.tool_names)
+    assert "+def test_add(): pass" in reviewer.prompt_text and "The test command failed" in reviewer.prompt_text
+    fixing = coder_requests(fake_llm)[2]
+    assert "ran out of turns" in fixing.prompt_text and "add still subtracts" in fixing.prompt_text
+    assert run.verify_result["passed"] is True and run.coder_findings == []

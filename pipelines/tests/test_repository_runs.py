@@ -316,7 +316,8 @@ def test_the_coder_stops_at_its_turn_limit_commits_and_is_told_to_finish(
         ToolReply(input=PLAN),
         ToolReply(name="search_code", input={"pattern": "def add"}),
         edit(command="create", path="app/util.py", file_text="X = 1\n"),
-        # Out of turns: committed, and the finding sends it straight back (no review).
+        # Out of turns: committed, and the Reviewer still reviews what was done.
+        ToolReply(input={"pass": True, "findings": []}),
         FIX_CALC,
         DONE,
         ToolReply(input=PASS),
@@ -324,16 +325,22 @@ def test_the_coder_stops_at_its_turn_limit_commits_and_is_told_to_finish(
     run = drive_in_process(run_start(task=task, user=owner))
 
     assert run.status == RunStatus.AWAITING_APPROVAL
-    [finding] = run.review_history[0]["findings"]
+    first_review = run.review_history[0]
+    # The Reviewer passed it, but the Coder's own finding fails the review: a fix round.
+    assert first_review["pass"] is False
+    [finding] = first_review["findings"]
     assert "ran out of turns" in finding["message"]
     assert [call.agent for call in AgentCall.objects.filter(run=run)] == [
-        "planner", "coder", "coder", "coder", "coder", "reviewer",
+        "planner", "coder", "coder", "reviewer", "coder", "coder", "reviewer",
     ]  # fmt: skip
+    reviewer = next(r for r in fake_llm.requests if "submit_review" in r.tool_names)
+    assert "+X = 1" in reviewer.prompt_text  # the real diff of what was done
     assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "2"
     first_commit = git(repo_root, "rev-list", "--reverse", f"main..{run.branch}").splitlines()[0]
     assert git(repo_root, "show", f"{first_commit}:app/util.py") == "X = 1"
     coder_fixing = [r for r in fake_llm.requests if EDITOR in r.tool_names][2]
     assert "ran out of turns" in coder_fixing.prompt_text and "+X = 1" in coder_fixing.prompt_text
+    assert run.coder_findings == [] and run.review_history[1]["findings"] == []
 
 
 def test_tools_refuse_paths_outside_the_worktree(fake_llm, linked, task, owner) -> None:
@@ -440,7 +447,12 @@ def test_the_demo_repository_runs_end_to_end_with_the_unscripted_model(
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.verify_result["passed"] is True
     assert "PASSED tests/test_feature.py::test_feature" in run.verify_result["output"]
-    assert f"→ {EDITOR}" in log_text(run, "coder")
+    coder_log = log_text(run, "coder")
+    assert f"→ {EDITOR}" in coder_log
+    # It said which subtask of the demo plan it began, before writing each file.
+    first, second = "— Subtask 1 of 2: Write the change —", "— Subtask 2 of 2: Cover it with a test —"
+    assert coder_log.index(first) < coder_log.index("src/feature.py") < coder_log.index(second)
+    assert [e.data["order"] for e in RunEvent.objects.filter(run=run, type="subtask-change")] == [1, 2]
     run_approve(run=run, actor=owner)
     repo = Path(repository.path)
     assert git(repo, "show", "main:src/feature.py").startswith("def feature()")
@@ -456,6 +468,7 @@ def test_the_coder_stops_at_its_token_limit(fake_llm, linked, repo_root, task, o
             input_tokens=1500,
             output_tokens=20,
         ),
+        ToolReply(input=PASS),  # the Reviewer of what was done
         FIX_CALC,
         DONE,
         ToolReply(input=PASS),

@@ -4,7 +4,7 @@
  * server had already rendered into the page, so the socket replays only what is newer.
  * Messages are {id, type, data}:
  *   agent-log {agent, chunk}  → appended to that agent's log pane
- *   phase-change, run-update, error, pipeline-complete, task-status
+ *   phase-change, run-update, subtask-change, error, pipeline-complete, task-status
  *                             → the run panel is fetched again (htmx); the log panes are
  *                               outside it and keep their text
  *   ping                      → ignored
@@ -19,7 +19,9 @@
   if (!root || !("WebSocket" in window) || !window.AutoCoder || !window.AutoCoder.liveSocket) return;
 
   var REFRESH_DEBOUNCE_MS = 150;
-  var REFRESH_TYPES = { "phase-change": 1, "run-update": 1, error: 1, "pipeline-complete": 1, "task-status": 1 };
+  var REFRESH_TYPES = {
+    "phase-change": 1, "run-update": 1, "subtask-change": 1, error: 1, "pipeline-complete": 1, "task-status": 1
+  };
   var AGENT_FOR_STATUS = { planning: "planner", coding: "coder", fixing: "coder", verifying: "verifier", reviewing: "reviewer" };
 
   var lastId = Number(root.getAttribute("data-last-event-id")) || 0;

@@ -172,6 +172,7 @@ def test_on_a_linked_repository_the_agents_read_the_code_the_tests_run_and_appro
     editor = "→ str_replace_based_edit_tool"
     assert f'{editor} {{"command": "view", "path": "."}}' in coder_log
     assert f'{editor} {{"command": "view", "path": "README.md"}}' in coder_log
+    assert "— Subtask 2 of 2: Cover it with a test —" in coder_log  # it said where it was
     tests_log = log_text(page, "verifier")
     assert "$ python3 run_tests.py" in tests_log and "PASSED tests/test_feature.py::test_feature" in tests_log
     assert "Tests passed" in page.locator("[data-testid=run-verify]").inner_text()
