@@ -169,7 +169,7 @@ def test_out_of_turns_is_a_finding_and_the_edits_so_far_are_committed(
     run.refresh_from_db()
 
     assert run.status == RunStatus.REVIEWING
-    assert run.change_problems == [
+    assert run.change_problems == [] and run.coder_findings == [
         {"file": "", "line": None, "severity": "major", "message": OUT_OF_TURNS.format(what="turns", limit=7)}
     ]
     assert git(repo_root, "diff", "--name-only", f"main..{run.branch}") == "app/calc.py"
