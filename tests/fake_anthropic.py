@@ -24,6 +24,7 @@ __all__ = [
     "DEMO_MODEL_LABEL",
     "FakeAnthropicServer",
     "Hang",
+    "Held",
     "HttpError",
     "MidStreamError",
     "RawToolInputReply",
@@ -70,7 +71,18 @@ class Hang:
     seconds: float
 
 
-Reply = ToolReply | TextReply | RawToolInputReply | HttpError | MidStreamError | Hang
+@dataclass
+class Held:
+    """``reply``, sent only once the test sets ``release``: the request waits meanwhile, so
+    a test can look at the run mid-phase without racing it. Never set, it is sent after
+    ``timeout`` seconds (a failing test does not leave the run hanging)."""
+
+    reply: ToolReply | TextReply
+    release: threading.Event = field(default_factory=threading.Event)
+    timeout: float = 60.0
+
+
+Reply = ToolReply | TextReply | RawToolInputReply | HttpError | MidStreamError | Hang | Held
 
 MID_STREAM_TEXT = "Starting to think about it. " * 4
 
@@ -80,6 +92,9 @@ class _FakeHandler(DemoHandler):
 
     def answer(self, request: RecordedRequest) -> None:
         reply = self.server.next_reply(request)
+        if isinstance(reply, Held):
+            reply.release.wait(reply.timeout)
+            reply = reply.reply
         if isinstance(reply, Hang):
             time.sleep(reply.seconds)
             self.close_connection = True
