@@ -25,6 +25,7 @@ __all__ = [
     "EDITOR",
     "FakeAnthropicServer",
     "Hang",
+    "Held",
     "HttpError",
     "MidStreamError",
     "RawToolInputReply",
@@ -73,7 +74,18 @@ class Hang:
     seconds: float
 
 
-Reply = ToolReply | TextReply | RawToolInputReply | HttpError | MidStreamError | Hang
+@dataclass
+class Held:
+    """``reply``, sent only once the test sets ``release``: the request waits meanwhile, so
+    a test can look at the run mid-phase without racing it. Never set, it is sent after
+    ``timeout`` seconds (a failing test does not leave the run hanging)."""
+
+    reply: ToolReply | TextReply
+    release: threading.Event = field(default_factory=threading.Event)
+    timeout: float = 60.0
+
+
+Reply = ToolReply | TextReply | RawToolInputReply | HttpError | MidStreamError | Hang | Held
 
 EDITOR = "str_replace_based_edit_tool"
 
@@ -98,6 +110,9 @@ class _FakeHandler(DemoHandler):
 
     def answer(self, request: RecordedRequest) -> None:
         reply = self.server.next_reply(request)
+        if isinstance(reply, Held):
+            reply.release.wait(reply.timeout)
+            reply = reply.reply
         if isinstance(reply, (ToolReply, RawToolInputReply)) and not reply.name and not request.answer_tool:
             # A request that answers with no tool of its own (the Coder's editing
             # conversation): a nameless scripted tool call is a mistake in the test.

@@ -109,13 +109,33 @@
 
   // --- Panel refresh -------------------------------------------------------------------
 
+  // One refresh at a time, and one more after it when events came in meanwhile: htmx
+  // would queue that one with the target it resolved when asked — the panel the running
+  // refresh replaces — so it would land in a detached element and the panel would stay
+  // behind (e.g. on "Testing" while the run already awaits approval).
+  var refreshing = false;
+  var refreshAgain = false;
+
   function refreshPanel() {
     clearTimeout(refreshTimer);
     refreshTimer = setTimeout(function () {
       if (!window.htmx || !panel()) return;
+      if (refreshing) {
+        refreshAgain = true;
+        return;
+      }
+      refreshing = true;
       // Someone typing feedback keeps their text: the textarea is hx-preserve'd.
-      window.htmx.ajax("GET", panelUrl, { target: "#pipeline-panel", swap: "outerHTML" });
+      window.htmx.ajax("GET", panelUrl, { target: "#pipeline-panel", swap: "outerHTML" }).then(refreshed, refreshed);
     }, REFRESH_DEBOUNCE_MS);
+  }
+
+  function refreshed() {
+    refreshing = false;
+    if (refreshAgain) {
+      refreshAgain = false;
+      refreshPanel();
+    }
   }
 
   function handle(message) {

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, LiveApp
+from tests.browser.pages import create_task, drag, log_text, register
 from tests.fake_anthropic import HttpError, ToolReply
 
 if not os.path.exists(CHROMIUM):
@@ -25,39 +26,6 @@ PLAN = {
         {"id": "s2", "title": "Test it", "description": "A test pins it down", "order": 2},
     ]
 }
-_users = iter(range(1, 1000))
-
-
-def register(page, app: LiveApp) -> None:
-    n = next(_users)
-    page.goto(app.url + "/accounts/register")
-    page.fill("input[name=display_name]", f"Browser {n}")
-    page.fill("input[name=email]", f"browser{n}-{time.time_ns()}@example.com")
-    page.fill("input[name=password]", "correct horse battery staple")
-    page.fill("input[name=password_confirm]", "correct horse battery staple")
-    page.click("form button[type=submit]")
-    page.wait_for_url(app.url + "/")
-
-
-def create_task(page, title: str) -> object:
-    page.click("[data-dialog-open=new-task-dialog]")
-    dialog = page.locator("#new-task-dialog")
-    dialog.locator("input[name=title]").fill(title)
-    dialog.locator("button[type=submit]").click()
-    card = page.locator(".column[data-status=backlog] .card", has_text=title)
-    card.wait_for()
-    return card
-
-
-def drag(page, card, status: str) -> None:
-    target = page.locator(f".column[data-status={status}]")
-    with page.expect_response(lambda r: "/status" in r.url and r.request.method == "PATCH"):
-        card.drag_to(target)
-
-
-def log_text(page, agent: str) -> str:
-    # text_content: a folded pane (a closed <details>) has no innerText.
-    return page.locator(f"[data-log-pane={agent}] [data-log-body]").text_content() or ""
 
 
 def test_a_task_from_the_board_to_done_with_the_agents_streaming_live(page, live_app: LiveApp) -> None:
