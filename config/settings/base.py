@@ -404,11 +404,12 @@ MEMORY_INDEX_RECOUNT_SECONDS = env_int("MEMORY_INDEX_RECOUNT_SECONDS", default=3
 # ones, unscoped or scoped to that agent) go into its system prompt: at most this many
 # (0 = none) ...
 MEMORY_RECALL_LIMIT = env_int("MEMORY_RECALL_LIMIT", default=8)
-# ... scoring at least this (cosine similarity × confidence). With all-MiniLM-L6-v2 a
-# coding task and an unrelated note mostly score under 0.1 (a few reach ~0.15), while a
-# convention that applies to it scores ~0.16-0.5: 0.15 keeps the latter and lets a
-# fitting memory fade to about half its confidence before it is no longer recalled.
-MEMORY_RECALL_MIN_SCORE = env_float("MEMORY_RECALL_MIN_SCORE", default=0.15, minimum=0.0, maximum=1.0)
+# ... scoring at least this (cosine similarity × confidence). all-MiniLM-L6-v2 gives a
+# short convention and a task it applies to only 0.11-0.47 (median ~0.25; "API responses
+# use snake_case field names" vs "Add an endpoint that lists orders as JSON": ~0.15),
+# while three in four unrelated pairs score under 0.1 (a few reach ~0.22). A lesson
+# missed is lost silently; a stray one costs a line, and the best come first anyway.
+MEMORY_RECALL_MIN_SCORE = env_float("MEMORY_RECALL_MIN_SCORE", default=0.1, minimum=0.0, maximum=1.0)
 # Context items expire this long after they are saved (0 = never).
 CONTEXT_TTL_DAYS = env_int("CONTEXT_TTL_DAYS", default=30)
 DAILY_LOG_RETENTION_DAYS = env_int("DAILY_LOG_RETENTION_DAYS", default=30, minimum=1)
