@@ -25,14 +25,15 @@ from .conversation import PhaseInterrupted, _call_with_backoff, _record_call, ag
 from .events import AgentLogStream
 from .leases import Lease
 from .models import PipelineRun
+from .recall import Recall
 from .recovery import BoughtCalls
 
 OUT_OF_TURNS_STOP = "error_max_turns"
 
 
-def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path) -> CoderConversation:
+def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *, recall: Recall) -> CoderConversation:
     """Let the provider's agent edit ``worktree`` until it is done or out of turns."""
-    system = agent_system_prompt(run, agents.CODER, worktree, role=agents.CODER_CLI_EDITING_ROLE)
+    system = agent_system_prompt(run, agents.CODER, worktree, recall=recall, role=agents.CODER_CLI_EDITING_ROLE)
     log = AgentLogStream(task=run.task, run=run, agent=agents.CODER)
     provider = run_provider(run)
     test_command = _test_command(run).strip()
@@ -57,7 +58,7 @@ def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path) -
         log.write(f"\n{exc.message}\n")
         log.flush()
         raise
-    _record_call(run, agents.CODER, 1, request, result, [], phase_entry)
+    _record_call(run, agents.CODER, 1, request, result, [], phase_entry, recalled=recall.record())
     turns = int(result.extra.get("num_turns") or 0)
     if result.stop_reason == OUT_OF_TURNS_STOP:
         message = OUT_OF_TURNS.format(what="turns", limit=settings.CODER_MAX_TURNS)

@@ -42,6 +42,7 @@ from .conversation import (
 from .events import AgentLogStream
 from .leases import Lease
 from .models import PipelineRun
+from .recall import Recall
 from .recovery import REPLY_REUSED, BoughtCalls
 from .selectors import run_subtask_index
 from .services import run_subtask_start
@@ -83,11 +84,15 @@ class CoderConversation:
     steps: list[dict[str, Any]] = field(default_factory=list)
 
 
-def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path) -> CoderConversation:
-    """Let the Coder edit ``worktree`` until it is done or out of turns; its summary."""
+def code_in_worktree(
+    run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *, recall: Recall
+) -> CoderConversation:
+    """Let the Coder edit ``worktree`` until it is done or out of turns; its summary.
+    ``recall`` (pipelines.recall) goes into the system prompt of every turn."""
     from repos.coder_tools import CoderSession, coder_tools
 
-    system = agent_system_prompt(run, agents.CODER, worktree, role=agents.CODER_EDITING_ROLE)
+    system = agent_system_prompt(run, agents.CODER, worktree, recall=recall, role=agents.CODER_EDITING_ROLE)
+    recalled = recall.record()
     log = AgentLogStream(task=run.task, run=run, agent=agents.CODER)
     provider = run_provider(run)
     server_tools, client_tools = coder_tools()
@@ -128,7 +133,7 @@ def code_in_worktree(run: PipelineRun, lease: Lease, prompt: str, worktree: Path
             result = _call_with_backoff(run, lease, request, log, provider)
         else:
             log.write(REPLY_REUSED)
-        _record_call(run, agents.CODER, 1, request, result, [], bought.phase_entry)
+        _record_call(run, agents.CODER, 1, request, result, [], bought.phase_entry, recalled=recalled)
         turns += 1
         tokens += result.billed_tokens
         if result.stop_reason == "max_tokens":

@@ -32,6 +32,7 @@ from .events import AgentLogStream, EventType, event_publish
 from .leases import Lease
 from .lineage import context_record_agent_call
 from .models import AgentCall, PipelineRun
+from .recall import Recall, recall_for_phase
 from .recovery import REPLY_REUSED, BoughtCalls
 from .services import run_usage_add
 
@@ -61,16 +62,19 @@ def should_stop(lease: Lease) -> bool:
     return shutdown_requested.is_set() or not lease.check()
 
 
-def agent_system_prompt(run: PipelineRun, agent_name: str, root: Path | None, *, role: str | None = None) -> str:
+def agent_system_prompt(
+    run: PipelineRun, agent_name: str, root: Path | None, *, recall: Recall, role: str | None = None
+) -> str:
     """The agent's system prompt: its role, the project's instructions (AGENTS.md or
-    CLAUDE.md at ``root``, and the project's setting), the memory context."""
+    CLAUDE.md at ``root``, and the project's setting), the memory context: facts and
+    goals, then what the phase recalled (``recall``: memories and the agent's notes)."""
     project = run.task.project
     memory = memory_prompt_context(user=project.owner, project=project)
     instructions = agents.instructions_block(
         repository_file=repository_instructions(root) if root is not None else None,
         project_instructions=project.instructions,
     )
-    memory_context = "\n\n".join(filter(None, [memory, memory_system_instructions()]))
+    memory_context = "\n\n".join(filter(None, [memory, recall.block, memory_system_instructions()]))
     return agents.AGENTS[agent_name].system_prompt(memory_context, instructions, role=role)
 
 
@@ -98,7 +102,9 @@ def call_agent(
     if tool is None:
         raise ValueError(f"The {agent_name} answers in an editing conversation, not with a tool.")
     root = instructions_from if instructions_from is not None else worktree
-    system = agent_system_prompt(run, agent_name, root)
+    recall = recall_for_phase(run, agent_name)
+    system = agent_system_prompt(run, agent_name, root, recall=recall)
+    recalled = recall.record()
     log = AgentLogStream(task=run.task, run=run, agent=agent_name)
     provider = run_provider(run)
     explore: tuple[Tool, ...] = ()
@@ -133,7 +139,7 @@ def call_agent(
             if not explore or request.force_answer or answered or not explorations:
                 break
             assert worktree is not None
-            _record_call(run, agent_name, attempt, request, result, [], bought.phase_entry)
+            _record_call(run, agent_name, attempt, request, result, [], bought.phase_entry, recalled=recalled)
             turns += 1
             tool_results = _run_repo_tools(worktree, explorations, log)
             messages = [
@@ -142,7 +148,7 @@ def call_agent(
                 {"role": "user", "content": tool_results},
             ]
         problems = spec.validate(result.tool_input)
-        _record_call(run, agent_name, attempt, request, result, problems, bought.phase_entry)
+        _record_call(run, agent_name, attempt, request, result, problems, bought.phase_entry, recalled=recalled)
         if not problems:
             return result.tool_input or {}
         log.write(f"\n[{tool.name} input was invalid: {'; '.join(problems[:3])}]\n")
@@ -259,6 +265,8 @@ def _record_call(
     result: LLMResult,
     problems: list[str],
     phase_entry: int | None,
+    *,
+    recalled: dict[str, Any],
 ) -> None:
     if result.extra.get("reused"):
         return  # recorded, costed and remembered when it was bought
@@ -291,6 +299,7 @@ def _record_call(
         cost_usd=cost,
         duration_ms=result.extra.get("duration_ms", 0),
         phase_entry_id=phase_entry,
+        recalled=recalled,
         response={
             "tool_input": result.tool_input,
             "raw_tool_input": result.raw_tool_input if result.tool_input is None else "",
@@ -310,6 +319,7 @@ def _record_call(
         output=result.tool_input if request.tool is not None else None,
         duration_ms=result.extra.get("duration_ms", 0),
         error="; ".join(problems),
+        recalled=recalled,
     )
     run_usage_add(
         run=run,

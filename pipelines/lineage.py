@@ -62,17 +62,19 @@ def _phase_parents(run: PipelineRun, agent: str) -> list[str]:
 
 
 def context_record_agent_output(
-    *, run: PipelineRun, agent: str, prompt: str, output: dict[str, Any]
+    *, run: PipelineRun, agent: str, prompt: str, output: dict[str, Any], recalled: dict[str, Any] | None = None
 ) -> tuple[list[str], str]:
-    """Store one successful agent call as an input item (the prompt, whose parents are
-    the previous phase's outputs) and an output item (the tool input). Returns
-    ``(input ids, output id)`` for the daily log."""
+    """Store one successful agent call as an input item (the prompt and what the agent
+    recalled, whose parents are the previous phase's outputs) and an output item (the
+    tool input). Returns ``(input ids, output id)`` for the daily log."""
     owner = run.task.project.owner
     input_type, output_type = AGENT_ITEM_TYPES.get(agent, ("prompt", agent))
     parents = _phase_parents(run, agent)
     # Run and iteration are part of the content so that two runs never share an item.
     where = {"run": run.pk, "phase": run.status, "iteration": run.iteration}
     input_content: dict[str, Any] = {**where, "prompt": prompt}
+    if recalled is not None:
+        input_content["recalled"] = recalled
     if agent == "planner":
         input_content.update(title=run.task.title, description=run.task.description)
     input_item, _ = context_save(
@@ -106,6 +108,7 @@ def context_record_agent_call(
     duration_ms: int = 0,
     error: str = "",
     daily_log: bool = True,
+    recalled: dict[str, Any] | None = None,
 ) -> None:
     """The orchestrator's one hook into memory: remember a call (its context items when it
     succeeded) and add it to the agent's daily log (``daily_log=False``: a conversation
@@ -115,7 +118,9 @@ def context_record_agent_call(
             input_ids: list[str] = []
             output_id = ""
             if outcome == "ok" and output is not None:
-                input_ids, output_id = context_record_agent_output(run=run, agent=agent, prompt=prompt, output=output)
+                input_ids, output_id = context_record_agent_output(
+                    run=run, agent=agent, prompt=prompt, output=output, recalled=recalled
+                )
             if not daily_log:
                 return
             daily_log_record(

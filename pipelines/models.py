@@ -196,6 +196,9 @@ class AgentCall(models.Model):
     # already bought instead of buying them again (recovery.BoughtCalls).
     phase_entry = models.ForeignKey(RunTransition, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     response = models.JSONField(null=True, blank=True, editable=False)
+    # What the call was given from memory (pipelines.recall): {"memories": [{"id",
+    # "content", "score"}], "notes": {"agent_id", "chars", "cut"} or null}.
+    recalled = models.JSONField(default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -35,6 +35,7 @@ from .events import AgentLogStream
 from .leases import Lease
 from .lineage import context_record_agent_call
 from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, RunStatus
+from .recall import recall_for_phase
 from .recovery import drop_broken_connection, queue_phase_again
 from .services import StaleRun, run_transition
 
@@ -150,8 +151,10 @@ def _code(run: PipelineRun, lease: Lease) -> None:
         feedback=run.feedback,
         branch_diff=workspace.workspace_diff_text(run),
     )
+    # Recalled once for the phase: the system prompt of every turn is the same cached prefix.
+    recall = recall_for_phase(run, agents.CODER)
     edit = code_with_cli if run_provider(run).edits_worktree else code_in_worktree
-    outcome = edit(run, lease, prompt, worktree)
+    outcome = edit(run, lease, prompt, worktree, recall=recall)
     # The worktree is outside the transaction: a worker that lost its lease while the
     # Coder worked must not commit into the one its successor now uses.
     if not lease.confirm():
@@ -172,6 +175,7 @@ def _code(run: PipelineRun, lease: Lease) -> None:
             "head_commit": head,
         },
         daily_log=False,
+        recalled=recall.record(),
     )
     # Out of turns or tokens: what was done is committed and reviewed like any change
     # (tests, the Reviewer), and the review adds the Coder's finding.

@@ -19,6 +19,7 @@ from .selectors import (
     run_allowed_actions,
     run_diff,
     run_latest_for_task,
+    run_recalled,
     run_stopped_in,
     run_subtask_index,
     run_totals_for_task,
@@ -147,6 +148,13 @@ def _reviews(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return reviews[::-1]
 
 
+def _recalled(run: PipelineRun) -> list[dict[str, Any]]:
+    """What each agent of the run was given from memory, named as on the panes."""
+    return [
+        {**entry, "name": AGENT_INFO.get(entry["agent"], (entry["agent"], ""))[0]} for entry in run_recalled(run=run)
+    ]
+
+
 def _needs_key() -> bool:
     return settings.LLM_PROVIDER == "anthropic" and not settings.ANTHROPIC_API_KEY and not settings.LLM_DEMO_MODE
 
@@ -216,6 +224,7 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "is_working": bool(run and run.status in WORKING_STATUSES),
         "subtasks": _subtasks(run),
         "reviews": _reviews(run.review_history) if run and isinstance(run.review_history, list) else [],
+        "recalled": _recalled(run) if run else [],
         "diff": diff,
         "totals": totals,
         "logs": logs,

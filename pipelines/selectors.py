@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Max, QuerySet, Sum
+from django.db.models import Count, Max, Prefetch, QuerySet, Sum
 
 from accounts.models import User
 from core.selectors import one_or_not_found
@@ -12,14 +12,54 @@ from tasks.models import Task
 
 from .diff import ChangeSetDiff, diff_changes, diff_file_versions
 from .events import EventType
-from .models import ACTIVE_STATUSES, WORKING_STATUSES, PipelineRun, RunEvent, RunStatus, RunTransition
+from .models import ACTIVE_STATUSES, WORKING_STATUSES, AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
 
 RUN_NOT_FOUND = "Run not found."
 SUBTASK_ORDER_MAX = 32767  # a PositiveSmallIntegerField's largest value on every database
 
 
 def run_list_for_task(*, task: Task) -> QuerySet[PipelineRun]:
-    return PipelineRun.objects.filter(task=task).order_by("-number")
+    """Newest first, with what their calls recalled (for ``run_recalled``)."""
+    return (
+        PipelineRun.objects.filter(task=task)
+        .order_by("-number")
+        .prefetch_related(Prefetch("agent_calls", queryset=_recall_calls(), to_attr=RECALL_CALLS_ATTR))
+    )
+
+
+# --- What a run's agents were given from memory ----------------------------------------------
+
+RECALL_CALLS_ATTR = "recall_calls"
+
+
+def _recall_calls() -> QuerySet[AgentCall]:
+    return AgentCall.objects.only("id", "run_id", "agent", "recalled", "created_at").order_by("created_at", "id")
+
+
+def run_recalled(*, run: PipelineRun) -> list[dict[str, Any]]:
+    """Per agent of the run, in the order they were first called: the memories its calls
+    were given (each once, with its best score and how many calls had it, best first) and
+    its notes as the latest call had them (``{"agent_id", "chars", "cut"}`` or None)."""
+    calls = getattr(run, RECALL_CALLS_ATTR, None)
+    if calls is None:
+        calls = list(_recall_calls().filter(run=run))
+    agents: dict[str, dict[str, Any]] = {}
+    for call in calls:
+        recalled = call.recalled if isinstance(call.recalled, dict) else {}
+        entry = agents.setdefault(call.agent, {"agent": call.agent, "memories": {}, "notes": None, "calls": 0})
+        entry["calls"] += 1
+        for memory in recalled.get("memories") or []:
+            if not isinstance(memory, dict) or "id" not in memory:
+                continue
+            seen = entry["memories"].setdefault(memory["id"], {**memory, "calls": 0})
+            seen["calls"] += 1
+            seen["score"] = max(seen.get("score") or 0, memory.get("score") or 0)
+        if "notes" in recalled:
+            entry["notes"] = recalled["notes"]
+    return [
+        {**entry, "memories": sorted(entry["memories"].values(), key=lambda m: (-(m.get("score") or 0), m["id"]))}
+        for entry in agents.values()
+    ]
 
 
 def run_get_for_user(*, user: User, run_id: object) -> PipelineRun:

@@ -17,6 +17,7 @@ from .env import (
     BASE_DIR,
     env_bool,
     env_database,
+    env_float,
     env_float_list,
     env_int,
     env_ip_networks,
@@ -399,11 +400,24 @@ MEMORY_DEFAULT_HALF_LIFE_HOURS = env_int("MEMORY_DEFAULT_HALF_LIFE_HOURS", defau
 # A search whose hits include such a row drops it and searches again, so results stay
 # exact in between.
 MEMORY_INDEX_RECOUNT_SECONDS = env_int("MEMORY_INDEX_RECOUNT_SECONDS", default=30, minimum=0)
+# Before every agent call, the memories closest to the task (this project's and global
+# ones, unscoped or scoped to that agent) go into its system prompt: at most this many
+# (0 = none) ...
+MEMORY_RECALL_LIMIT = env_int("MEMORY_RECALL_LIMIT", default=8)
+# ... scoring at least this (cosine similarity × confidence). all-MiniLM-L6-v2 gives a
+# short convention and a task it applies to only 0.11-0.47 (median ~0.25; "API responses
+# use snake_case field names" vs "Add an endpoint that lists orders as JSON": ~0.15),
+# while three in four unrelated pairs score under 0.1 (a few reach ~0.22). A lesson
+# missed is lost silently; a stray one costs a line, and the best come first anyway.
+MEMORY_RECALL_MIN_SCORE = env_float("MEMORY_RECALL_MIN_SCORE", default=0.1, minimum=0.0, maximum=1.0)
 # Context items expire this long after they are saved (0 = never).
 CONTEXT_TTL_DAYS = env_int("CONTEXT_TTL_DAYS", default=30)
 DAILY_LOG_RETENTION_DAYS = env_int("DAILY_LOG_RETENTION_DAYS", default=30, minimum=1)
 # Agent notes longer than this (characters) are summarised by the LLM.
 AGENT_NOTES_MAX_CHARS = env_int("AGENT_NOTES_MAX_CHARS", default=20_000, minimum=1000)
+# At most this much of an agent's notes (the newest part) goes into its system prompt
+# (0 = none).
+AGENT_NOTES_PROMPT_MAX_CHARS = env_int("AGENT_NOTES_PROMPT_MAX_CHARS", default=4000)
 # A chat idle for longer than this starts afresh.
 CHAT_SESSION_TTL_HOURS = env_int("CHAT_SESSION_TTL_HOURS", default=24, minimum=1)
 CHAT_ATTACHMENT_MAX_BYTES = env_int("CHAT_ATTACHMENT_MAX_BYTES", default=5 * 1024 * 1024, minimum=1024)

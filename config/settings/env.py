@@ -68,6 +68,20 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+def env_float(name: str, default: float, *, minimum: float = 0.0, maximum: float | None = None) -> float:
+    raw = env_str(name, "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _fail(name, raw, "a number") from None
+    if value != value or value < minimum or (maximum is not None and value > maximum):
+        bounds = f"between {minimum:g} and {maximum:g}" if maximum is not None else f">= {minimum:g}"
+        raise _fail(name, raw, f"a number {bounds}")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = env_str(name, "")
     if not raw:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
@@ -15,6 +17,9 @@ from memory.decay import compute_confidence
 from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL, embed_text
 from memory.models.semantic import Memory
 from memory.vector_store import CandidateFilter, semantic_index
+
+if TYPE_CHECKING:
+    from projects.models import Project
 
 MEMORY_NOT_FOUND = "Memory not found."
 
@@ -132,3 +137,42 @@ def memory_status(*, user: User) -> dict[str, object]:
         "index_size": len(index),
         "vector_store": "numpy-exact",
     }
+
+
+# --- Recall: the memories an agent is given before it is called -----------------------------
+
+
+def memory_recall(
+    *,
+    user: User,
+    project: Project | None,
+    agent: str,
+    query: str,
+    limit: int | None = None,
+    min_score: float | None = None,
+    now: datetime | None = None,
+) -> list[MemorySearchResult]:
+    """The user's live memories that fit an agent's call on ``project``, best first.
+
+    In scope: the project's memories and the global ones; of those, the ones scoped to
+    ``agent`` and the ones scoped to no agent. Ranked by similarity × confidence; a
+    memory scoring under ``min_score`` (default MEMORY_RECALL_MIN_SCORE) or faded to
+    nothing is left out; at most ``limit`` (default MEMORY_RECALL_LIMIT)."""
+    limit = settings.MEMORY_RECALL_LIMIT if limit is None else limit
+    min_score = settings.MEMORY_RECALL_MIN_SCORE if min_score is None else min_score
+    if limit <= 0 or not query.strip():
+        return []
+    now = now or timezone.now()
+    # The index filters are exact, so each scope is one search; the best of them win.
+    places: list[dict[str, Any]] = [{"is_global": True}]
+    if project is not None:
+        places.append({"project_id": project.pk})
+    agents = {"", agent}
+    found: dict[int, MemorySearchResult] = {}
+    for place in places:
+        for scoped_agent in agents:
+            for result in memory_search(user=user, query=query, limit=limit, agent=scoped_agent, now=now, **place):
+                if result.confidence > 0 and result.score >= min_score:
+                    found[result.memory.pk] = result
+    ranked = sorted(found.values(), key=lambda r: (-r.score, -r.similarity, -r.memory.pk))
+    return ranked[:limit]

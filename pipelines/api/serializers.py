@@ -7,7 +7,7 @@ from rest_framework import serializers
 from core.api import StrictCharField
 
 from ..models import PipelineRun
-from ..selectors import run_allowed_actions
+from ..selectors import run_allowed_actions, run_recalled
 
 
 class RunSerializer(serializers.ModelSerializer[PipelineRun]):
@@ -16,6 +16,12 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
     cost_usd = serializers.DecimalField(max_digits=12, decimal_places=6, read_only=True)
     allowed_actions = serializers.SerializerMethodField()
     demo = serializers.SerializerMethodField()
+    recalled = serializers.SerializerMethodField(
+        help_text=(
+            "Per agent: the memories its calls were given (id, content, best score, calls) and "
+            "its notes (agent_id, chars given, cut)."
+        )
+    )
 
     class Meta:
         model = PipelineRun
@@ -55,6 +61,7 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
             "total_tokens",
             "cost_usd",
             "allowed_actions",
+            "recalled",
             "created_at",
             "started_at",
             "finished_at",
@@ -63,6 +70,9 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
 
     def get_allowed_actions(self, run: PipelineRun) -> list[str]:
         return run_allowed_actions(run=run)
+
+    def get_recalled(self, run: PipelineRun) -> list[dict[str, Any]]:
+        return run_recalled(run=run)
 
     def get_demo(self, run: PipelineRun) -> bool:
         from django.conf import settings

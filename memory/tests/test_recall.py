@@ -1,0 +1,91 @@
+"""memory_recall: the memories an agent is given before a call on a project."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from memory.models.semantic import DecayPolicy
+from memory.selectors.semantic import memory_recall
+from memory.services.semantic import memory_create, memory_delete
+from memory.vector_store import semantic_index
+from tests.factories import ProjectFactory
+
+pytestmark = pytest.mark.django_db
+
+QUERY = "Add an endpoint that lists orders as JSON. Return the signed-in user's orders from /api/orders."
+LESSON = "JSON endpoints return ISO 8601 dates"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_index() -> None:
+    # Tests roll back their rows: each starts with an index that has seen none of them.
+    semantic_index().reset()
+
+
+def recalled(owner, project, agent: str = "coder", **kwargs) -> list[int]:
+    return [r.memory.pk for r in memory_recall(user=owner, project=project, agent=agent, query=QUERY, **kwargs)]
+
+
+def test_this_projects_and_global_memories_unscoped_or_the_agents(owner, project) -> None:
+    elsewhere = ProjectFactory(owner=owner)
+    here, _ = memory_create(owner=owner, content=LESSON, project=project)
+    shared, _ = memory_create(owner=owner, content=LESSON, is_global=True)
+    mine, _ = memory_create(owner=owner, content=LESSON, project=project, agent="coder")
+    global_mine, _ = memory_create(owner=owner, content=LESSON, is_global=True, agent="coder")
+    memory_create(owner=owner, content=LESSON, project=project, agent="reviewer")
+    there, _ = memory_create(owner=owner, content=LESSON, project=elsewhere)
+    memory_create(owner=owner, content=LESSON)  # no project and not global: not a project's lesson
+
+    assert set(recalled(owner, project)) == {here.pk, shared.pk, mine.pk, global_mine.pk}
+    assert set(recalled(owner, project, agent="planner")) == {here.pk, shared.pk}
+    assert set(recalled(owner, elsewhere, agent="planner")) == {there.pk, shared.pk}
+    assert set(recalled(owner, None)) == {shared.pk, global_mine.pk}
+
+
+def test_never_another_users_nor_deleted_nor_faded(owner, other_user, project) -> None:
+    theirs_project = ProjectFactory(owner=other_user)
+    memory_create(owner=other_user, content=LESSON, is_global=True)
+    memory_create(owner=other_user, content=LESSON, project=theirs_project)
+    gone, _ = memory_create(owner=owner, content=LESSON, project=project)
+    memory_delete(owner=owner, memory_id=gone.pk)
+    long_ago = timezone.now() - timedelta(days=30)
+    memory_create(
+        owner=owner,
+        content=LESSON,
+        is_global=True,
+        decay_policy=DecayPolicy.CONTEXTUAL,
+        half_life_hours=1,
+        now=long_ago,
+    )
+    assert recalled(owner, project) == []
+    assert recalled(owner, project, min_score=0.0) == []  # faded to nothing: not even at 0
+
+
+def test_ranked_by_score_above_the_minimum_and_at_most_the_limit(owner, project, settings) -> None:
+    close, _ = memory_create(owner=owner, content=LESSON, project=project)
+    near, _ = memory_create(owner=owner, content="List endpoints are paginated with cursors", project=project)
+    memory_create(owner=owner, content="Deploys go out on Tuesdays", project=project)
+    # Half as confident, so ranked lower than the same text fresh.
+    half, _ = memory_create(
+        owner=owner,
+        content=LESSON + " in UTC",
+        project=project,
+        decay_policy=DecayPolicy.CONTEXTUAL,
+        half_life_hours=10,
+        now=timezone.now() - timedelta(hours=5),
+    )
+    results = memory_recall(user=owner, project=project, agent="coder", query=QUERY)
+    assert [r.memory.pk for r in results][:1] == [close.pk]
+    assert {r.memory.pk for r in results} == {close.pk, near.pk, half.pk}  # not the unrelated one
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+    assert all(r.score >= settings.MEMORY_RECALL_MIN_SCORE for r in results)
+
+    assert recalled(owner, project, limit=1) == [close.pk]
+    settings.MEMORY_RECALL_LIMIT = 2
+    assert len(recalled(owner, project)) == 2
+    settings.MEMORY_RECALL_LIMIT = 0
+    assert recalled(owner, project) == []
+    assert recalled(owner, project, min_score=0.99, limit=8) == []
