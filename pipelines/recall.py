@@ -9,6 +9,7 @@ the run panel and the API show it.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,8 @@ from memory.selectors.semantic import memory_recall
 
 from . import agents
 from .models import PipelineRun
+
+logger = logging.getLogger(__name__)
 
 # One memory is one line of the prompt: a long one is cut here.
 MEMORY_LINE_MAX_CHARS = 1000
@@ -68,7 +71,12 @@ def recall_for_phase(run: PipelineRun, agent: str) -> Recall:
     """The memories and notes ``agent`` is given for this phase of ``run``."""
     project = run.task.project
     owner = project.owner
-    found = memory_recall(user=owner, project=project, agent=agent, query=recall_query(run, agent))
+    try:
+        found = memory_recall(user=owner, project=project, agent=agent, query=recall_query(run, agent))
+    except Exception:
+        # Memory helps a run; it must not stop one (the embedder or the index failing).
+        logger.exception("Run %s: could not recall memories for the %s", run.pk, agent)
+        found = []
     memories: list[dict[str, Any]] = [
         {"id": result.memory.pk, "content": result.memory.content, "score": round(result.score, 4)} for result in found
     ]

@@ -186,3 +186,16 @@ def test_the_run_panel_and_the_api_show_what_each_agent_recalled(
     assert f'href="{reverse("memory:notes-agent", args=["reviewer"])}"' in section
     assert THEIRS not in section and FORGOTTEN not in section
     assert "<script" not in section
+
+
+def test_a_failing_recall_does_not_stop_the_run(fake_llm, project, owner, monkeypatch) -> None:
+    from pipelines import recall
+
+    def broken(**kwargs):
+        raise RuntimeError("the embedder is gone")
+
+    monkeypatch.setattr(recall, "memory_recall", broken)
+    fake_llm.script(ToolReply(input=PLAN), *coder_creates("app/x.py", "x = 1\n"), ToolReply(input=PASS))
+    run = drive_in_process(run_start(task=TaskFactory(project=project, title="Add x"), user=owner))
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert all(call.recalled["memories"] == [] for call in AgentCall.objects.filter(run=run))
