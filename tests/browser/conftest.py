@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from tests.fake_anthropic import FakeAnthropicServer
-from tests.paths import searchable_by_sandbox
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -61,8 +61,12 @@ class LiveApp:
 
 
 @pytest.fixture(scope="module")
-def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
-    folder = searchable_by_sandbox(tmp_path_factory.mktemp("browser-app"))
+def live_app() -> Iterator[LiveApp]:
+    # Not under pytest's own temporary folder: every pytest session that starts on the
+    # machine makes that private again (0700), and the sandbox's account must keep
+    # reaching this app's worktrees for the whole module.
+    folder = Path(tempfile.mkdtemp(prefix="autocoder-browser-app-"))
+    folder.chmod(0o711)
     llm = FakeAnthropicServer().start()
     port = _free_port()
     env = {
@@ -107,6 +111,7 @@ def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
             process.kill()
             process.wait()
         llm.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
