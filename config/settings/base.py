@@ -17,6 +17,7 @@ from .env import (
     BASE_DIR,
     env_bool,
     env_database,
+    env_float,
     env_float_list,
     env_int,
     env_ip_networks,
@@ -300,6 +301,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "TaskStatusEnum": "tasks.models.TaskStatus",
         "RunStatusEnum": "pipelines.models.RunStatus",
+        "MemorySourceEnum": "memory.models.semantic.MemorySource",
+        # The facts' and goals' enum kept its name from before memories had a source.
+        "SourceEnum": "memory.models.facts.Fact.Source",
     },
 }
 
@@ -399,6 +403,10 @@ MEMORY_DEFAULT_HALF_LIFE_HOURS = env_int("MEMORY_DEFAULT_HALF_LIFE_HOURS", defau
 # A search whose hits include such a row drops it and searches again, so results stay
 # exact in between.
 MEMORY_INDEX_RECOUNT_SECONDS = env_int("MEMORY_INDEX_RECOUNT_SECONDS", default=30, minimum=0)
+# A new memory this similar (cosine, MiniLM) to a live one in the same scope reinforces
+# that one instead of being stored beside it (memory.services.semantic.memory_create).
+# 1 turns it off but for identical wording; 0.90 joins rephrasings, not related facts.
+MEMORY_CONSOLIDATE_SIMILARITY = env_float("MEMORY_CONSOLIDATE_SIMILARITY", default=0.90, minimum=0.5, maximum=1.0)
 # Context items expire this long after they are saved (0 = never).
 CONTEXT_TTL_DAYS = env_int("CONTEXT_TTL_DAYS", default=30)
 DAILY_LOG_RETENTION_DAYS = env_int("DAILY_LOG_RETENTION_DAYS", default=30, minimum=1)

@@ -68,6 +68,19 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+def env_float(name: str, default: float, *, minimum: float, maximum: float) -> float:
+    raw = env_str(name, "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _fail(name, raw, "a number") from None
+    if not minimum <= value <= maximum:  # also refuses nan
+        raise _fail(name, raw, f"a number from {minimum} to {maximum}")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = env_str(name, "")
     if not raw:
