@@ -227,7 +227,8 @@ def test_list_is_paginated_with_provenance_confidence_fade_and_uses(
     memory_uses_record(owner=owner, memory_ids=[feedback.pk, memories[0].pk], run_id=12, agent="coder")
     memory_uses_record(owner=owner, memory_ids=[feedback.pk], run_id=13, agent="reviewer")
 
-    with django_assert_num_queries(7):  # session, user, count, page, uses: counts, latest
+    # The token and its last use; the faded clocks, count, page; the uses: counts, latest.
+    with django_assert_num_queries(7):
         first = owner_client.get(MEMORIES, {"page_size": 2})
     assert first.status_code == 200, first.content
     body = first.json()
