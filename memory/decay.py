@@ -9,7 +9,7 @@ Never stored: computed at read time from an explicit ``now``.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 
@@ -43,6 +43,16 @@ def compute_confidence(
     else:
         raise ValueError(f"Unknown decay policy: {policy!r}")
     return _linear((now - start).total_seconds() / SECONDS_PER_HOUR, half_life_hours)
+
+
+def fades_at(
+    policy: str, created_at: datetime, last_reinforced_at: datetime, half_life_hours: float
+) -> datetime | None:
+    """When the confidence reaches 0 — the memory has faded: search ranks it last, at
+    score 0, and the memory list leaves it out — or None for a permanent memory."""
+    if policy == DecayPolicy.PERMANENT:
+        return None
+    return clock_start(policy, created_at, last_reinforced_at) + timedelta(hours=max(0.0, half_life_hours))
 
 
 POLICY_CODES = {DecayPolicy.PERMANENT: 0, DecayPolicy.CONTEXTUAL: 1, DecayPolicy.REINFORCEABLE: 2}

@@ -4,6 +4,9 @@
 ``[DONE: search text]``: every occurrence is found, removed from the text shown and
 returned. Empty values and the placeholder examples from our own instructions are
 dropped. Pure functions; applying them is memory.services.facts.markers_apply.
+
+``[MEMORY: lesson]`` is the agents' marker (a pipeline run's Planner, Coder, Reviewer):
+``parse_agent_memories`` finds those alone, by the same rules, for semantic memories.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ MARKER = re.compile(r"\[\s*(REMEMBER|GOAL|DONE)\s*:([^\[\]]*)\]", re.IGNORECASE)
 # that "a [REMEMBER: x] [GOAL: y] b" is shown as "a b".
 MARKER_RUN = re.compile(rf"[ \t]*(?:{MARKER.pattern}[ \t]*)+", re.IGNORECASE)
 DEADLINE = re.compile(r"\|\s*DEADLINE\s*:", re.IGNORECASE)
+AGENT_MEMORY = re.compile(r"\[\s*(MEMORY)\s*:([^\[\]]*)\]", re.IGNORECASE)
+AGENT_MEMORY_RUN = re.compile(rf"[ \t]*(?:{AGENT_MEMORY.pattern}[ \t]*)+", re.IGNORECASE)
 
 # The examples our system prompts and docs use to teach the markers, per value: never
 # stored. Per kind, so that a real goal called "goal" is not mistaken for one.
@@ -25,6 +30,7 @@ PLACEHOLDERS: dict[str, set[str]] = {
     "GOAL": {"text", "goal", "goal text", *ELLIPSES},
     "DEADLINE": {"when", "optional date", "date", "deadline", *ELLIPSES},
     "DONE": {"search text", "text", *ELLIPSES},
+    "MEMORY": {"lesson", "memory", "text", "what to remember", "lesson learned", *ELLIPSES},
 }
 
 
@@ -48,7 +54,7 @@ def _is_placeholder(kind: str, value: str) -> bool:
     return value.lower() in PLACEHOLDERS[kind]
 
 
-def _strip_markers(text: str) -> str:
+def _strip_markers(text: str, runs: re.Pattern[str] = MARKER_RUN) -> str:
     """The text without its markers, leaving no doubled spaces or marker-only lines.
 
     Only the places where markers were touch the text: indentation and blank lines
@@ -56,7 +62,7 @@ def _strip_markers(text: str) -> str:
     """
     pieces: list[str] = []
     cursor = 0
-    for match in MARKER_RUN.finditer(text):
+    for match in runs.finditer(text):
         start, end = match.start(), match.end()
         at_line_start = start == 0 or text[start - 1] == "\n"
         at_line_end = end == len(text) or text[end] in "\r\n"
@@ -104,3 +110,19 @@ def parse_markers(text: str) -> ParsedReply:
             continue
         (parsed.remember if kind == "REMEMBER" else parsed.done).append(value)
     return parsed
+
+
+def parse_agent_memories(text: str) -> tuple[str, list[str]]:
+    """(the text without its ``[MEMORY: …]`` markers, their values in order).
+
+    Other markers are left in the text; empty values and placeholders are dropped,
+    whitespace inside a value is collapsed, and the same value twice is kept once.
+    """
+    if not AGENT_MEMORY.search(text):
+        return text, []
+    memories: list[str] = []
+    for match in AGENT_MEMORY.finditer(text):
+        value = _clean(match.group(2))
+        if value and not _is_placeholder("MEMORY", value) and value not in memories:
+            memories.append(value)
+    return _strip_markers(text, AGENT_MEMORY_RUN), memories

@@ -62,9 +62,14 @@ class VectorMeta:
     half_life_hours: float
 
 
+# CandidateFilter.project_id for "memories of no project" (stored as this in the index).
+NO_PROJECT = -1
+
+
 @dataclass(frozen=True)
 class CandidateFilter:
-    """Exact filters; None means "any". ``now_ts`` (POSIX seconds) dates the confidences."""
+    """Exact filters; None means "any" (``project_id=NO_PROJECT``: of no project).
+    ``now_ts`` (POSIX seconds) dates the confidences."""
 
     now_ts: float
     owner_id: int | None = None
@@ -151,7 +156,7 @@ class NumpyVectorStore:
         self._vectors[row] = vector
         self._ids[row] = memory_id
         self._owner[row] = meta.owner_id
-        self._project[row] = -1 if meta.project_id is None else meta.project_id
+        self._project[row] = NO_PROJECT if meta.project_id is None else meta.project_id
         self._agent[row] = self._code(meta.agent)
         self._personality[row] = self._code(meta.personality)
         self._type[row] = self._code(meta.memory_type)

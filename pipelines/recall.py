@@ -17,6 +17,7 @@ from django.conf import settings
 
 from memory.selectors.notes import notes_get_for_user
 from memory.selectors.semantic import memory_recall
+from memory.services.semantic import memory_uses_record
 
 from . import agents
 from .models import PipelineRun
@@ -80,6 +81,9 @@ def recall_for_phase(run: PipelineRun, agent: str) -> Recall:
     memories: list[dict[str, Any]] = [
         {"id": result.memory.pk, "content": result.memory.content, "score": round(result.score, 4)} for result in found
     ]
+    if found:
+        # The Memory page tells which runs each memory was given to.
+        memory_uses_record(owner=owner, memory_ids=[memory["id"] for memory in memories], run_id=run.pk, agent=agent)
     sections = []
     if found:
         lines = "\n".join(f"- {_one_line(result.memory.content)}" for result in found)

@@ -76,6 +76,9 @@ def start(**env: str) -> subprocess.CompletedProcess[str]:
         ({"DEBUG": "true", "LLM_RETRY_DELAYS": "2,soon"}, "LLM_RETRY_DELAYS"),
         ({"DEBUG": "true", "LLM_RETRY_DELAYS": "-1"}, "LLM_RETRY_DELAYS"),
         ({"DEBUG": "true", "TRUSTED_PROXIES": "10.0.0.1,proxy.internal"}, "TRUSTED_PROXIES"),
+        ({"DEBUG": "true", "MEMORY_CONSOLIDATE_SIMILARITY": "high"}, "MEMORY_CONSOLIDATE_SIMILARITY"),
+        ({"DEBUG": "true", "MEMORY_CONSOLIDATE_SIMILARITY": "1.5"}, "MEMORY_CONSOLIDATE_SIMILARITY"),
+        ({"DEBUG": "true", "MEMORY_CONSOLIDATE_SIMILARITY": "nan"}, "MEMORY_CONSOLIDATE_SIMILARITY"),
     ],
     ids=[
         "debug",
@@ -87,6 +90,9 @@ def start(**env: str) -> subprocess.CompletedProcess[str]:
         "retry-delays",
         "retry-delays-negative",
         "trusted-proxies",
+        "consolidate-similarity",
+        "consolidate-similarity-above-1",
+        "consolidate-similarity-nan",
     ],
 )
 def test_bad_value_stops_start_up_naming_the_variable(env: dict[str, str], named: str) -> None:

@@ -301,6 +301,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "TaskStatusEnum": "tasks.models.TaskStatus",
         "RunStatusEnum": "pipelines.models.RunStatus",
+        "MemorySourceEnum": "memory.models.semantic.MemorySource",
+        # The facts' and goals' enum kept its name from before memories had a source.
+        "SourceEnum": "memory.models.facts.Fact.Source",
     },
 }
 
@@ -410,6 +413,10 @@ MEMORY_RECALL_LIMIT = env_int("MEMORY_RECALL_LIMIT", default=8)
 # while three in four unrelated pairs score under 0.1 (a few reach ~0.22). A lesson
 # missed is lost silently; a stray one costs a line, and the best come first anyway.
 MEMORY_RECALL_MIN_SCORE = env_float("MEMORY_RECALL_MIN_SCORE", default=0.1, minimum=0.0, maximum=1.0)
+# A new memory this similar (cosine, MiniLM) to a live one in the same scope reinforces
+# that one instead of being stored beside it (memory.services.semantic.memory_create).
+# 1 turns it off but for identical wording; 0.90 joins rephrasings, not related facts.
+MEMORY_CONSOLIDATE_SIMILARITY = env_float("MEMORY_CONSOLIDATE_SIMILARITY", default=0.90, minimum=0.5, maximum=1.0)
 # Context items expire this long after they are saved (0 = never).
 CONTEXT_TTL_DAYS = env_int("CONTEXT_TTL_DAYS", default=30)
 DAILY_LOG_RETENTION_DAYS = env_int("DAILY_LOG_RETENTION_DAYS", default=30, minimum=1)

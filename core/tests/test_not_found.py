@@ -35,7 +35,7 @@ def test_someone_elses_objects_on_any_page_are_the_404_page(
     browser: Client, other_user: User, other_project: Project
 ) -> None:
     task = TaskFactory(project=other_project)
-    memory, _ = memory_create(owner=other_user, content="Their secret")
+    memory, _, _ = memory_create(owner=other_user, content="Their secret")
     token, _ = api_token_create(user=other_user, name="theirs")
     gets = [
         reverse("projects:edit", args=[other_project.pk]),

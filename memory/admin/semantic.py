@@ -8,15 +8,30 @@ from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
 from core.admin import admin_change_link
-from memory.models import Memory
+from memory.models import Memory, MemoryUse
 from memory.selectors.semantic import memory_confidence
+
+
+class MemoryUseInline(admin.TabularInline):
+    """The runs that were given the memory: a record, not edited by hand."""
+
+    model = MemoryUse
+    fields = ("run_id", "agent", "used_at")
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    can_delete = False
+    ordering = ("-used_at", "-id")
 
 
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
+    inlines = (MemoryUseInline,)
     list_display = (
         "short_content",
         "owner_link",
+        "source",
+        "source_run_id",
         "memory_type",
         "decay_policy",
         "confidence",
@@ -25,8 +40,8 @@ class MemoryAdmin(admin.ModelAdmin):
         "created_at",
     )
     list_select_related = ("owner", "project")
-    list_filter = ("decay_policy", "is_deleted", "is_global", "memory_type", "created_at")
-    search_fields = ("content", "owner__email", "agent", "personality", "project__name")
+    list_filter = ("source", "decay_policy", "is_deleted", "is_global", "memory_type", "created_at")
+    search_fields = ("content", "source_note", "owner__email", "agent", "personality", "project__name")
     raw_id_fields = ("owner", "project")
     exclude = ("embedding",)
     readonly_fields = (
@@ -35,6 +50,7 @@ class MemoryAdmin(admin.ModelAdmin):
         "embedding_summary",
         "confidence",
         "reinforce_count",
+        "unpinned_policy",
         "deleted_at",
         "updated_at",
     )

@@ -1,27 +1,41 @@
-"""Semantic memories: create (deduplicated), search by meaning, read, reinforce, delete."""
+"""Semantic memories: list, create (deduplicated, near-duplicates consolidated), search by
+meaning, read, edit, pin, reinforce, delete."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.selectors import request_user
-from core.api import ApiView, StrictCharField, error_responses
-from memory.models.semantic import MEMORY_MAX_LENGTH, DecayPolicy, Memory
+from core.api import ApiView, SafeJSONParser, StrictCharField, error_responses
+from memory.models.semantic import MEMORY_MAX_LENGTH, DecayPolicy, Memory, MemorySource
 from memory.selectors.semantic import (
     SEARCH_LIMIT_MAX,
     MemorySearchResult,
+    MemoryUses,
     memory_confidence,
+    memory_fades_at,
     memory_get_for_user,
+    memory_list_for_user,
     memory_search,
     memory_status,
+    memory_uses_for,
+    memory_uses_get,
 )
-from memory.services.semantic import memory_create, memory_delete, memory_reinforce
+from memory.services.semantic import (
+    memory_create,
+    memory_delete,
+    memory_pin,
+    memory_reinforce,
+    memory_update_content,
+)
 from projects.api.fields import OwnedProjectField
+from projects.selectors import project_get_for_user
 
 MEMORY_ID = OpenApiParameter("memory_id", int, OpenApiParameter.PATH, description="The memory's id.")
 NOT_A_BOOLEAN = "Must be true or false."
@@ -39,9 +53,24 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+class MemoryUseSerializer(serializers.Serializer):
+    run_id = serializers.IntegerField(help_text="The pipeline run that was given the memory.")
+    agent = serializers.CharField(help_text="The agent of that run it was given to.")
+    used_at = serializers.DateTimeField()
+
+
 class MemorySerializer(serializers.ModelSerializer[Memory]):
+    """Needs nothing in its context; a list passes ``uses`` (memory id → MemoryUses) so
+    that its rows cost no query each."""
+
     project = serializers.IntegerField(source="project_id", read_only=True, allow_null=True, help_text="Project id.")
     confidence = serializers.SerializerMethodField(help_text="Current confidence, 0–1 (computed, never stored).")
+    fades_at = serializers.SerializerMethodField(
+        help_text="When its confidence reaches 0 and it is no longer listed (unless reinforced); null if pinned."
+    )
+    pinned = serializers.SerializerMethodField(help_text="Permanent: it never fades.")
+    use_count = serializers.SerializerMethodField(help_text="How many times runs were given this memory.")
+    latest_uses = serializers.SerializerMethodField(help_text="The latest few of those, newest first.")
 
     class Meta:
         model = Memory
@@ -55,8 +84,15 @@ class MemorySerializer(serializers.ModelSerializer[Memory]):
             "personality",
             "project",
             "is_global",
+            "source",
+            "source_run_id",
+            "source_note",
             "confidence",
+            "fades_at",
+            "pinned",
             "reinforce_count",
+            "use_count",
+            "latest_uses",
             "created_at",
             "last_reinforced_at",
             "is_deleted",
@@ -67,18 +103,62 @@ class MemorySerializer(serializers.ModelSerializer[Memory]):
     def get_confidence(self, memory: Memory) -> float:
         return memory_confidence(memory=memory)
 
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_fades_at(self, memory: Memory) -> str | None:
+        moment = memory_fades_at(memory=memory)
+        return None if moment is None else serializers.DateTimeField().to_representation(moment)
+
+    def get_pinned(self, memory: Memory) -> bool:
+        return memory.decay_policy == DecayPolicy.PERMANENT
+
+    def _uses(self, memory: Memory) -> MemoryUses:
+        uses: dict[int, MemoryUses] | None = self.context.get("uses")
+        if uses is not None and memory.pk in uses:
+            return uses[memory.pk]
+        return memory_uses_get(memory=memory)
+
+    def get_use_count(self, memory: Memory) -> int:
+        return self._uses(memory).count
+
+    @extend_schema_field(MemoryUseSerializer(many=True))
+    def get_latest_uses(self, memory: Memory) -> list[dict[str, Any]]:
+        return MemoryUseSerializer(self._uses(memory).latest, many=True).data  # type: ignore[return-value]
+
 
 class MemoryCreatedSerializer(MemorySerializer):
     created = serializers.SerializerMethodField(
-        help_text="False when the same text was already stored in this scope: that memory is returned (reinforced)."
+        help_text="False when the memory was already stored in this scope: that memory is returned (reinforced)."
+    )
+    consolidated = serializers.SerializerMethodField(
+        help_text="True when the text was not the same but close in meaning to that memory "
+        "(MEMORY_CONSOLIDATE_SIMILARITY): it keeps the longer of the two wordings."
     )
 
     class Meta(MemorySerializer.Meta):
-        fields = (*MemorySerializer.Meta.fields, "created")
+        fields = (*MemorySerializer.Meta.fields, "created", "consolidated")
         read_only_fields = fields
 
     def get_created(self, memory: Memory) -> bool:
         return bool(self.context.get("created", True))
+
+    def get_consolidated(self, memory: Memory) -> bool:
+        return bool(self.context.get("consolidated", False))
+
+
+class MemoryListQuerySerializer(serializers.Serializer):
+    project = serializers.IntegerField(required=False, help_text="Only this project's memories (one of yours).")
+    agent = serializers.CharField(max_length=50, required=False, help_text="Only this agent's memories.")
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named "source"
+        choices=MemorySource.choices, required=False, help_text="Only from this source."
+    )
+    q = serializers.CharField(max_length=SEARCH_QUERY_MAX_LENGTH, required=False, help_text="Text contained, any case.")
+    include_faded = serializers.BooleanField(
+        required=False, default=False, help_text="Also the memories whose confidence has reached 0."
+    )
+
+
+class MemoryEditSerializer(serializers.Serializer):
+    content = StrictCharField(max_length=MEMORY_MAX_LENGTH, help_text="The new text; it is embedded again.")
 
 
 class MemoryCreateSerializer(serializers.Serializer):
@@ -161,16 +241,52 @@ def search_result_data(result: MemorySearchResult) -> dict[str, Any]:
     }
 
 
-class MemoryCreateApi(ApiView):
+class MemoryListCreateApi(GenericAPIView[Memory]):
+    serializer_class = MemorySerializer
+    parser_classes = [SafeJSONParser]
+    filter_backends: list[Any] = []
+
+    @extend_schema(
+        operation_id="memory_memories_list",
+        summary="List your memories",
+        description="Newest first, paginated; deleted ones never, faded ones (confidence 0) only with "
+        "`include_faded=true`. An unknown `project` is a 404.",
+        parameters=[MemoryListQuerySerializer],
+        responses={200: MemorySerializer(many=True), **error_responses(400, 401, 404)},
+    )
+    def get(self, request: Request) -> Response:
+        user = request_user(request)
+        query = MemoryListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        filters = query.validated_data
+        project_id = filters.get("project")
+        memories = memory_list_for_user(
+            user=user,
+            project=None if project_id is None else project_get_for_user(user=user, project_id=project_id),
+            agent=filters.get("agent"),
+            source=filters.get("source"),
+            q=filters.get("q"),
+            include_faded=filters["include_faded"],
+        )
+        page = self.paginate_queryset(memories) or []
+        uses = memory_uses_for(memory_ids=[memory.pk for memory in page])
+        return self.get_paginated_response(MemorySerializer(page, many=True, context={"uses": uses}).data)
+
     @extend_schema(
         operation_id="memory_memories_create",
         summary="Store a semantic memory",
-        description="Embedded offline. The same text (case and spacing aside) in the same scope is not stored "
-        "twice: the existing memory is reinforced and returned with 200 and `created: false`.",
+        description="Embedded offline. A memory is not stored twice in the same scope (owner, agent, "
+        "personality, project, global): the same text (case and spacing aside) reinforces the existing "
+        "memory, answered with 200 and `created: false`; so does a text close in meaning to a live one "
+        "(cosine similarity ≥ MEMORY_CONSOLIDATE_SIMILARITY, default 0.90), answered with 200, "
+        "`created: false` and `consolidated: true` — the memory keeps the longer wording. A new memory "
+        "is 201.",
         request=MemoryCreateSerializer,
         responses={
             201: MemoryCreatedSerializer,
-            200: OpenApiResponse(MemoryCreatedSerializer, description="Already stored: the existing memory."),
+            200: OpenApiResponse(
+                MemoryCreatedSerializer, description="Already stored, or consolidated: the existing memory."
+            ),
             **error_responses(400, 401, 403),
         },
     )
@@ -178,9 +294,11 @@ class MemoryCreateApi(ApiView):
         user = request_user(request)
         serializer = MemoryCreateSerializer(data=request.data, context={"user": user})
         serializer.is_valid(raise_exception=True)
-        memory, created = memory_create(owner=user, **serializer.validated_data)
-        body = MemoryCreatedSerializer(memory, context={"created": created}).data
-        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        result = memory_create(owner=user, **serializer.validated_data)
+        body = MemoryCreatedSerializer(
+            result.memory, context={"created": result.created, "consolidated": result.consolidated}
+        ).data
+        return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
 
 
 class MemorySearchApi(ApiView):
@@ -223,6 +341,23 @@ class MemoryDetailApi(ApiView):
         return Response(MemorySerializer(memory).data)
 
     @extend_schema(
+        operation_id="memory_memories_partial_update",
+        summary="Edit a memory's text (embedded again)",
+        description="Its source, clock and reinforcements stay. A deleted memory cannot be edited "
+        "(400, `invalid_operation`).",
+        parameters=[MEMORY_ID],
+        request=MemoryEditSerializer,
+        responses={200: MemorySerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def patch(self, request: Request, memory_id: str) -> Response:
+        user = request_user(request)
+        memory = memory_get_for_user(user=user, memory_id=memory_id)
+        serializer = MemoryEditSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        memory = memory_update_content(owner=user, memory_id=memory.pk, content=serializer.validated_data["content"])
+        return Response(MemorySerializer(memory).data)
+
+    @extend_schema(
         operation_id="memory_memories_destroy",
         summary="Delete a memory (soft: never found by search again)",
         parameters=[MEMORY_ID],
@@ -249,6 +384,37 @@ class MemoryReinforceApi(ApiView):
         memory = memory_get_for_user(user=user, memory_id=memory_id)
         memory = memory_reinforce(owner=user, memory_id=memory.pk)
         return Response(MemorySerializer(memory).data)
+
+
+class MemoryPinApi(ApiView):
+    @extend_schema(
+        operation_id="memory_memories_pin",
+        summary="Pin a memory: it becomes permanent and never fades",
+        description="Pinning a pinned memory changes nothing. A deleted one: 400, `invalid_operation`.",
+        request=None,
+        parameters=[MEMORY_ID],
+        responses={200: MemorySerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def post(self, request: Request, memory_id: str) -> Response:
+        user = request_user(request)
+        memory = memory_get_for_user(user=user, memory_id=memory_id)
+        return Response(MemorySerializer(memory_pin(owner=user, memory_id=memory.pk, pinned=True)).data)
+
+
+class MemoryUnpinApi(ApiView):
+    @extend_schema(
+        operation_id="memory_memories_unpin",
+        summary="Unpin a memory: back to the decay policy it had, its clock starting now",
+        description="A memory created permanent becomes reinforceable. Unpinning an unpinned memory changes "
+        "nothing. A deleted one: 400, `invalid_operation`.",
+        request=None,
+        parameters=[MEMORY_ID],
+        responses={200: MemorySerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def post(self, request: Request, memory_id: str) -> Response:
+        user = request_user(request)
+        memory = memory_get_for_user(user=user, memory_id=memory_id)
+        return Response(MemorySerializer(memory_pin(owner=user, memory_id=memory.pk, pinned=False)).data)
 
 
 class MemoryStatusApi(ApiView):

@@ -33,3 +33,7 @@ class MemoryForm(forms.Form):
         super().__init__(*args, **kwargs)
         field: forms.ModelChoiceField = self.fields["project"]  # type: ignore[assignment]
         field.queryset = project_list_for_user(user=user).order_by("name")
+
+
+class MemoryEditForm(forms.Form):
+    content = forms.CharField(max_length=MEMORY_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 5}), label="Memory")

@@ -3,7 +3,7 @@
 from .context import ContextItem
 from .facts import Fact, Goal
 from .notes import AgentNote, AgentNoteRevision, DailyLogEntry
-from .semantic import DecayPolicy, Memory
+from .semantic import DecayPolicy, Memory, MemorySource, MemoryUse
 
 __all__ = [
     "AgentNote",
@@ -14,4 +14,6 @@ __all__ = [
     "Fact",
     "Goal",
     "Memory",
+    "MemorySource",
+    "MemoryUse",
 ]

@@ -4,12 +4,23 @@ from django.conf import settings
 from django.db import models
 
 MEMORY_MAX_LENGTH = 10_000
+SOURCE_NOTE_MAX_LENGTH = 500
 
 
 class DecayPolicy(models.TextChoices):
     PERMANENT = "permanent", "Permanent"
     CONTEXTUAL = "contextual", "Contextual (fades from creation)"
     REINFORCEABLE = "reinforceable", "Reinforceable (fades unless reinforced)"
+
+
+class MemorySource(models.TextChoices):
+    """Where a memory came from: people stay in charge of what the agents are told."""
+
+    PERSON = "person", "Person"  # written by a person: the page, the API, the chat
+    FEEDBACK = "feedback", "Feedback"  # a person's request for changes on a run
+    FINDING = "finding", "Review finding"  # a finding a fix round had to fix
+    AGENT = "agent", "Agent"  # an agent wrote it
+    DISTILLED = "distilled", "Distilled"  # distilled by the model from a run
 
 
 def default_half_life_hours() -> float:
@@ -26,6 +37,8 @@ class Memory(models.Model):
     memory_type = models.CharField(max_length=50, default="note")
     decay_policy = models.CharField(max_length=16, choices=DecayPolicy.choices, default=DecayPolicy.REINFORCEABLE)
     half_life_hours = models.FloatField(default=default_half_life_hours)
+    # A pinned memory is made permanent; this is the policy it goes back to when unpinned.
+    unpinned_policy = models.CharField(max_length=16, choices=DecayPolicy.choices, blank=True)
     agent = models.CharField(max_length=50, blank=True)
     personality = models.CharField(max_length=50, blank=True)
     project = models.ForeignKey(
@@ -41,6 +54,11 @@ class Memory(models.Model):
     embedding = models.BinaryField(editable=False)
     embedding_model = models.CharField(max_length=100, editable=False)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
+    source = models.CharField(max_length=16, choices=MemorySource.choices, default=MemorySource.PERSON)
+    # The pipeline run it came from. An id, not a ForeignKey: memory knows no runs
+    # (ARCHITECTURE.md, "Apps as layers").
+    source_run_id = models.PositiveBigIntegerField(null=True, blank=True)
+    source_note = models.CharField(max_length=SOURCE_NOTE_MAX_LENGTH, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -49,3 +67,20 @@ class Memory(models.Model):
 
     def __str__(self) -> str:
         return self.content[:80]
+
+
+class MemoryUse(models.Model):
+    """A run was given this memory (in an agent's prompt). The run is an id: see
+    Memory.source_run_id."""
+
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="uses")
+    run_id = models.PositiveBigIntegerField()
+    agent = models.CharField(max_length=50, blank=True)
+    used_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-used_at", "-id"]
+        indexes = [models.Index(fields=["memory", "used_at"])]
+
+    def __str__(self) -> str:
+        return f"memory {self.memory_id} in run {self.run_id}"

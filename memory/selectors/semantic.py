@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from accounts.models import User
 from core.exceptions import NotFound
 from core.selectors import one_or_not_found
-from memory.decay import compute_confidence
+from memory.decay import compute_confidence, fades_at
 from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL, embed_text
-from memory.models.semantic import Memory
-from memory.vector_store import CandidateFilter, semantic_index
-
-if TYPE_CHECKING:
-    from projects.models import Project
+from memory.models.semantic import DecayPolicy, Memory, MemoryUse
+from memory.vector_store import NO_PROJECT, CandidateFilter, semantic_index
+from projects.models import Project
 
 MEMORY_NOT_FOUND = "Memory not found."
 
@@ -32,6 +34,10 @@ SEARCH_LIMIT_MAX = 50
 # Searches in one memory_search when hits keep naming rows deleted outright; a cascade
 # deletes them all at once, so the second attempt normally finds none.
 SEARCH_ATTEMPTS = 3
+# Near-duplicate candidates read from the index for consolidation: it ranks by
+# similarity × confidence, so the most similar one may not be first.
+CONSOLIDATE_CANDIDATES = 10
+LATEST_USES = 3
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,15 @@ def memory_confidence(*, memory: Memory, now: datetime | None = None) -> float:
     )
 
 
+def memory_fades_at(*, memory: Memory) -> datetime | None:
+    """When the memory's confidence reaches 0 (faded); None for a permanent one."""
+    return fades_at(memory.decay_policy, memory.created_at, memory.last_reinforced_at, memory.half_life_hours)
+
+
+def memory_is_faded(*, memory: Memory, now: datetime | None = None) -> bool:
+    return memory_confidence(memory=memory, now=now) <= 0.0
+
+
 def memory_get_for_user(*, user: User, memory_id: object) -> Memory:
     """The user's memory (deleted ones too), or MemoryNotFound — also when it is
     someone else's."""
@@ -65,6 +80,118 @@ def memory_list_recent(*, user: User, limit: int = 20) -> QuerySet[Memory]:
         .select_related("project")
         .order_by("-created_at", "-id")[:limit]
     )
+
+
+def memory_list_for_user(
+    *,
+    user: User,
+    project: Project | None = None,
+    agent: str | None = None,
+    source: str | None = None,
+    q: str | None = None,
+    include_faded: bool = False,
+    now: datetime | None = None,
+) -> QuerySet[Memory]:
+    """The user's live memories, newest first; faded ones (confidence 0) only when asked.
+
+    ``project`` must already be checked to be the user's.
+    """
+    memories = Memory.objects.filter(owner=user, is_deleted=False).select_related("project").defer("embedding")
+    if project is not None:
+        memories = memories.filter(project=project)
+    if agent is not None:
+        memories = memories.filter(agent=agent)
+    if source is not None:
+        memories = memories.filter(source=source)
+    if q:
+        memories = memories.filter(content__icontains=q)
+    if not include_faded:
+        # A half-life is per row, so "faded" is not one cut-off date: worked out from
+        # the clock columns alone (no text, no embedding), then left out by id.
+        now = now or timezone.now()
+        clocks = memories.exclude(decay_policy=DecayPolicy.PERMANENT).values_list(
+            "pk", "decay_policy", "created_at", "last_reinforced_at", "half_life_hours"
+        )
+        faded = [
+            pk
+            for pk, policy, created_at, reinforced_at, half_life in clocks
+            if compute_confidence(policy, created_at, reinforced_at, half_life, now) <= 0.0
+        ]
+        if faded:
+            memories = memories.exclude(pk__in=faded)
+    return memories.order_by("-created_at", "-id")
+
+
+@dataclass
+class MemoryUses:
+    count: int = 0
+    latest: list[MemoryUse] = field(default_factory=list)
+
+
+def memory_uses_for(*, memory_ids: Iterable[int], latest: int = LATEST_USES) -> dict[int, MemoryUses]:
+    """For each memory: how many runs' uses are recorded and the latest few (two queries
+    for any number of memories)."""
+    ids = list(memory_ids)
+    uses: dict[int, MemoryUses] = {pk: MemoryUses() for pk in ids}
+    if not ids:
+        return uses
+    counts = MemoryUse.objects.filter(memory_id__in=ids).values_list("memory_id").annotate(n=Count("id"))
+    for memory_id, n in counts:
+        uses[memory_id].count = n
+    ranked = (
+        MemoryUse.objects.filter(memory_id__in=ids)
+        .annotate(
+            rank=Window(RowNumber(), partition_by=[F("memory_id")], order_by=[F("used_at").desc(), F("id").desc()])
+        )
+        .filter(rank__lte=latest)
+        .order_by("memory_id", "-used_at", "-id")
+    )
+    for use in ranked:
+        uses[use.memory_id].latest.append(use)
+    return uses
+
+
+def memory_uses_get(*, memory: Memory, latest: int = LATEST_USES) -> MemoryUses:
+    return memory_uses_for(memory_ids=[memory.pk], latest=latest)[memory.pk]
+
+
+def memory_most_similar(
+    *,
+    owner: User,
+    vector: np.ndarray,
+    memory_type: str,
+    agent: str,
+    personality: str,
+    project: Project | None,
+    is_global: bool,
+    min_similarity: float,
+    now: datetime,
+) -> Memory | None:
+    """The live, unfaded memory of exactly this scope and type most similar to
+    ``vector``, if it is at least ``min_similarity`` similar."""
+    candidate_filter = CandidateFilter(
+        now_ts=now.timestamp(),
+        owner_id=owner.pk,
+        agent=agent,
+        personality=personality,
+        memory_type=memory_type,
+        project_id=NO_PROJECT if project is None else project.pk,
+        is_global=is_global,
+        # Strictly above 0: a faded memory is not brought back by a near-duplicate.
+        min_confidence=sys.float_info.min,
+    )
+    hits = [
+        hit
+        for hit in semantic_index().search(vector, CONSOLIDATE_CANDIDATES, candidate_filter)
+        if hit.similarity >= min_similarity
+    ]
+    hits.sort(key=lambda hit: (-hit.similarity, hit.memory_id))
+    for hit in hits:
+        # The database stays the authority (a row deleted since the index's last sync).
+        memory = Memory.objects.filter(pk=hit.memory_id, owner=owner, is_deleted=False).first()
+        if memory is not None and not memory_is_faded(memory=memory, now=now):
+            return memory
+    return None
 
 
 def memory_search(

@@ -1,4 +1,5 @@
-"""Writes of semantic memories: create (with dedup), reinforce, soft delete.
+"""Writes of semantic memories: create (with dedup and consolidation), reinforce, edit,
+pin, soft delete, and the record of which runs were given them.
 
 Every write sets ``updated_at`` — also in ``QuerySet.update``, which auto_now does not
 touch — because the search index of every process syncs by it (memory.vector_store).
@@ -7,9 +8,11 @@ touch — because the search index of every process syncs by it (memory.vector_s
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -17,14 +20,24 @@ from django.utils import timezone
 from accounts.models import User
 from core.exceptions import ApplicationError
 from memory.embeddings import EMBEDDING_MODEL, embed_text, vector_to_bytes
-from memory.models.semantic import DecayPolicy, Memory
-from memory.selectors.semantic import MEMORY_NOT_FOUND, MemoryNotFound
+from memory.models.semantic import (
+    MEMORY_MAX_LENGTH,
+    SOURCE_NOTE_MAX_LENGTH,
+    DecayPolicy,
+    Memory,
+    MemorySource,
+    MemoryUse,
+)
+from memory.selectors.semantic import MEMORY_NOT_FOUND, MemoryNotFound, memory_most_similar
 from projects.models import Project
 
 CANNOT_REINFORCE_PERMANENT = "A permanent memory does not fade: there is nothing to reinforce."
 CANNOT_REINFORCE_DELETED = "A deleted memory cannot be reinforced."
 EMPTY_CONTENT = "A memory needs some text."
 BAD_HALF_LIFE = "The half-life must be more than 0 hours."
+CONTENT_TOO_LONG = f"A memory is at most {MEMORY_MAX_LENGTH:,} characters."
+CANNOT_EDIT_DELETED = "A deleted memory cannot be edited."
+CANNOT_PIN_DELETED = "A deleted memory cannot be pinned or unpinned."
 
 
 class InvalidOperation(ApplicationError):
@@ -67,6 +80,27 @@ def _reinforce_existing(memory: Memory, *, now: datetime) -> Memory:
     return memory
 
 
+def _consolidate(memory: Memory, *, content: str, digest: str, vector: bytes, now: datetime) -> Memory:
+    """A near-duplicate was written: reinforce ``memory``, keeping the newer wording
+    when it says more (its embedding comes with it)."""
+    memory = _reinforce_existing(memory, now=now)
+    if len(content) > len(memory.content):
+        Memory.objects.filter(pk=memory.pk).update(
+            content=content, content_hash=digest, embedding=vector, embedding_model=EMBEDDING_MODEL, updated_at=now
+        )
+        memory.refresh_from_db()
+    return memory
+
+
+class MemoryWrite(NamedTuple):
+    """What memory_create did: ``created`` a new row, or returned an existing one —
+    ``consolidated`` into it when the text was only similar, not the same."""
+
+    memory: Memory
+    created: bool
+    consolidated: bool = False
+
+
 def memory_create(
     *,
     owner: User,
@@ -78,35 +112,62 @@ def memory_create(
     personality: str = "",
     project: Project | None = None,
     is_global: bool = False,
+    source: str = MemorySource.PERSON,
+    source_run_id: int | None = None,
+    source_note: str = "",
     now: datetime | None = None,
-) -> tuple[Memory, bool]:
-    """Store a memory, or — if the same text (normalised) is already stored in the same
-    scope — reinforce and return that one. Returns (memory, created).
+) -> MemoryWrite:
+    """Store a memory — the one way memories are written (page, API, pipeline).
 
-    ``project`` must already be checked to be the owner's.
+    The same text (normalised) already stored in the same scope (owner, agent,
+    personality, project, global) is reinforced and returned. So is a live, unfaded
+    memory of that scope and type at least MEMORY_CONSOLIDATE_SIMILARITY similar in
+    meaning: it takes the new wording if that is longer. Its source stays the first one's.
+
+    ``project`` must already be checked to be the owner's. A ``source_note`` over
+    SOURCE_NOTE_MAX_LENGTH is shortened, not refused: a run never fails for its note.
     """
+    fixed_clock = now is not None
     now = now or timezone.now()
     content = content.strip()
     if not content:
         raise InvalidOperation(EMPTY_CONTENT, extra={"fields": {"content": [EMPTY_CONTENT]}})
+    if len(content) > MEMORY_MAX_LENGTH:
+        raise InvalidOperation(CONTENT_TOO_LONG, extra={"fields": {"content": [CONTENT_TOO_LONG]}})
     if half_life_hours is not None and half_life_hours <= 0:
         raise InvalidOperation(BAD_HALF_LIFE, extra={"fields": {"half_life_hours": [BAD_HALF_LIFE]}})
+    source_note = _shortened(source_note.strip(), SOURCE_NOTE_MAX_LENGTH)
     digest = content_hash(content)
     scope: dict[str, Any] = {"agent": agent, "personality": personality, "project": project, "is_global": is_global}
 
     existing = _same_scope(owner=owner, digest=digest, **scope)
     if existing is not None:
-        return _reinforce_existing(existing, now=now), False
+        return MemoryWrite(_reinforce_existing(existing, now=now), created=False)
 
     # Embedding is slow CPU work: done before the transaction, never holding a lock.
     vector = embed_text(content)
+    vector_bytes = vector_to_bytes(vector)
+    if not fixed_clock:
+        now = timezone.now()  # the memory is as new as its row, not as the request
 
     with transaction.atomic():
-        # One writer per owner at a time, so two identical creates cannot both insert.
+        # One writer per owner at a time, so two identical (or near-identical) creates
+        # cannot both insert.
         User.objects.select_for_update().filter(pk=owner.pk).first()
         existing = _same_scope(owner=owner, digest=digest, **scope)
         if existing is not None:
-            return _reinforce_existing(existing, now=now), False
+            return MemoryWrite(_reinforce_existing(existing, now=now), created=False)
+        similar = memory_most_similar(
+            owner=owner,
+            vector=vector,
+            memory_type=memory_type,
+            min_similarity=settings.MEMORY_CONSOLIDATE_SIMILARITY,
+            now=now,
+            **scope,
+        )
+        if similar is not None:
+            memory = _consolidate(similar, content=content, digest=digest, vector=vector_bytes, now=now)
+            return MemoryWrite(memory, created=False, consolidated=True)
         memory = Memory(
             owner=owner,
             content=content,
@@ -115,15 +176,22 @@ def memory_create(
             decay_policy=decay_policy,
             created_at=now,
             last_reinforced_at=now,
-            embedding=vector_to_bytes(vector),
+            embedding=vector_bytes,
             embedding_model=EMBEDDING_MODEL,
+            source=source,
+            source_run_id=source_run_id,
+            source_note=source_note,
             **scope,
         )
         if half_life_hours is not None:
             memory.half_life_hours = half_life_hours
         memory.full_clean()
         memory.save()
-    return memory, True
+    return MemoryWrite(memory, created=True)
+
+
+def _shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def memory_reinforce(*, owner: User, memory_id: int, now: datetime | None = None) -> Memory:
@@ -154,3 +222,71 @@ def memory_delete(*, owner: User, memory_id: int, now: datetime | None = None) -
         Memory.objects.filter(pk=memory_id, owner=owner, is_deleted=False).update(
             is_deleted=True, deleted_at=now, updated_at=now
         )
+
+
+def memory_update_content(*, owner: User, memory_id: int, content: str, now: datetime | None = None) -> Memory:
+    """A person rewrites a memory: new text, new embedding; its clock and count stay."""
+    now = now or timezone.now()
+    content = content.strip()
+    if not content:
+        raise InvalidOperation(EMPTY_CONTENT, extra={"fields": {"content": [EMPTY_CONTENT]}})
+    if len(content) > MEMORY_MAX_LENGTH:
+        raise InvalidOperation(CONTENT_TOO_LONG, extra={"fields": {"content": [CONTENT_TOO_LONG]}})
+    # Slow CPU work, outside the transaction.
+    vector = vector_to_bytes(embed_text(content))
+    with transaction.atomic():
+        updated = Memory.objects.filter(pk=memory_id, owner=owner, is_deleted=False).update(
+            content=content,
+            content_hash=content_hash(content),
+            embedding=vector,
+            embedding_model=EMBEDDING_MODEL,
+            updated_at=now,
+        )
+        memory = Memory.objects.filter(pk=memory_id, owner=owner).first()
+    if memory is None:
+        raise MemoryNotFound(MEMORY_NOT_FOUND)
+    if not updated:
+        raise InvalidOperation(CANNOT_EDIT_DELETED)
+    return memory
+
+
+def memory_pin(*, owner: User, memory_id: int, pinned: bool, now: datetime | None = None) -> Memory:
+    """Pin: the memory becomes permanent. Unpin: back to the policy it had (reinforceable
+    if it was made permanent), its clock starting now — a contextual one still counts
+    from its creation. Pinning a pinned memory (or unpinning an unpinned one) changes
+    nothing."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        memory = Memory.objects.select_for_update().filter(pk=memory_id, owner=owner).first()
+        if memory is None:
+            raise MemoryNotFound(MEMORY_NOT_FOUND)
+        if memory.is_deleted:
+            raise InvalidOperation(CANNOT_PIN_DELETED)
+        is_pinned = memory.decay_policy == DecayPolicy.PERMANENT
+        if pinned and not is_pinned:
+            Memory.objects.filter(pk=memory.pk).update(
+                unpinned_policy=memory.decay_policy, decay_policy=DecayPolicy.PERMANENT, updated_at=now
+            )
+        elif not pinned and is_pinned:
+            Memory.objects.filter(pk=memory.pk).update(
+                decay_policy=memory.unpinned_policy or DecayPolicy.REINFORCEABLE,
+                unpinned_policy="",
+                last_reinforced_at=now,
+                updated_at=now,
+            )
+        memory.refresh_from_db()
+    return memory
+
+
+def memory_uses_record(
+    *, owner: User, memory_ids: Iterable[int], run_id: int, agent: str, now: datetime | None = None
+) -> int:
+    """Record that run ``run_id``'s ``agent`` was given these memories. Ids that are not
+    the owner's (or no longer exist) are ignored. Returns how many uses were recorded."""
+    now = now or timezone.now()
+    ids = set(Memory.objects.filter(owner=owner, pk__in=set(memory_ids)).values_list("pk", flat=True))
+    with transaction.atomic():
+        MemoryUse.objects.bulk_create(
+            MemoryUse(memory_id=pk, run_id=run_id, agent=agent[:50], used_at=now) for pk in sorted(ids)
+        )
+    return len(ids)

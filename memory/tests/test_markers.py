@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.markers import MARKER, PLACEHOLDERS, parse_markers
+from memory.markers import MARKER, PLACEHOLDERS, parse_agent_memories, parse_markers
 
 # Marker values: no brackets (they end a marker), single-spaced, not a placeholder.
 WORDS = st.text(
@@ -130,3 +130,51 @@ def test_unclosed_or_unknown_markers_are_left_in_the_text() -> None:
     parsed = parse_markers(text)
     assert parsed.empty
     assert parsed.text == text
+
+
+# The agents' [MEMORY: …] markers
+
+
+def test_agent_memories_are_found_and_stripped() -> None:
+    text = (
+        "The fix is in place. [MEMORY: Run  the migrations\n before the tests.]\n"
+        "[memory: Use UTC everywhere.] [MEMORY: …]\n"
+        "    indented code stays\n"
+        "Done [MEMORY: lesson] [REMEMBER: tea] here."
+    )
+    clean, memories = parse_agent_memories(text)
+    assert memories == ["Run the migrations before the tests.", "Use UTC everywhere."]
+    assert clean == "The fix is in place.\n    indented code stays\nDone [REMEMBER: tea] here."
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "No markers at all.",
+        "[MEMORY:]",
+        "[MEMORY:   ]",
+        "[MEMORY: what to remember]",
+        "[MEMORY: ...]",
+        "[MEMORY: Lesson]",
+    ],
+)
+def test_agent_memories_drop_empty_and_placeholder_values(text: str) -> None:
+    clean, memories = parse_agent_memories(text)
+    assert memories == []
+    assert clean == ("No markers at all." if text == "No markers at all." else "")
+
+
+def test_agent_memories_keep_one_of_each_and_leave_chat_markers_alone() -> None:
+    clean, memories = parse_agent_memories("a [MEMORY: x y] b [MEMORY: x  y] c [GOAL: ship]")
+    assert (clean, memories) == ("a b c [GOAL: ship]", ["x y"])
+    # Chat's parser knows nothing of [MEMORY: …].
+    parsed = parse_markers("Noted [MEMORY: x]")
+    assert parsed.empty and parsed.text == "Noted [MEMORY: x]"
+
+
+@given(values=st.lists(VALUES, max_size=5), gaps=st.lists(SURROUNDING, min_size=6, max_size=6))
+def test_every_agent_memory_is_recovered(values: list[str], gaps: list[str]) -> None:
+    text = gaps[0] + "".join(f"[MEMORY: {value}]" + gap for value, gap in zip(values, gaps[1:], strict=False))
+    clean, memories = parse_agent_memories(text)
+    assert memories == list(dict.fromkeys(values))
+    assert "[MEMORY" not in clean

@@ -31,12 +31,12 @@ def recalled(owner, project, agent: str = "coder", **kwargs) -> list[int]:
 
 def test_this_projects_and_global_memories_unscoped_or_the_agents(owner, project) -> None:
     elsewhere = ProjectFactory(owner=owner)
-    here, _ = memory_create(owner=owner, content=LESSON, project=project)
-    shared, _ = memory_create(owner=owner, content=LESSON, is_global=True)
-    mine, _ = memory_create(owner=owner, content=LESSON, project=project, agent="coder")
-    global_mine, _ = memory_create(owner=owner, content=LESSON, is_global=True, agent="coder")
+    here, _, _ = memory_create(owner=owner, content=LESSON, project=project)
+    shared, _, _ = memory_create(owner=owner, content=LESSON, is_global=True)
+    mine, _, _ = memory_create(owner=owner, content=LESSON, project=project, agent="coder")
+    global_mine, _, _ = memory_create(owner=owner, content=LESSON, is_global=True, agent="coder")
     memory_create(owner=owner, content=LESSON, project=project, agent="reviewer")
-    there, _ = memory_create(owner=owner, content=LESSON, project=elsewhere)
+    there, _, _ = memory_create(owner=owner, content=LESSON, project=elsewhere)
     memory_create(owner=owner, content=LESSON)  # no project and not global: not a project's lesson
 
     assert set(recalled(owner, project)) == {here.pk, shared.pk, mine.pk, global_mine.pk}
@@ -49,7 +49,7 @@ def test_never_another_users_nor_deleted_nor_faded(owner, other_user, project) -
     theirs_project = ProjectFactory(owner=other_user)
     memory_create(owner=other_user, content=LESSON, is_global=True)
     memory_create(owner=other_user, content=LESSON, project=theirs_project)
-    gone, _ = memory_create(owner=owner, content=LESSON, project=project)
+    gone, _, _ = memory_create(owner=owner, content=LESSON, project=project)
     memory_delete(owner=owner, memory_id=gone.pk)
     long_ago = timezone.now() - timedelta(days=30)
     memory_create(
@@ -65,11 +65,11 @@ def test_never_another_users_nor_deleted_nor_faded(owner, other_user, project) -
 
 
 def test_ranked_by_score_above_the_minimum_and_at_most_the_limit(owner, project, settings) -> None:
-    close, _ = memory_create(owner=owner, content=LESSON, project=project)
-    near, _ = memory_create(owner=owner, content="List endpoints are paginated with cursors", project=project)
+    close, _, _ = memory_create(owner=owner, content=LESSON, project=project)
+    near, _, _ = memory_create(owner=owner, content="List endpoints are paginated with cursors", project=project)
     memory_create(owner=owner, content="Deploys go out on Tuesdays", project=project)
     # Half as confident, so ranked lower than the same text fresh.
-    half, _ = memory_create(
+    half, _, _ = memory_create(
         owner=owner,
         content=LESSON + " in UTC",
         project=project,

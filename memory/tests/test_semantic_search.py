@@ -79,8 +79,8 @@ def test_paraphrase_with_no_word_in_common_ranks_first(owner: User) -> None:
 
 def test_search_is_ranked_by_similarity_times_confidence(owner: User) -> None:
     now = timezone.now()
-    fresh, _ = memory_create(owner=owner, content="Tea is served at four.", now=now)
-    faded, _ = memory_create(
+    fresh, _, _ = memory_create(owner=owner, content="Tea is served at four.", now=now)
+    faded, _, _ = memory_create(
         owner=owner,
         content="Tea is served at four o'clock sharp.",
         decay_policy=DecayPolicy.CONTEXTUAL,
@@ -96,8 +96,8 @@ def test_search_is_ranked_by_similarity_times_confidence(owner: User) -> None:
 
 def test_min_confidence_leaves_faded_memories_out(owner: User) -> None:
     now = timezone.now()
-    kept, _ = memory_create(owner=owner, content="Standup is at nine.", decay_policy=DecayPolicy.PERMANENT, now=now)
-    faded, _ = memory_create(
+    kept, _, _ = memory_create(owner=owner, content="Standup is at nine.", decay_policy=DecayPolicy.PERMANENT, now=now)
+    faded, _, _ = memory_create(
         owner=owner, content="Standup moved to ten.", half_life_hours=10, now=now - timedelta(hours=8)
     )
     assert set(ids(memory_search(user=owner, query="standup time", now=now))) == {kept.pk, faded.pk}
@@ -109,12 +109,12 @@ def test_min_confidence_leaves_faded_memories_out(owner: User) -> None:
 
 def test_filters_are_exact(owner: User, project: Project) -> None:
     text = "Use tabs, not spaces."
-    plain, _ = memory_create(owner=owner, content=text)
-    coder, _ = memory_create(owner=owner, content=text, agent="coder")
-    persona, _ = memory_create(owner=owner, content=text, personality="terse")
-    in_project, _ = memory_create(owner=owner, content=text, project=project)
-    shared, _ = memory_create(owner=owner, content=text, is_global=True)
-    typed, _ = memory_create(owner=owner, content=text + " Always.", memory_type="preference")
+    plain, _, _ = memory_create(owner=owner, content=text)
+    coder, _, _ = memory_create(owner=owner, content=text, agent="coder")
+    persona, _, _ = memory_create(owner=owner, content=text, personality="terse")
+    in_project, _, _ = memory_create(owner=owner, content=text, project=project)
+    shared, _, _ = memory_create(owner=owner, content=text, is_global=True)
+    typed, _, _ = memory_create(owner=owner, content=text + " Always.", memory_type="preference")
     everything = {plain.pk, coder.pk, persona.pk, in_project.pk, shared.pk, typed.pk}
 
     def found(**filters: object) -> set[int]:
@@ -133,12 +133,12 @@ def test_filters_are_exact(owner: User, project: Project) -> None:
 
 def test_other_users_memories_are_never_found(owner: User, other_user: User) -> None:
     memory_create(owner=other_user, content="Bob's secret: the vault code is 1234.")
-    mine, _ = memory_create(owner=owner, content="My locker code is 99.")
+    mine, _, _ = memory_create(owner=owner, content="My locker code is 99.")
     assert ids(memory_search(user=owner, query="vault code", limit=50)) == [mine.pk]
 
 
 def test_soft_deleted_memories_are_never_returned(owner: User) -> None:
-    memory, _ = memory_create(owner=owner, content="The staging server is called hermes.")
+    memory, _, _ = memory_create(owner=owner, content="The staging server is called hermes.")
     assert ids(memory_search(user=owner, query="staging server name")) == [memory.pk]
     memory_delete(owner=owner, memory_id=memory.pk)
     memory_delete(owner=owner, memory_id=memory.pk)  # idempotent
@@ -149,24 +149,24 @@ def test_soft_deleted_memories_are_never_returned(owner: User) -> None:
 
 def test_dedup_returns_and_reinforces_the_existing_memory(owner: User, project: Project) -> None:
     then = timezone.now() - timedelta(hours=5)
-    first, created = memory_create(owner=owner, content="Prefers  dark mode.", now=then)
+    first, created, _ = memory_create(owner=owner, content="Prefers  dark mode.", now=then)
     assert created
-    again, created = memory_create(owner=owner, content="  prefers dark MODE. ")
+    again, created, _ = memory_create(owner=owner, content="  prefers dark MODE. ")
     assert not created
     assert again.pk == first.pk
     assert again.reinforce_count == 1 and again.last_reinforced_at > then
     # Another scope is another memory; so is one stored after a delete.
-    _, created = memory_create(owner=owner, content="Prefers dark mode.", project=project)
+    _, created, _ = memory_create(owner=owner, content="Prefers dark mode.", project=project)
     assert created
     memory_delete(owner=owner, memory_id=first.pk)
-    replacement, created = memory_create(owner=owner, content="Prefers dark mode.")
+    replacement, created, _ = memory_create(owner=owner, content="Prefers dark mode.")
     assert created and replacement.pk != first.pk
     assert Memory.objects.filter(owner=owner).count() == 3
 
 
 def test_reinforce_resets_the_clock_and_counts(owner: User) -> None:
     then = timezone.now() - timedelta(hours=3)
-    memory, _ = memory_create(owner=owner, content="Lunch is at noon.", now=then)
+    memory, _, _ = memory_create(owner=owner, content="Lunch is at noon.", now=then)
     now = timezone.now()
     memory = memory_reinforce(owner=owner, memory_id=memory.pk, now=now)
     assert memory.last_reinforced_at == now
@@ -175,13 +175,13 @@ def test_reinforce_resets_the_clock_and_counts(owner: User) -> None:
 
 
 def test_reinforce_errors(owner: User, other_user: User) -> None:
-    permanent, _ = memory_create(owner=owner, content="Pi is about 3.14.", decay_policy=DecayPolicy.PERMANENT)
+    permanent, _, _ = memory_create(owner=owner, content="Pi is about 3.14.", decay_policy=DecayPolicy.PERMANENT)
     with pytest.raises(InvalidOperation) as error:
         memory_reinforce(owner=owner, memory_id=permanent.pk)
     assert error.value.message == CANNOT_REINFORCE_PERMANENT
     assert error.value.code == "invalid_operation" and error.value.status_code == 400
 
-    deleted, _ = memory_create(owner=owner, content="Old fact.")
+    deleted, _, _ = memory_create(owner=owner, content="Old fact.")
     memory_delete(owner=owner, memory_id=deleted.pk)
     with pytest.raises(InvalidOperation) as error:
         memory_reinforce(owner=owner, memory_id=deleted.pk)
@@ -195,7 +195,7 @@ def test_reinforce_errors(owner: User, other_user: User) -> None:
 
 def test_writes_by_another_process_are_seen_by_the_next_search(owner: User) -> None:
     index = semantic_index()
-    mine, _ = memory_create(owner=owner, content="The build server runs Debian.")
+    mine, _, _ = memory_create(owner=owner, content="The build server runs Debian.")
     assert ids(memory_search(user=owner, query="build machine operating system")) == [mine.pk]
     rebuilds = index.full_rebuilds
 
@@ -291,7 +291,7 @@ def test_a_second_index_sees_what_the_first_process_wrote(owner: User) -> None:
     query = embed_text("holiday")
     f = CandidateFilter(now_ts=timezone.now().timestamp(), owner_id=owner.pk)
     assert first.search(query, 5, f) == [] and second.search(query, 5, f) == []
-    memory, _ = memory_create(owner=owner, content="I'm on holiday in August.")
+    memory, _, _ = memory_create(owner=owner, content="I'm on holiday in August.")
     assert [h.memory_id for h in second.search(query, 5, f)] == [memory.pk]
     memory_delete(owner=owner, memory_id=memory.pk)
     assert first.search(query, 5, f) == [] and second.search(query, 5, f) == []

@@ -1,4 +1,5 @@
-"""The "Memories" page: search semantic memories by meaning, add, reinforce, delete.
+"""The "Memories" page: search semantic memories by meaning, add, reinforce, edit, pin,
+delete; each shown with where it came from, which runs used it and when it fades.
 
 Thin views over memory.services.semantic and memory.selectors.semantic.
 """
@@ -11,23 +12,79 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils.http import urlencode
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.selectors import request_user
 from core.exceptions import ApplicationError
-from memory.forms.semantic import QUERY_MAX_LENGTH, MemoryForm, RecallSearchForm
+from memory.forms.semantic import QUERY_MAX_LENGTH, MemoryEditForm, MemoryForm, RecallSearchForm
+from memory.models.semantic import DecayPolicy, Memory, MemorySource
 from memory.selectors.semantic import (
     MemorySearchResult,
     memory_confidence,
+    memory_fades_at,
     memory_get_for_user,
     memory_list_recent,
     memory_search,
+    memory_uses_for,
 )
-from memory.services.semantic import memory_create, memory_delete, memory_reinforce
+from memory.services.semantic import (
+    InvalidOperation,
+    memory_create,
+    memory_delete,
+    memory_pin,
+    memory_reinforce,
+    memory_update_content,
+)
 
 RESULT_LIMIT = 20
+CONSOLIDATED_MESSAGE = "A memory saying much the same was reinforced instead (the longer wording kept)."
+
+
+# A run's page lives in pipelines, which memory may not import: reached by URL name
+# (ARCHITECTURE.md, "three ways a lower app reaches a higher one").
+RUN_PAGE_URL_NAME = "pipelines:run-lineage"
+
+
+def run_page_url(run_id: int) -> str | None:
+    """The run's lineage page, or None when no app serves one (runs shown as text)."""
+    try:
+        return reverse(RUN_PAGE_URL_NAME, kwargs={"run_id": run_id})
+    except NoReverseMatch:
+        return None
+
+
+def source_label(memory: Memory) -> str:
+    """Where a memory came from, in a few words."""
+    run = f"run {memory.source_run_id}" if memory.source_run_id else "a run"
+    if memory.source == MemorySource.FEEDBACK:
+        return f"Feedback on {run}"
+    if memory.source == MemorySource.FINDING:
+        return f"Review finding in {run}"
+    if memory.source == MemorySource.AGENT:
+        who = f"Agent {memory.agent}" if memory.agent else "An agent"
+        return f"{who} in {run}" if memory.source_run_id else who
+    if memory.source == MemorySource.DISTILLED:
+        return f"Distilled from {run}"
+    return "Written by a person"
+
+
+def _annotate(rows: list[dict[str, Any]]) -> None:
+    uses = memory_uses_for(memory_ids=[row["memory"].pk for row in rows])
+    for row in rows:
+        memory: Memory = row["memory"]
+        row["confidence_pct"] = round(100 * row["confidence"])
+        row["similarity_pct"] = None if row["similarity"] is None else round(100 * max(0.0, row["similarity"]))
+        row["pinned"] = memory.decay_policy == DecayPolicy.PERMANENT
+        row["fades_at"] = memory_fades_at(memory=memory)
+        row["source_label"] = source_label(memory)
+        row["source_url"] = run_page_url(memory.source_run_id) if memory.source_run_id else None
+        row["use_count"] = uses[memory.pk].count
+        row["latest_uses"] = [
+            {"run_id": use.run_id, "agent": use.agent, "used_at": use.used_at, "url": run_page_url(use.run_id)}
+            for use in uses[memory.pk].latest
+        ]
 
 
 def _results(request: HttpRequest, form: RecallSearchForm) -> tuple[str, list[dict[str, Any]]]:
@@ -48,9 +105,7 @@ def _results(request: HttpRequest, form: RecallSearchForm) -> tuple[str, list[di
             {"memory": m, "similarity": None, "confidence": memory_confidence(memory=m), "score": None}
             for m in memory_list_recent(user=user, limit=RESULT_LIMIT)
         ]
-    for row in rows:
-        row["confidence_pct"] = round(100 * row["confidence"])
-        row["similarity_pct"] = None if row["similarity"] is None else round(100 * max(0.0, row["similarity"]))
+    _annotate(rows)
     return query, rows
 
 
@@ -85,7 +140,7 @@ def recall_add(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
-            _, created = memory_create(
+            _, created, consolidated = memory_create(
                 owner=user,
                 content=data["content"],
                 memory_type=data["memory_type"],
@@ -99,6 +154,10 @@ def recall_add(request: HttpRequest) -> HttpResponse:
         else:
             if created:
                 messages.success(request, "Remembered.")
+            elif consolidated:
+                messages.info(
+                    request, "A memory saying much the same was reinforced instead (the longer wording kept)."
+                )
             else:
                 messages.info(request, "Already remembered: the existing memory was reinforced.")
             return redirect("memory:recall")
@@ -128,3 +187,39 @@ def recall_delete(request: HttpRequest, memory_id: int) -> HttpResponse:
     memory_delete(owner=request_user(request), memory_id=pk)
     messages.success(request, "Memory deleted.")
     return _back(request)
+
+
+@login_required
+@require_POST
+def recall_pin(request: HttpRequest, memory_id: int) -> HttpResponse:
+    """Pin (``pinned=1``: permanent) or unpin (``pinned=0``: back to its policy)."""
+    user = request_user(request)
+    pk = memory_get_for_user(user=user, memory_id=memory_id).pk
+    pinned = request.POST.get("pinned") == "1"
+    try:
+        memory_pin(owner=user, memory_id=pk, pinned=pinned)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Pinned: it never fades." if pinned else "Unpinned: it fades by its policy again.")
+    return _back(request)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def recall_edit(request: HttpRequest, memory_id: int) -> HttpResponse:
+    user = request_user(request)
+    memory = memory_get_for_user(user=user, memory_id=memory_id)
+    if request.method == "GET":
+        form = MemoryEditForm(initial={"content": memory.content})
+        return render(request, "memory/recall_edit.html", {"form": form, "memory": memory})
+    form = MemoryEditForm(request.POST)
+    if form.is_valid():
+        try:
+            memory_update_content(owner=user, memory_id=memory.pk, content=form.cleaned_data["content"])
+        except InvalidOperation as exc:
+            form.add_error(None, exc.message)
+        else:
+            messages.success(request, "Memory saved.")
+            return redirect("memory:recall")
+    return render(request, "memory/recall_edit.html", {"form": form, "memory": memory}, status=400)

@@ -199,3 +199,13 @@ def test_a_failing_recall_does_not_stop_the_run(fake_llm, project, owner, monkey
     run = drive_in_process(run_start(task=TaskFactory(project=project, title="Add x"), user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert all(call.recalled["memories"] == [] for call in AgentCall.objects.filter(run=run))
+
+
+def test_each_recall_is_recorded_as_a_use_of_the_memory(fake_llm, project, owner, lessons) -> None:
+    from memory.models import MemoryUse
+
+    run = run_task(fake_llm, orders_task(project), owner)
+    uses = MemoryUse.objects.filter(memory_id=lessons[SNAKE_CASE], run_id=run.pk)
+    assert sorted(uses.values_list("agent", flat=True)) == ["coder", "planner", "reviewer"]
+    assert not MemoryUse.objects.filter(memory_id=lessons[UNRELATED]).exists()
+    assert not MemoryUse.objects.filter(memory_id=lessons[CURSOR_PAGINATION], agent="planner").exists()
