@@ -28,6 +28,7 @@ BENCHES = [
     "bench_context.py",
     "bench_events.py",
     "bench_memory_search.py",
+    "bench_memory_retrieval.py",
     "bench_pipeline.py",
     "bench_coder_edits.py",
 ]
