@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from .parsers import SafeJSONParser, text_problem
 
 NOT_A_STRING = "Not a valid string."
+NOT_A_BOOLEAN = "Must be true or false."
 
 
 class StrictCharField(serializers.CharField):
@@ -29,6 +30,17 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """JSON true/false only: no "yes", 1 or "on"."""
+
+    default_error_messages = {"invalid": NOT_A_BOOLEAN}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
 
 
 class StrictJSONField(serializers.JSONField):

@@ -18,6 +18,11 @@ from llm.providers.base import Tool
 PLANNER = "planner"
 CODER = "coder"
 REVIEWER = "reviewer"
+# Not one of the team: the short call that turns a run's findings and feedback into
+# lessons (pipelines/learning.py).
+DISTILLER = "distiller"
+LESSONS_MAX = 3
+LESSON_TEXT_MAX_LENGTH = 400
 
 PLAN_TOOL = Tool(
     name="submit_plan",
@@ -71,6 +76,22 @@ REVIEW_TOOL = Tool(
     },
 )
 
+LESSONS_TOOL = Tool(
+    name="record_lessons",
+    description="Record the lessons the team should apply on later tasks of this project.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "lessons": {
+                "type": "array",
+                "maxItems": LESSONS_MAX,
+                "items": {"type": "string", "minLength": 1, "maxLength": LESSON_TEXT_MAX_LENGTH},
+            }
+        },
+        "required": ["lessons"],
+    },
+)
+
 SYSTEM_PROMPTS = {
     PLANNER: (
         "You are the Planner of a software team. Split the task into a short ordered list "
@@ -80,6 +101,13 @@ SYSTEM_PROMPTS = {
         "You are the Reviewer of a software team. Check the changes against the task and the "
         "plan: correctness, missing pieces, bugs, tests. Set pass to true only if the change "
         "can be merged as it is. Answer only by calling submit_review."
+    ),
+    DISTILLER: (
+        "You keep a software team's memory. From what a person or a reviewer said about one change, "
+        f"write at most {LESSONS_MAX} lessons the team should apply on later tasks of the same project: "
+        "conventions, preferences, recurring mistakes. Each lesson is one short imperative sentence that "
+        "stands on its own (no 'this task', no line numbers). Leave out what mattered only for this one "
+        "change; an empty list is a fine answer. Answer only by calling record_lessons."
     ),
 }
 
@@ -112,7 +140,12 @@ class AgentSpec:
 
 AGENTS = {
     spec.name: spec
-    for spec in (AgentSpec(PLANNER, PLAN_TOOL), AgentSpec(CODER, None), AgentSpec(REVIEWER, REVIEW_TOOL))
+    for spec in (
+        AgentSpec(PLANNER, PLAN_TOOL),
+        AgentSpec(CODER, None),
+        AgentSpec(REVIEWER, REVIEW_TOOL),
+        AgentSpec(DISTILLER, LESSONS_TOOL),
+    )
 }
 
 
@@ -209,3 +242,9 @@ def reviewer_prompt(
         parts.append("# The project's tests on this branch\n" + verify_summary)
     parts.append("Review the changes.")
     return "\n\n".join(parts)
+
+
+def distiller_prompt(*, title: str, origin: str, texts: list[str]) -> str:
+    """What the distiller reads: the task's title and what was said about the change."""
+    said = "\n".join(f"- {' '.join(text.split())}" for text in texts)
+    return f"# Task\nTitle: {title}\n\n# {origin[:1].upper() + origin[1:]}\n{said}\n\nRecord the lessons."

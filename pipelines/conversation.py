@@ -86,6 +86,8 @@ def call_agent(
     *,
     worktree: Path | None = None,
     instructions_from: Path | None = None,
+    bare: bool = False,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Call the agent until its answer validates (one retry with the errors).
 
@@ -96,15 +98,18 @@ def call_agent(
 
     The system prompt, read once here for all the phase's turns, has the project's
     instructions: AGENTS.md/CLAUDE.md at the root of ``instructions_from`` (default: the
-    worktree) and the project's setting."""
+    worktree) and the project's setting. A ``bare`` call (the distiller, which reads
+    only what it is given) has its role alone: no instructions, memories or notes.
+    ``max_tokens`` caps the answer below the run's own limit."""
     spec = agents.AGENTS[agent_name]
     tool = spec.tool
     if tool is None:
         raise ValueError(f"The {agent_name} answers in an editing conversation, not with a tool.")
     root = instructions_from if instructions_from is not None else worktree
-    recall = recall_for_phase(run, agent_name)
-    system = agent_system_prompt(run, agent_name, root, recall=recall)
-    recalled = recall.record()
+    recall = Recall() if bare else recall_for_phase(run, agent_name)
+    system = spec.system_prompt("") if bare else agent_system_prompt(run, agent_name, root, recall=recall)
+    # A bare call was given nothing to recall: it records nothing (the panel leaves it out).
+    recalled = {} if bare else recall.record()
     log = AgentLogStream(task=run.task, run=run, agent=agent_name)
     provider = run_provider(run)
     explore: tuple[Tool, ...] = ()
@@ -112,6 +117,7 @@ def call_agent(
         from repos.tools import REPO_TOOLS
 
         explore = tuple(REPO_TOOLS)
+    answer_limit = min(limit for limit in (run.max_tokens, max_tokens) if limit) if max_tokens else run.max_tokens
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     problems: list[str] = []
     turns = tokens = 0
@@ -123,7 +129,7 @@ def call_agent(
                 system=system,
                 messages=messages,
                 model=run.model,
-                max_tokens=run.max_tokens,
+                max_tokens=answer_limit,
                 tool=tool,
                 explore_tools=explore,
                 force_answer=bool(explore) and out_of_turns,

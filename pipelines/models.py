@@ -88,6 +88,10 @@ class PipelineRun(TimeStampedModel):
     # The plan subtask (its ``order``) the Coder said it is working on; cleared by every
     # change of status, so it is only ever set while the run is coding or fixing.
     current_subtask = models.PositiveSmallIntegerField(null=True, blank=True)
+    # What the run taught the team (pipelines/lessons.py): one entry per moment it
+    # learned at (a request for changes, a review round fixed, its approval), naming the
+    # memories written or reinforced. Its keys keep a phase done twice from learning twice.
+    lessons = models.JSONField(default=list, blank=True)
     # Working on a linked repository: the run's own branch and git worktree.
     branch = models.CharField(max_length=255, blank=True)
     worktree_path = models.CharField(max_length=1000, blank=True)

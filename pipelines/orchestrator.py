@@ -32,7 +32,9 @@ from .conversation import (
     should_stop,
 )
 from .events import AgentLogStream
+from .learning import learn
 from .leases import Lease
+from .lessons import REVIEWER_SOURCE, feedback_moment, findings_moment
 from .lineage import context_record_agent_call
 from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, RunStatus
 from .recall import recall_for_phase
@@ -141,6 +143,9 @@ def _code(run: PipelineRun, lease: Lease) -> None:
     worktree = workspace.workspace_ensure(run)
     # A phase redone after a crash must not find the files of the attempt that was lost.
     workspace.workspace_reset(run, worktree)
+    # A person asked for changes: the next tasks of the project learn it now, not only
+    # once this run ends (it may never pass).
+    learn(run, lease, feedback_moment(run))
     findings = run.review_findings if run.status == RunStatus.FIXING else []
     task = run.task
     prompt = agents.coder_editing_prompt(
@@ -278,10 +283,16 @@ def _review(run: PipelineRun, lease: Lease) -> None:
             verify_summary=_verify_summary(run.verify_result),
         )
         review = call_agent(run, lease, agents.REVIEWER, prompt, worktree=worktree)
-    findings = [*known, *review["findings"]]
+    # Tagged so that learning can tell the Reviewer's own findings from failing tests and
+    # the Coder's out-of-turns note (pipelines/lessons.py).
+    findings = [*known, *({**finding, "source": REVIEWER_SOURCE} for finding in review["findings"])]
     passed = bool(review["pass"]) and not known
     iteration = run.iteration + 1
     history = [*run.review_history, {"iteration": iteration, "pass": passed, "findings": findings}]
+    if passed:
+        # What the fix rounds had to fix is a lesson for the next tasks.
+        half_life = task.project.lesson_half_life_hours
+        learn(run, lease, findings_moment(run, history, half_life_hours=half_life))
     fields: dict[str, Any] = {
         "iteration": iteration,
         "review_findings": findings,

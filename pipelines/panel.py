@@ -155,6 +155,38 @@ def _recalled(run: PipelineRun) -> list[dict[str, Any]]:
     ]
 
 
+LESSON_LABELS = {
+    "feedback": "From the request for changes",
+    "findings": "From the review findings a fix round fixed",
+    "approval": "On approval",
+}
+
+
+def _lessons(run: PipelineRun) -> list[dict[str, Any]]:
+    """What the run taught, moment by moment; a lesson stored for several agents once."""
+    shown = []
+    for entry in run.lessons if isinstance(run.lessons, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        lessons: dict[str, dict[str, Any]] = {}
+        for memory in entry.get("memories") or []:
+            if not isinstance(memory, dict) or not memory.get("content"):
+                continue
+            lesson = lessons.setdefault(memory["content"], {"content": memory["content"], "agents": [], "how": ""})
+            lesson["agents"].append(AGENT_INFO.get(memory.get("agent", ""), (memory.get("agent") or "team", ""))[0])
+            lesson["how"] = lesson["how"] or memory.get("how", "")
+        shown.append(
+            {
+                "kind": entry.get("kind", ""),
+                "label": LESSON_LABELS.get(entry.get("kind", ""), "Learned"),
+                "distilled": bool(entry.get("distilled")),
+                "lessons": list(lessons.values()),
+                "note": entry.get("note", ""),
+            }
+        )
+    return shown
+
+
 def _needs_key() -> bool:
     return settings.LLM_PROVIDER == "anthropic" and not settings.ANTHROPIC_API_KEY and not settings.LLM_DEMO_MODE
 
@@ -225,6 +257,7 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "subtasks": _subtasks(run),
         "reviews": _reviews(run.review_history) if run and isinstance(run.review_history, list) else [],
         "recalled": _recalled(run) if run else [],
+        "lessons": _lessons(run) if run else [],
         "diff": diff,
         "totals": totals,
         "logs": logs,

@@ -73,7 +73,9 @@ def recall_for_phase(run: PipelineRun, agent: str) -> Recall:
     project = run.task.project
     owner = project.owner
     try:
-        found = memory_recall(user=owner, project=project, agent=agent, query=recall_query(run, agent))
+        found = memory_recall(
+            user=owner, project=project, agent=agent, query=recall_query(run, agent), not_from_run=run.pk
+        )
     except Exception:
         # Memory helps a run; it must not stop one (the embedder or the index failing).
         logger.exception("Run %s: could not recall memories for the %s", run.pk, agent)

@@ -46,6 +46,8 @@ def run_recalled(*, run: PipelineRun) -> list[dict[str, Any]]:
     agents: dict[str, dict[str, Any]] = {}
     for call in calls:
         recalled = call.recalled if isinstance(call.recalled, dict) else {}
+        if not recalled:
+            continue  # a call made before recall existed, or one given nothing (the distiller)
         entry = agents.setdefault(call.agent, {"agent": call.agent, "memories": {}, "notes": None, "calls": 0})
         entry["calls"] += 1
         for memory in recalled.get("memories") or []:

@@ -26,6 +26,7 @@ from tasks.models import Task
 from tasks.services import task_move
 
 from .events import EventType, event_publish
+from .lessons import lessons_on_approval
 from .models import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
@@ -413,7 +414,10 @@ def run_approve(*, run: PipelineRun, actor: User | None = None) -> PipelineRun:
                 extra={"conflicts": result["conflicts"]},
             )
         fields["merge_result"] = result
-    return run_transition(run=run, to_status=RunStatus.APPROVED, reason="approved", actor=actor, fields=fields)
+    run = run_transition(run=run, to_status=RunStatus.APPROVED, reason="approved", actor=actor, fields=fields)
+    # The approval teaches: the memories the run was given proved right.
+    lessons_on_approval(run)
+    return run
 
 
 def run_discard_branch(*, run: PipelineRun, actor: User | None = None) -> PipelineRun:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .models import INSTRUCTIONS_MAX_LENGTH, PROJECT_NAME_MAX_LENGTH
+from .models import INSTRUCTIONS_MAX_LENGTH, LESSON_HALF_LIFE_MAX_HOURS, PROJECT_NAME_MAX_LENGTH
 
 
 class ProjectForm(forms.Form):
@@ -38,4 +38,21 @@ class ProjectForm(forms.Form):
         required=False,
         help_text="Added to every agent's system prompt, after the repository's AGENTS.md or CLAUDE.md.",
         widget=forms.Textarea(attrs={"rows": 6, "placeholder": "e.g. Use type hints; never touch migrations/."}),
+    )
+    learn_distil = forms.BooleanField(
+        label="Distil lessons with the model",
+        required=False,
+        initial=True,
+        help_text=(
+            "When a run ends or waits for you, one short call of the project's model turns its review findings "
+            "and your requests for changes into at most three lessons (its cost is on the run). "
+            "Off: they are kept word for word."
+        ),
+    )
+    lesson_half_life_hours = forms.FloatField(
+        label="Half-life of review lessons (hours)",
+        required=False,
+        min_value=1,
+        max_value=LESSON_HALF_LIFE_MAX_HOURS,
+        help_text="How fast a lesson from a review finding fades unless it is used again. Empty = server default.",
     )

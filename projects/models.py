@@ -10,6 +10,7 @@ from core.models import TimeStampedModel
 PROJECT_NAME_MAX_LENGTH = 100
 DEFAULT_PROJECT_NAME = "My first project"
 INSTRUCTIONS_MAX_LENGTH = 20_000
+LESSON_HALF_LIFE_MAX_HOURS = 100_000  # about eleven years
 
 
 class Project(TimeStampedModel):
@@ -36,6 +37,20 @@ class Project(TimeStampedModel):
         blank=True,
         max_length=INSTRUCTIONS_MAX_LENGTH,
         help_text="Conventions and rules for the agents; added to every agent's system prompt.",
+    )
+    # What runs teach (pipelines/learning.py): distilled by one short call of the
+    # project's model, or stored as the person and the Reviewer wrote it.
+    learn_distil = models.BooleanField(
+        "distil lessons with the model",
+        default=True,
+        help_text="One short call of the project's model turns a run's findings and feedback into at most 3 lessons.",
+    )
+    lesson_half_life_hours = models.FloatField(
+        "half-life of review lessons (hours)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(LESSON_HALF_LIFE_MAX_HOURS)],
+        help_text="How fast a lesson from a review finding fades. Empty = the server's default.",
     )
 
     class Meta:

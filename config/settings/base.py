@@ -417,6 +417,9 @@ MEMORY_RECALL_MIN_SCORE = env_float("MEMORY_RECALL_MIN_SCORE", default=0.1, mini
 # that one instead of being stored beside it (memory.services.semantic.memory_create).
 # 1 turns it off but for identical wording; 0.90 joins rephrasings, not related facts.
 MEMORY_CONSOLIDATE_SIMILARITY = env_float("MEMORY_CONSOLIDATE_SIMILARITY", default=0.90, minimum=0.5, maximum=1.0)
+# The distillation call that turns a run's findings and feedback into lessons
+# (pipelines/learning.py; a project can turn it off): its answer is capped here.
+LEARN_DISTIL_MAX_TOKENS = env_int("LEARN_DISTIL_MAX_TOKENS", default=800, minimum=100)
 # Context items expire this long after they are saved (0 = never).
 CONTEXT_TTL_DAYS = env_int("CONTEXT_TTL_DAYS", default=30)
 DAILY_LOG_RETENTION_DAYS = env_int("DAILY_LOG_RETENTION_DAYS", default=30, minimum=1)

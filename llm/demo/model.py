@@ -198,7 +198,20 @@ def default_reply(request: MessagesRequest, delay: float = 0.01) -> DemoReply:
             input={"pass": True, "findings": []},
             chunk_delay=delay,
         )
+    if tool == "record_lessons":
+        return ToolReply(
+            text="Keeping what holds beyond this change.\n",
+            input={"lessons": _lessons_said(request)},
+            chunk_delay=delay,
+        )
     return TextReply(text=_chat_answer(request), chunk_delay=delay)
+
+
+def _lessons_said(request: MessagesRequest) -> list[str]:
+    """The demo's distillation: what was said (the prompt's bullet lines), at most three,
+    as sentences."""
+    said = [line[2:].strip() for line in request.message_texts[-1].splitlines() if line.startswith("- ")]
+    return [(text if text.endswith(".") else f"{text}.")[:400] for text in said if text][:3]
 
 
 EDITOR_TOOL_NAME = "str_replace_based_edit_tool"

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.selectors import request_user
-from core.api import ApiView, SafeJSONParser, StrictCharField, error_responses
+from core.api import ApiView, SafeJSONParser, StrictBooleanField, StrictCharField, error_responses
 from memory.models.semantic import MEMORY_MAX_LENGTH, DecayPolicy, Memory, MemorySource
 from memory.selectors.semantic import (
     SEARCH_LIMIT_MAX,
@@ -38,19 +38,7 @@ from projects.api.fields import OwnedProjectField
 from projects.selectors import project_get_for_user
 
 MEMORY_ID = OpenApiParameter("memory_id", int, OpenApiParameter.PATH, description="The memory's id.")
-NOT_A_BOOLEAN = "Must be true or false."
 SEARCH_QUERY_MAX_LENGTH = 2000
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """JSON true/false only: no "yes", 1 or "on"."""
-
-    default_error_messages = {"invalid": NOT_A_BOOLEAN}
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid")
-        return data
 
 
 class MemoryUseSerializer(serializers.Serializer):

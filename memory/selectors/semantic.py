@@ -151,6 +151,16 @@ def memory_uses_for(*, memory_ids: Iterable[int], latest: int = LATEST_USES) -> 
     return uses
 
 
+def memory_ids_used_by_run(*, owner: User, run_id: int) -> list[int]:
+    """The ids of the owner's memories that run ``run_id`` was given, in id order."""
+    return list(
+        MemoryUse.objects.filter(run_id=run_id, memory__owner=owner)
+        .values_list("memory_id", flat=True)
+        .distinct()
+        .order_by("memory_id")
+    )
+
+
 def memory_uses_get(*, memory: Memory, latest: int = LATEST_USES) -> MemoryUses:
     return memory_uses_for(memory_ids=[memory.pk], latest=latest)[memory.pk]
 
@@ -277,6 +287,7 @@ def memory_recall(
     query: str,
     limit: int | None = None,
     min_score: float | None = None,
+    not_from_run: int | None = None,
     now: datetime | None = None,
 ) -> list[MemorySearchResult]:
     """The user's live memories that fit an agent's call on ``project``, best first.
@@ -284,7 +295,8 @@ def memory_recall(
     In scope: the project's memories and the global ones; of those, the ones scoped to
     ``agent`` and the ones scoped to no agent. Ranked by similarity × confidence; a
     memory scoring under ``min_score`` (default MEMORY_RECALL_MIN_SCORE) or faded to
-    nothing is left out; at most ``limit`` (default MEMORY_RECALL_LIMIT)."""
+    nothing is left out; at most ``limit`` (default MEMORY_RECALL_LIMIT). Memories that
+    run ``not_from_run`` wrote are left out too: the run has what taught them in hand."""
     limit = settings.MEMORY_RECALL_LIMIT if limit is None else limit
     min_score = settings.MEMORY_RECALL_MIN_SCORE if min_score is None else min_score
     if limit <= 0 or not query.strip():
@@ -299,7 +311,8 @@ def memory_recall(
     for place in places:
         for scoped_agent in agents:
             for result in memory_search(user=user, query=query, limit=limit, agent=scoped_agent, now=now, **place):
-                if result.confidence > 0 and result.score >= min_score:
+                from_this_run = not_from_run is not None and result.memory.source_run_id == not_from_run
+                if result.confidence > 0 and result.score >= min_score and not from_this_run:
                     found[result.memory.pk] = result
     ranked = sorted(found.values(), key=lambda r: (-r.score, -r.similarity, -r.memory.pk))
     return ranked[:limit]

@@ -213,6 +213,18 @@ def memory_reinforce(*, owner: User, memory_id: int, now: datetime | None = None
     return memory
 
 
+def memory_reinforce_many(*, owner: User, memory_ids: Iterable[int], now: datetime | None = None) -> int:
+    """Reinforce the owner's live, fading memories among ``memory_ids`` (a run that was
+    given them was approved); deleted and permanent ones are left as they are. Returns
+    how many were reinforced."""
+    now = now or timezone.now()
+    return (
+        Memory.objects.filter(pk__in=set(memory_ids), owner=owner, is_deleted=False)
+        .exclude(decay_policy=DecayPolicy.PERMANENT)
+        .update(last_reinforced_at=now, reinforce_count=F("reinforce_count") + 1, updated_at=now)
+    )
+
+
 def memory_delete(*, owner: User, memory_id: int, now: datetime | None = None) -> None:
     """Soft delete: kept in the database, never found by search again. Idempotent."""
     now = now or timezone.now()

@@ -23,6 +23,14 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
         )
     )
 
+    lessons = serializers.JSONField(
+        read_only=True,
+        help_text=(
+            "What the run taught, one entry per moment (kind feedback, findings or approval): the memories "
+            "written or reinforced (id, agent, content, how), whether they were distilled, the approval's note."
+        ),
+    )
+
     class Meta:
         model = PipelineRun
         fields = [
@@ -62,6 +70,7 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
             "cost_usd",
             "allowed_actions",
             "recalled",
+            "lessons",
             "created_at",
             "started_at",
             "finished_at",

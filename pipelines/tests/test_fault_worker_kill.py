@@ -103,11 +103,13 @@ CASES: dict[str, tuple[str, list[ToolReply], ToolReply, list[ToolReply], list[tu
             ("coder", "fixing"),
             ("coder", "fixing"),
             ("reviewer", "reviewing"),
+            # The fixed finding is distilled into a lesson once the review passes.
+            ("distiller", "reviewing"),
         ],
     ),
 }
 # Requests by the tool that answers them: the Coder's turns carry the editor.
-TOOL_OF_AGENT = {"planner": "submit_plan", "coder": EDITOR, "reviewer": "submit_review"}
+TOOL_OF_AGENT = {"planner": "submit_plan", "coder": EDITOR, "reviewer": "submit_review", "distiller": "record_lessons"}
 
 
 def _answering_tool(request: RecordedRequest) -> str:

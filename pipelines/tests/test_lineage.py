@@ -77,7 +77,7 @@ def test_a_run_leaves_its_lineage_and_daily_log(fake_llm, task, owner, owner_cli
     assert passed_review.parent_ids[0] == fixed.pk
     assert context_decode(passed_review)["output"] == PASS
     prompt_items = _output(run, "prompt")
-    assert len(prompt_items) == 4  # coder ×2, reviewer ×2
+    assert len(prompt_items) == 5  # coder ×2, reviewer ×2, the distiller of the fixed finding
     assert "x must be 2" in context_decode(ContextItem.objects.get(pk=fixed.metadata["input_id"]))["prompt"]
 
     # Every call is in the daily log, the invalid one as an error.
@@ -91,6 +91,7 @@ def test_a_run_leaves_its_lineage_and_daily_log(fake_llm, task, owner, owner_cli
         ("coder", "ok"),
         ("coder", "ok"),
         ("reviewer", "ok"),
+        ("distiller", "ok"),
     ]
     assert AgentCall.objects.filter(run=run).count() == len(entries)
     assert entries[0].error.startswith("Invalid output: ")
@@ -107,7 +108,8 @@ def test_a_run_leaves_its_lineage_and_daily_log(fake_llm, task, owner, owner_cli
     # The API gives the run's lineage; the page shows it; both only to the owner.
     rows = owner_client.get("/api/memory/contexts", {"run": run.pk}).json()
     assert [row["type"] for row in rows][:2] == ["task", "plan"]
-    assert len(rows) == ContextItem.objects.filter(run=run).count() == 10
+    # task, plan, changes ×2, review ×2, prompts ×5 (with the distiller's), the distiller's lessons
+    assert len(rows) == ContextItem.objects.filter(run=run).count() == 12
     assert other_client.get("/api/memory/contexts", {"run": run.pk}).status_code == 404
     graph = owner_client.get(f"/api/memory/contexts/{plan.pk}/lineage").json()
     assert passed_review.pk in {node["id"] for node in graph["nodes"]}

@@ -210,10 +210,13 @@ def test_budget_pauses_before_spending_more(fake_llm, task, owner, settings) -> 
 def test_request_changes_then_approve(fake_llm, task, owner) -> None:
     fake_llm.script(ToolReply(input=PLAN), *CODER, ToolReply(input=PASS))
     run = drive_in_process(run_start(task=task, user=owner))
-    fake_llm.script(*FIX, ToolReply(input=PASS))
+    # The project distils the request for changes into a lesson before the Coder starts.
+    fake_llm.script(ToolReply(input={"lessons": []}), *FIX, ToolReply(input=PASS))
     run = drive_in_process(run_request_changes(run=run, feedback="Please make it 2", actor=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert "Please make it 2" in fake_llm.requests[4].prompt_text
+    assert fake_llm.requests[4].forced_tool == "record_lessons"
+    assert "Please make it 2" in fake_llm.requests[5].prompt_text
     assert run.file_changes[0]["content"] == "x = 2\n"
     run = run_approve(run=run, actor=owner)
     assert run.status == RunStatus.APPROVED

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from core.api import StrictCharField
-from projects.models import INSTRUCTIONS_MAX_LENGTH, PROJECT_NAME_MAX_LENGTH, Project
+from core.api import StrictBooleanField, StrictCharField
+from projects.models import INSTRUCTIONS_MAX_LENGTH, LESSON_HALF_LIFE_MAX_HOURS, PROJECT_NAME_MAX_LENGTH, Project
 
 _description_max_length = Project._meta.get_field("description").max_length
 assert _description_max_length is not None
@@ -23,6 +23,8 @@ class ProjectSerializer(serializers.ModelSerializer[Project]):
             "llm_max_tokens",
             "token_budget",
             "instructions",
+            "learn_distil",
+            "lesson_half_life_hours",
             "task_count",
             "created_at",
             "updated_at",
@@ -60,4 +62,15 @@ class ProjectInputSerializer(serializers.Serializer):
         allow_blank=True,
         required=False,
         help_text="Added to every agent's system prompt, after the repository's AGENTS.md or CLAUDE.md.",
+    )
+    learn_distil = StrictBooleanField(
+        required=False,
+        help_text="Distil a run's findings and feedback into at most three lessons with one short call; default true.",
+    )
+    lesson_half_life_hours = serializers.FloatField(
+        min_value=1,
+        max_value=LESSON_HALF_LIFE_MAX_HOURS,
+        allow_null=True,
+        required=False,
+        help_text="Half-life of lessons from review findings, in hours; null = server default.",
     )

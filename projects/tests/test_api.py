@@ -51,11 +51,14 @@ def test_list_shows_own_projects_with_task_counts(
         "llm_max_tokens",
         "token_budget",
         "instructions",
+        "learn_distil",
+        "lesson_half_life_hours",
         "task_count",
         "created_at",
         "updated_at",
     }
     assert body["results"][1]["description"] == "More"
+    assert body["results"][1]["learn_distil"] is True and body["results"][1]["lesson_half_life_hours"] is None
 
 
 def test_list_is_paginated(owner_client: APIClient, owner: User) -> None:
@@ -330,6 +333,11 @@ def test_agent_settings_override_the_servers_for_new_runs(owner_client, project,
         {"llm_model": "x" * 101},
         {"instructions": "x" * 20_001},
         {"instructions": 5},
+        {"learn_distil": "yes"},
+        {"learn_distil": 1},
+        {"lesson_half_life_hours": 0},
+        {"lesson_half_life_hours": "NaN"},
+        {"lesson_half_life_hours": 1e9},
     ],
 )
 def test_bad_agent_settings_are_400(owner_client, project, body) -> None:
@@ -349,3 +357,16 @@ def test_instructions_round_trip(owner_client, project) -> None:
     created = owner_client.post(LIST, {"name": "With rules", "instructions": "x" * 20_000}, format="json")
     assert created.status_code == 201, created.content
     assert created.json()["instructions"] == "x" * 20_000
+
+
+def test_learning_settings_round_trip(owner_client, project) -> None:
+    response = owner_client.patch(
+        detail(project.pk), {"learn_distil": False, "lesson_half_life_hours": 72.5}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    assert (response.json()["learn_distil"], response.json()["lesson_half_life_hours"]) == (False, 72.5)
+    project.refresh_from_db()
+    assert (project.learn_distil, project.lesson_half_life_hours) == (False, 72.5)
+    cleared = owner_client.patch(detail(project.pk), {"lesson_half_life_hours": None}, format="json")
+    assert cleared.json()["lesson_half_life_hours"] is None
+    assert cleared.json()["learn_distil"] is False  # a PATCH leaves what it does not name
