@@ -30,7 +30,7 @@ PLACEHOLDERS: dict[str, set[str]] = {
     "GOAL": {"text", "goal", "goal text", *ELLIPSES},
     "DEADLINE": {"when", "optional date", "date", "deadline", *ELLIPSES},
     "DONE": {"search text", "text", *ELLIPSES},
-    "MEMORY": {"lesson", "memory", "text", "what to remember", "lesson learned", *ELLIPSES},
+    "MEMORY": {"lesson", "the lesson", "memory", "text", "what to remember", "lesson learned", *ELLIPSES},
 }
 
 
@@ -122,7 +122,14 @@ def parse_agent_memories(text: str) -> tuple[str, list[str]]:
         return text, []
     memories: list[str] = []
     for match in AGENT_MEMORY.finditer(text):
-        value = _clean(match.group(2))
-        if value and not _is_placeholder("MEMORY", value) and value not in memories:
+        value = agent_memory_value(match.group(2))
+        if value and value not in memories:
             memories.append(value)
     return _strip_markers(text, AGENT_MEMORY_RUN), memories
+
+
+def agent_memory_value(text: str) -> str:
+    """A lesson an agent gave (a marker's value, or a tool's input) as it is stored:
+    whitespace collapsed; empty when there is none or it is a placeholder."""
+    value = _clean(text)
+    return "" if _is_placeholder("MEMORY", value) else value

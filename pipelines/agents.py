@@ -92,15 +92,25 @@ LESSONS_TOOL = Tool(
     },
 )
 
+# One sentence per role teaches the marker (pipelines/agent_memories.py).
+MEMORY_MARKER_HINT = (
+    "When you learn something about this project that later tasks should know — a convention, "
+    "a pitfall — write it as [MEMORY: the lesson] in your answer; it is kept for the team."
+)
+REMEMBER_TOOL_HINT = (
+    "When you learn something about this project that later tasks should know — a convention, "
+    "a pitfall — call remember with it (or write [MEMORY: the lesson] in your text); it is kept for the team."
+)
+
 SYSTEM_PROMPTS = {
     PLANNER: (
         "You are the Planner of a software team. Split the task into a short ordered list "
-        "of concrete subtasks a developer can implement. Answer only by calling submit_plan."
+        "of concrete subtasks a developer can implement. Answer only by calling submit_plan. " + MEMORY_MARKER_HINT
     ),
     REVIEWER: (
         "You are the Reviewer of a software team. Check the changes against the task and the "
         "plan: correctness, missing pieces, bugs, tests. Set pass to true only if the change "
-        "can be merged as it is. Answer only by calling submit_review."
+        "can be merged as it is. Answer only by calling submit_review. " + MEMORY_MARKER_HINT
     ),
     DISTILLER: (
         "You keep a software team's memory. From what a person or a reviewer said about one change, "
@@ -180,7 +190,7 @@ CODER_EDITING_ROLE = (
     "limited). Use relative paths inside the repository. When review findings, failing tests or "
     "requested changes are given, fix every one of them. When you are done, answer with a short "
     "plain-text summary of what you changed and why, without calling a tool: your edits in the "
-    "repository are the change."
+    "repository are the change. " + REMEMBER_TOOL_HINT
 )
 
 # The same Coder when the Claude CLI edits the worktree: its own tools' names.
@@ -192,7 +202,7 @@ CODER_CLI_EDITING_ROLE = (
     "change is complete; no other shell command and no network tool is available. Use paths "
     "inside the repository only. When review findings, failing tests or requested changes are "
     "given, fix every one of them. When you are done, answer with a short plain-text summary of "
-    "what you changed and why: your edits in the repository are the change."
+    "what you changed and why: your edits in the repository are the change. " + MEMORY_MARKER_HINT
 )
 
 

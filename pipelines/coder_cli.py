@@ -20,6 +20,7 @@ from core.sandbox import SandboxUnavailable
 from llm.providers.base import LLMRequest
 
 from . import agents
+from .agent_memories import PhaseMemories
 from .coder_loop import OUT_OF_TURNS, CoderConversation, _stopped, _test_command
 from .conversation import PhaseInterrupted, _call_with_backoff, _record_call, agent_system_prompt, run_provider
 from .events import AgentLogStream
@@ -59,6 +60,9 @@ def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *
         log.flush()
         raise
     _record_call(run, agents.CODER, 1, request, result, [], phase_entry, recalled=recall.record())
+    # The recorded result keeps its markers; the summary (the commit message, the
+    # lineage) does not.
+    shown = PhaseMemories(run, agents.CODER, log).take_text(result.text)
     turns = int(result.extra.get("num_turns") or 0)
     if result.stop_reason == OUT_OF_TURNS_STOP:
         message = OUT_OF_TURNS.format(what="turns", limit=settings.CODER_MAX_TURNS)
@@ -67,4 +71,4 @@ def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *
         finding = {"file": "", "line": None, "severity": "major", "message": message}
         return CoderConversation(summary="", out_of_turns=True, turns=turns, finding=finding)
     log.flush()
-    return CoderConversation(summary=result.text.strip(), out_of_turns=False, turns=turns)
+    return CoderConversation(summary=shown.strip(), out_of_turns=False, turns=turns)

@@ -14,7 +14,9 @@ once cancelled or its lease is lost. The caller commits what the worktree holds.
 Beside the repository's tools the Coder has ``start_subtask``, a pipelines tool answered
 here: it says which subtask of the plan it begins, the run keeps it
 (``PipelineRun.current_subtask``, cleared by the next change of status), the task page
-marks it live (a ``subtask-change`` event) and the Coder's log says so.
+marks it live (a ``subtask-change`` event) and the Coder's log says so. And ``remember``:
+a lesson for later tasks, stored like a ``[MEMORY: …]`` marker in its text
+(pipelines/agent_memories.py), which the summary is stripped of.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from django.conf import settings
 
 from core.workers import shutdown_requested
 from llm.providers.base import LLMRequest, LLMResult, Tool, ToolCall
+from memory.markers import agent_memory_value
 
 from . import agents
+from .agent_memories import PhaseMemories
 from .conversation import (
     PhaseInterrupted,
     _call_with_backoff,
@@ -73,6 +77,23 @@ START_SUBTASK = Tool(
 SUBTASK_STARTED = "Subtask {position} of {count}: {title}. Go on."
 UNKNOWN_SUBTASK = "The plan has no subtask with order {order!r}; its subtasks' orders are {orders}."
 
+# A pipelines tool too: the same as a [MEMORY: …] marker, for models that prefer tools.
+REMEMBER = Tool(
+    name="remember",
+    description=(
+        "Keep a lesson about this project that later tasks should know — a convention, a pitfall, "
+        "how to run something — for the team. One short sentence per call; not for the task's progress."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"lesson": {"type": "string", "description": "The lesson, in one sentence."}},
+        "required": ["lesson"],
+    },
+)
+LESSON_KEPT = "Kept for the team. Go on."
+LESSON_MISSING = "Give the lesson itself in `lesson`: one sentence a later task can use."
+LESSON_NOT_KEPT = "It could not be stored just now; go on with the task."
+
 
 @dataclass
 class CoderConversation:
@@ -95,7 +116,9 @@ def code_in_worktree(
     recalled = recall.record()
     log = AgentLogStream(task=run.task, run=run, agent=agents.CODER)
     provider = run_provider(run)
+    memories = PhaseMemories(run, agents.CODER, log)
     server_tools, client_tools = coder_tools()
+    client_tools = (*client_tools, REMEMBER)
     if run.plan:
         client_tools = (*client_tools, START_SUBTASK)
     repository_test_command = _test_command(run)
@@ -134,6 +157,10 @@ def code_in_worktree(
         else:
             log.write(REPLY_REUSED)
         _record_call(run, agents.CODER, 1, request, result, [], bought.phase_entry, recalled=recalled)
+        reused = bool(result.extra.get("reused"))
+        # The recorded reply keeps its markers (a replay compares against it); the summary,
+        # the commit message and the lineage do not.
+        shown = memories.take_text(result.text, reused=reused)
         turns += 1
         tokens += result.billed_tokens
         if result.stop_reason == "max_tokens":
@@ -143,16 +170,20 @@ def code_in_worktree(
             continue
         if not result.tool_calls:
             log.flush()
-            return CoderConversation(summary=result.text.strip(), out_of_turns=False, turns=turns, steps=steps)
+            return CoderConversation(summary=shown.strip(), out_of_turns=False, turns=turns, steps=steps)
         if _stopped(lease):
             log.flush()
             raise PhaseInterrupted
-        tool_results = [
-            _start_subtask(run, lease, call, log)
-            if call.name == START_SUBTASK.name
-            else _run_tool(worktree, call, log, test_command=repository_test_command, session=session, steps=steps)
-            for call in result.tool_calls
-        ]
+        tool_results = []
+        for call in result.tool_calls:
+            if call.name == START_SUBTASK.name:
+                tool_results.append(_start_subtask(run, lease, call, log))
+            elif call.name == REMEMBER.name:
+                tool_results.append(_remember(call, log, memories, reused=reused))
+            else:
+                tool_results.append(
+                    _run_tool(worktree, call, log, test_command=repository_test_command, session=session, steps=steps)
+                )
         log.flush()
         messages = [
             *messages,
@@ -242,3 +273,17 @@ def _start_subtask(run: PipelineRun, lease: Lease, call: ToolCall, log: AgentLog
     title = str(run.plan[index].get("title", "")).strip() or f"subtask {order}"
     log.write(f"\n— Subtask {index + 1} of {len(run.plan)}: {title} —\n")
     return {**block, "content": SUBTASK_STARTED.format(position=index + 1, count=len(run.plan), title=title)}
+
+
+def _remember(call: ToolCall, log: AgentLogStream, memories: PhaseMemories, *, reused: bool) -> dict[str, Any]:
+    """The Coder keeps a lesson: stored (once) and confirmed in its log."""
+    lesson = (call.input or {}).get("lesson")
+    lesson = agent_memory_value(lesson) if isinstance(lesson, str) else ""
+    log.write(f"\n→ {call.name} {json.dumps(call.input or {}, ensure_ascii=False)[:200]}\n")
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id}
+    if not lesson:
+        log.write(f"  error: {LESSON_MISSING}\n")
+        return {**block, "content": LESSON_MISSING, "is_error": True}
+    if not memories.keep(lesson, reused=reused):
+        return {**block, "content": LESSON_NOT_KEPT, "is_error": True}
+    return {**block, "content": LESSON_KEPT}

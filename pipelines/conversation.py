@@ -28,6 +28,7 @@ from memory.selectors.facts import memory_system_instructions
 from repos.instructions import repository_instructions
 
 from . import agents
+from .agent_memories import PhaseMemories
 from .events import AgentLogStream, EventType, event_publish
 from .leases import Lease
 from .lineage import context_record_agent_call
@@ -111,6 +112,7 @@ def call_agent(
     # A bare call was given nothing to recall: it records nothing (the panel leaves it out).
     recalled = {} if bare else recall.record()
     log = AgentLogStream(task=run.task, run=run, agent=agent_name)
+    memories = PhaseMemories(run, agent_name, log)
     provider = run_provider(run)
     explore: tuple[Tool, ...] = ()
     if worktree is not None and provider.supports_tools:
@@ -139,6 +141,10 @@ def call_agent(
                 result = _call_with_backoff(run, lease, request, log, provider)
             else:
                 log.write(REPLY_REUSED)
+            reused = bool(result.extra.get("reused"))
+            # Its text is streamed into the log and shown nowhere else: its lessons are
+            # kept, there is nothing to strip.
+            memories.take_text(result.text, reused=reused)
             tokens += result.all_input_tokens + result.output_tokens
             explorations = [call for call in result.tool_calls if call.name != tool.name]
             answered = len(explorations) < len(result.tool_calls)
@@ -153,6 +159,9 @@ def call_agent(
                 {"role": "assistant", "content": result.content},
                 {"role": "user", "content": tool_results},
             ]
+        # Stripped before it is checked and recorded: the plan or the findings are stored
+        # and shown without markers, and a field that held only a marker is empty.
+        result.tool_input = memories.take_answer(result.tool_input, reused=reused)
         problems = spec.validate(result.tool_input)
         _record_call(run, agent_name, attempt, request, result, problems, bought.phase_entry, recalled=recalled)
         if not problems:

@@ -50,6 +50,7 @@ class LessonKind:
     FEEDBACK = "feedback"
     FINDINGS = "findings"
     APPROVAL = "approval"
+    AGENT = "agent"  # an agent's own [MEMORY: …] (pipelines/agent_memories.py)
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,7 @@ LESSON_LABELS = {
     "feedback": "From the request for changes",
     "findings": "From the review findings a fix round fixed",
     "approval": "On approval",
+    "agent": "Written by the agent itself",
 }
 
 

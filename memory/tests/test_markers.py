@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.markers import MARKER, PLACEHOLDERS, parse_agent_memories, parse_markers
+from memory.markers import MARKER, PLACEHOLDERS, agent_memory_value, parse_agent_memories, parse_markers
 
 # Marker values: no brackets (they end a marker), single-spaced, not a placeholder.
 WORDS = st.text(
@@ -156,6 +156,7 @@ def test_agent_memories_are_found_and_stripped() -> None:
         "[MEMORY: what to remember]",
         "[MEMORY: ...]",
         "[MEMORY: Lesson]",
+        "[MEMORY: the lesson]",
     ],
 )
 def test_agent_memories_drop_empty_and_placeholder_values(text: str) -> None:
@@ -170,6 +171,14 @@ def test_agent_memories_keep_one_of_each_and_leave_chat_markers_alone() -> None:
     # Chat's parser knows nothing of [MEMORY: …].
     parsed = parse_markers("Noted [MEMORY: x]")
     assert parsed.empty and parsed.text == "Noted [MEMORY: x]"
+
+
+def test_an_agent_memory_value_given_outside_a_marker_follows_the_same_rules() -> None:
+    # The Coder's remember tool gives its lesson as a tool input, not a marker.
+    assert agent_memory_value("  Use  pathlib,\n not os.path. ") == "Use pathlib, not os.path."
+    assert agent_memory_value("The lesson") == ""
+    assert agent_memory_value(" \n ") == ""
+    assert agent_memory_value("a [bracketed] value") == "a [bracketed] value"
 
 
 @given(values=st.lists(VALUES, max_size=5), gaps=st.lists(SURROUNDING, min_size=6, max_size=6))

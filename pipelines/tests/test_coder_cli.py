@@ -17,6 +17,9 @@ import pytest
 from core.sandbox import sandbox_status
 from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli
+from memory.models import ContextItem, Memory
+from memory.models.semantic import MemorySource
+from memory.services.context import context_decode
 from pipelines import agents
 from pipelines.coder_loop import OUT_OF_TURNS
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
@@ -73,7 +76,13 @@ def cli(settings, monkeypatch) -> list[list[str]]:
     settings.LLM_PROVIDER = "claude-cli"
     settings.CLAUDE_CLI_PATH = FAKE_CLAUDE
     settings.CODER_MAX_TURNS = 7
-    fake_settings = {"FAKE_CLAUDE_MODE", "FAKE_CLAUDE_EDIT_MODE", "FAKE_CLAUDE_EDITS", "FAKE_CLAUDE_SECRET_PATH"}
+    fake_settings = {
+        "FAKE_CLAUDE_MODE",
+        "FAKE_CLAUDE_EDIT_MODE",
+        "FAKE_CLAUDE_EDITS",
+        "FAKE_CLAUDE_SECRET_PATH",
+        "FAKE_CLAUDE_SUMMARY",
+    }
     monkeypatch.setattr(claude_cli, "CLI_ENVIRONMENT", claude_cli.CLI_ENVIRONMENT | fake_settings)
     monkeypatch.setenv("FAKE_CLAUDE_EDITS", json.dumps([{"file_path": "app/calc.py", "content": FIXED}]))
     commands: list[list[str]] = []
@@ -158,6 +167,24 @@ def test_with_a_test_command_exactly_that_command_is_allowed(linked, repo_root, 
     [command] = cli
     assert option(command, "--tools") == FILE_TOOLS + ",Bash"
     assert option(command, "--allowedTools") == FILE_TOOLS + ",Bash(python3 check.py)"
+
+
+def test_a_memory_marker_in_the_clis_summary_is_kept_and_left_out_of_the_commit(
+    linked, repo_root, task, owner, monkeypatch
+) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_SUMMARY", "Fixed add. [MEMORY: calc.py has no tests of its own]")
+    run = advance_to_coding(task, owner)
+    run_advance(run_id=run.pk)
+    run.refresh_from_db()
+
+    assert run.status == RunStatus.REVIEWING, run.error
+    memory = Memory.objects.get()
+    assert (memory.content, memory.agent, memory.project) == ("calc.py has no tests of its own", "coder", task.project)
+    assert (memory.source, memory.source_run_id) == (MemorySource.AGENT, run.pk)
+    assert git(repo_root, "log", "-1", "--format=%B", run.branch).endswith("Fixed add.")
+    (changes,) = ContextItem.objects.filter(run=run, type="changes")
+    assert context_decode(changes)["output"]["summary"] == "Fixed add."
+    assert "[Remembered for the coder: calc.py has no tests of its own]" in log_text(run, agents.CODER)
 
 
 def test_out_of_turns_is_a_finding_and_the_edits_so_far_are_committed(
