@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.urls import reverse
 
 from tasks.models import Task
 
@@ -149,10 +150,23 @@ def _reviews(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _recalled(run: PipelineRun) -> list[dict[str, Any]]:
-    """What each agent of the run was given from memory, named as on the panes."""
-    return [
-        {**entry, "name": AGENT_INFO.get(entry["agent"], (entry["agent"], ""))[0]} for entry in run_recalled(run=run)
-    ]
+    """What each agent of the run was given from memory, named as on the panes, each
+    memory with a link to the run it came from."""
+    entries = []
+    for entry in run_recalled(run=run):
+        memories = [
+            {
+                **memory,
+                "source_url": reverse("pipelines:run-lineage", kwargs={"run_id": memory["source_run_id"]})
+                if memory.get("source_run_id")
+                else "",
+            }
+            for memory in entry["memories"]
+        ]
+        entries.append(
+            {**entry, "memories": memories, "name": AGENT_INFO.get(entry["agent"], (entry["agent"], ""))[0]}
+        )
+    return entries
 
 
 LESSON_LABELS = {

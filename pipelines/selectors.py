@@ -8,6 +8,7 @@ from django.db.models import Count, Max, Prefetch, QuerySet, Sum
 
 from accounts.models import User
 from core.selectors import one_or_not_found
+from memory.selectors.semantic import memory_sources
 from tasks.models import Task
 
 from .diff import ChangeSetDiff, diff_changes, diff_file_versions
@@ -22,6 +23,7 @@ def run_list_for_task(*, task: Task) -> QuerySet[PipelineRun]:
     """Newest first, with what their calls recalled (for ``run_recalled``)."""
     return (
         PipelineRun.objects.filter(task=task)
+        .select_related("task__project")
         .order_by("-number")
         .prefetch_related(Prefetch("agent_calls", queryset=_recall_calls(), to_attr=RECALL_CALLS_ATTR))
     )
@@ -39,7 +41,8 @@ def _recall_calls() -> QuerySet[AgentCall]:
 def run_recalled(*, run: PipelineRun) -> list[dict[str, Any]]:
     """Per agent of the run, in the order they were first called: the memories its calls
     were given (each once, with its best score and how many calls had it, best first) and
-    its notes as the latest call had them (``{"agent_id", "chars", "cut"}`` or None)."""
+    its notes as the latest call had them (``{"agent_id", "chars", "cut"}`` or None).
+    Each memory says where it came from (``memory_sources``)."""
     calls = getattr(run, RECALL_CALLS_ATTR, None)
     if calls is None:
         calls = list(_recall_calls().filter(run=run))
@@ -58,8 +61,17 @@ def run_recalled(*, run: PipelineRun) -> list[dict[str, Any]]:
             seen["score"] = max(seen.get("score") or 0, memory.get("score") or 0)
         if "notes" in recalled:
             entry["notes"] = recalled["notes"]
+    # Where each memory came from, as it is now (a person may have deleted it since).
+    given = {memory_id for entry in agents.values() for memory_id in entry["memories"]}
+    sources = memory_sources(owner_id=run.task.project.owner_id, memory_ids=given) if given else {}
     return [
-        {**entry, "memories": sorted(entry["memories"].values(), key=lambda m: (-(m.get("score") or 0), m["id"]))}
+        {
+            **entry,
+            "memories": sorted(
+                ({**memory, **sources.get(memory["id"], {"deleted": True})} for memory in entry["memories"].values()),
+                key=lambda m: (-(m.get("score") or 0), m["id"]),
+            ),
+        }
         for entry in agents.values()
     ]
 

@@ -19,7 +19,7 @@ from core.exceptions import NotFound
 from core.selectors import one_or_not_found
 from memory.decay import compute_confidence, fades_at
 from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL, embed_text
-from memory.models.semantic import DecayPolicy, Memory, MemoryUse
+from memory.models.semantic import DecayPolicy, Memory, MemorySource, MemoryUse
 from memory.vector_store import NO_PROJECT, CandidateFilter, semantic_index
 from projects.models import Project
 
@@ -65,6 +65,39 @@ def memory_fades_at(*, memory: Memory) -> datetime | None:
 
 def memory_is_faded(*, memory: Memory, now: datetime | None = None) -> bool:
     return memory_confidence(memory=memory, now=now) <= 0.0
+
+
+def memory_source_label(*, memory: Memory) -> str:
+    """Where a memory came from, in a few words."""
+    run = f"run {memory.source_run_id}" if memory.source_run_id else "a run"
+    if memory.source == MemorySource.FEEDBACK:
+        return f"Feedback on {run}"
+    if memory.source == MemorySource.FINDING:
+        return f"Review finding in {run}"
+    if memory.source == MemorySource.AGENT:
+        who = f"Agent {memory.agent}" if memory.agent else "An agent"
+        return f"{who} in {run}" if memory.source_run_id else who
+    if memory.source == MemorySource.DISTILLED:
+        return f"Distilled from {run}"
+    return "Written by a person"
+
+
+def memory_sources(*, owner_id: int, memory_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """Where each of the owner's memories among ``memory_ids`` came from: its source,
+    the run that wrote it, a label and the source note; whether a person deleted it."""
+    memories = Memory.objects.filter(owner_id=owner_id, pk__in=set(memory_ids)).only(
+        "id", "source", "source_run_id", "source_note", "agent", "is_deleted"
+    )
+    return {
+        memory.pk: {
+            "source": memory.source,
+            "source_run_id": memory.source_run_id,
+            "source_label": memory_source_label(memory=memory),
+            "source_note": memory.source_note,
+            "deleted": memory.is_deleted,
+        }
+        for memory in memories
+    }
 
 
 def memory_get_for_user(*, user: User, memory_id: object) -> Memory:

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.selectors import request_user
 from core.exceptions import ApplicationError
 from memory.forms.semantic import QUERY_MAX_LENGTH, MemoryEditForm, MemoryForm, RecallSearchForm
-from memory.models.semantic import DecayPolicy, Memory, MemorySource
+from memory.models.semantic import DecayPolicy, Memory
 from memory.selectors.semantic import (
     MemorySearchResult,
     memory_confidence,
@@ -27,6 +27,7 @@ from memory.selectors.semantic import (
     memory_get_for_user,
     memory_list_recent,
     memory_search,
+    memory_source_label,
     memory_uses_for,
 )
 from memory.services.semantic import (
@@ -55,21 +56,6 @@ def run_page_url(run_id: int) -> str | None:
         return None
 
 
-def source_label(memory: Memory) -> str:
-    """Where a memory came from, in a few words."""
-    run = f"run {memory.source_run_id}" if memory.source_run_id else "a run"
-    if memory.source == MemorySource.FEEDBACK:
-        return f"Feedback on {run}"
-    if memory.source == MemorySource.FINDING:
-        return f"Review finding in {run}"
-    if memory.source == MemorySource.AGENT:
-        who = f"Agent {memory.agent}" if memory.agent else "An agent"
-        return f"{who} in {run}" if memory.source_run_id else who
-    if memory.source == MemorySource.DISTILLED:
-        return f"Distilled from {run}"
-    return "Written by a person"
-
-
 def _annotate(rows: list[dict[str, Any]]) -> None:
     uses = memory_uses_for(memory_ids=[row["memory"].pk for row in rows])
     for row in rows:
@@ -78,7 +64,7 @@ def _annotate(rows: list[dict[str, Any]]) -> None:
         row["similarity_pct"] = None if row["similarity"] is None else round(100 * max(0.0, row["similarity"]))
         row["pinned"] = memory.decay_policy == DecayPolicy.PERMANENT
         row["fades_at"] = memory_fades_at(memory=memory)
-        row["source_label"] = source_label(memory)
+        row["source_label"] = memory_source_label(memory=memory)
         row["source_url"] = run_page_url(memory.source_run_id) if memory.source_run_id else None
         row["use_count"] = uses[memory.pk].count
         row["latest_uses"] = [

@@ -18,8 +18,9 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
     demo = serializers.SerializerMethodField()
     recalled = serializers.SerializerMethodField(
         help_text=(
-            "Per agent: the memories its calls were given (id, content, best score, calls) and "
-            "its notes (agent_id, chars given, cut)."
+            "Per agent: the memories its calls were given (id, content, best score, calls; where each came "
+            "from: source, source_run_id, source_label, source_note, and deleted when a person deleted it "
+            "since) and its notes (agent_id, chars given, cut)."
         )
     )
 

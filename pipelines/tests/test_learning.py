@@ -310,3 +310,45 @@ def test_the_run_page_and_the_api_show_what_the_run_taught(
     assert "From the request for changes" in section and "distilled by the model" in section
     assert SNAKE_LESSON in section and "for the Coder" in section
     assert f'href="{reverse("memory:recall")}?q=' in section
+
+
+def test_the_next_runs_page_shows_the_lesson_its_coder_was_given_and_where_it_came_from(
+    fake_llm, project, owner, owner_client
+) -> None:
+    project.learn_distil = False
+    project.save()
+    taught = with_changes_requested(fake_llm, first_run(fake_llm, api_task(project), owner), owner)
+    fake_llm.reset()
+    task = api_task(project, "customers")
+    run = awaiting(
+        fake_llm,
+        task,
+        owner,
+        ToolReply(input=PLAN),
+        *coder_creates("app/customers.py", "fields = ['customer_id']\n"),
+        ToolReply(input=PASS),
+    )
+    coder = next(
+        entry for entry in owner_client.get(f"/api/runs/{run.pk}").json()["recalled"] if entry["agent"] == "coder"
+    )
+    (given,) = coder["memories"]
+    assert (given["content"], given["source"], given["source_run_id"]) == (FEEDBACK, "feedback", taught.pk)
+    assert given["source_label"] == f"Feedback on run {taught.pk}" and given["deleted"] is False
+
+    owner_client.force_login(owner)
+    page = owner_client.get(reverse("tasks:detail", args=[task.pk])).content.decode()
+    start = page.index('data-testid="run-recalled"')
+    section = page[start : page.index("</section>", start)]
+    assert FEEDBACK in section
+    assert (
+        f'<a href="{reverse("pipelines:run-lineage", kwargs={"run_id": taught.pk})}">Feedback on run {taught.pk}</a>'
+        in section
+    )
+    assert "request for changes" in section  # the source note
+
+    # Deleted by a person afterwards: the page says so, the record of the call stays.
+    Memory.objects.filter(pk=given["id"]).update(is_deleted=True)
+    coder = next(
+        entry for entry in owner_client.get(f"/api/runs/{run.pk}").json()["recalled"] if entry["agent"] == "coder"
+    )
+    assert coder["memories"][0]["deleted"] is True
