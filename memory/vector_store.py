@@ -79,6 +79,10 @@ class CandidateFilter:
     memory_type: str | None = None
     is_global: bool | None = None
     min_confidence: float = 0.0
+    # Recall's scope in one search (memory_recall): of this project or global, and of
+    # any of these agents ("" = scoped to no agent).
+    project_or_global: int | None = None
+    agent_in: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +221,13 @@ class NumpyVectorStore:
             mask &= self._project[:n] == f.project_id
         if f.is_global is not None:
             mask &= self._global[:n] == f.is_global
+        if f.project_or_global is not None:
+            mask &= (self._project[:n] == f.project_or_global) | self._global[:n]
+        if f.agent_in is not None:
+            agent_codes = [self._codes[agent] for agent in f.agent_in if agent in self._codes]
+            if not agent_codes:
+                return None
+            mask &= np.isin(self._agent[:n], agent_codes)
         for value, codes in ((f.agent, self._agent), (f.personality, self._personality), (f.memory_type, self._type)):
             if value is None:
                 continue

@@ -248,10 +248,13 @@ def memory_search(
     project_id: int | None = None,
     memory_type: str | None = None,
     is_global: bool | None = None,
+    project_or_global: int | None = None,
+    agent_in: tuple[str, ...] | None = None,
     now: datetime | None = None,
 ) -> list[MemorySearchResult]:
     """The user's live memories closest in meaning to ``query``, ranked by
-    similarity × confidence; those under ``min_confidence`` are left out."""
+    similarity × confidence; those under ``min_confidence`` are left out.
+    ``project_or_global`` and ``agent_in`` admit several scopes at once (recall)."""
     now = now or timezone.now()
     query_vec = embed_text(query)
     candidate_filter = CandidateFilter(
@@ -263,6 +266,8 @@ def memory_search(
         memory_type=memory_type,
         is_global=is_global,
         min_confidence=min_confidence,
+        project_or_global=project_or_global,
+        agent_in=agent_in,
     )
     index = semantic_index()
     for _ in range(SEARCH_ATTEMPTS):
@@ -312,6 +317,10 @@ def memory_status(*, user: User) -> dict[str, object]:
 # --- Recall: the memories an agent is given before it is called -----------------------------
 
 
+# Recall asks the index for this many more than its limit (see memory_recall).
+RECALL_SPARE = 4
+
+
 def memory_recall(
     *,
     user: User,
@@ -334,18 +343,17 @@ def memory_recall(
     min_score = settings.MEMORY_RECALL_MIN_SCORE if min_score is None else min_score
     if limit <= 0 or not query.strip():
         return []
-    now = now or timezone.now()
-    # The index filters are exact, so each scope is one search; the best of them win.
-    places: list[dict[str, Any]] = [{"is_global": True}]
-    if project is not None:
-        places.append({"project_id": project.pk})
-    agents = {"", agent}
-    found: dict[int, MemorySearchResult] = {}
-    for place in places:
-        for scoped_agent in agents:
-            for result in memory_search(user=user, query=query, limit=limit, agent=scoped_agent, now=now, **place):
-                from_this_run = not_from_run is not None and result.memory.source_run_id == not_from_run
-                if result.confidence > 0 and result.score >= min_score and not from_this_run:
-                    found[result.memory.pk] = result
-    ranked = sorted(found.values(), key=lambda r: (-r.score, -r.similarity, -r.memory.pk))
-    return ranked[:limit]
+    # One embedding and one search over the whole scope: the project's and the global
+    # memories, unscoped or the agent's.
+    place: dict[str, Any] = {"is_global": True} if project is None else {"project_or_global": project.pk}
+    # A few more than asked, so that leaving out this run's own still leaves ``limit``.
+    results = memory_search(
+        user=user, query=query, limit=limit + RECALL_SPARE, agent_in=("", agent), now=now or timezone.now(), **place
+    )
+    return [
+        result
+        for result in results
+        if result.confidence > 0
+        and result.score >= min_score
+        and (not_from_run is None or result.memory.source_run_id != not_from_run)
+    ][:limit]

@@ -89,3 +89,28 @@ def test_ranked_by_score_above_the_minimum_and_at_most_the_limit(owner, project,
     settings.MEMORY_RECALL_LIMIT = 0
     assert recalled(owner, project) == []
     assert recalled(owner, project, min_score=0.99, limit=8) == []
+
+
+def test_the_memories_a_run_wrote_are_not_recalled_by_that_run(owner, project) -> None:
+    earlier, _, _ = memory_create(owner=owner, content=LESSON, project=project, source_run_id=7)
+    own, _, _ = memory_create(owner=owner, content=LESSON, project=project, agent="coder", source_run_id=8)
+    assert set(recalled(owner, project, not_from_run=8)) == {earlier.pk}
+    assert set(recalled(owner, project, not_from_run=7)) == {own.pk}
+    assert set(recalled(owner, project)) == {earlier.pk, own.pk}
+
+
+def test_the_query_is_embedded_once_for_all_the_scopes(owner, project, monkeypatch) -> None:
+    from memory.selectors import semantic
+
+    memory_create(owner=owner, content=LESSON, project=project, agent="coder")
+    memory_create(owner=owner, content=LESSON, is_global=True)
+    embedded: list[str] = []
+    real = semantic.embed_text
+
+    def counting(text: str):
+        embedded.append(text)
+        return real(text)
+
+    monkeypatch.setattr(semantic, "embed_text", counting)
+    assert len(recalled(owner, project)) == 2
+    assert embedded == [QUERY]
