@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -230,6 +232,31 @@ def test_too_long_instructions_are_refused(client, owner: User, project: Project
     assert response.context["form"].errors["instructions"]
     project.refresh_from_db()
     assert project.instructions == ""
+
+
+def test_learning_settings_on_the_settings_page(client, owner: User, project: Project) -> None:
+    client.force_login(owner)
+    page = client.get(edit_url(project)).content.decode()
+    assert re.search(r'<input type="checkbox" name="learn_distil"[^>]*checked', page)  # on by default
+    response = client.post(edit_url(project), {"name": project.name, "lesson_half_life_hours": "72"})
+    assert response.status_code == 302
+    project.refresh_from_db()
+    # An unticked box is not sent: distillation is off now.
+    assert (project.learn_distil, project.lesson_half_life_hours) == (False, 72.0)
+    page = client.get(edit_url(project)).content.decode()
+    assert not re.search(r'<input type="checkbox" name="learn_distil"[^>]*checked', page)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "1000000"])
+def test_a_bad_lesson_half_life_is_refused(client, owner: User, project: Project, value: str) -> None:
+    client.force_login(owner)
+    response = client.post(
+        edit_url(project), {"name": project.name, "learn_distil": "on", "lesson_half_life_hours": value}
+    )
+    assert response.status_code == 400
+    assert response.context["form"].errors["lesson_half_life_hours"]
+    project.refresh_from_db()
+    assert project.lesson_half_life_hours is None
 
 
 # --- delete --------------------------------------------------------------------------
