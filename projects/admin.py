@@ -34,6 +34,8 @@ class ProjectAdmin(admin.ModelAdmin):
         "llm_max_tokens",
         "token_budget",
         "instructions",
+        "learn_distil",
+        "lesson_half_life_hours",
         "created_at",
         "updated_at",
     )

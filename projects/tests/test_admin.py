@@ -69,11 +69,19 @@ def test_change_page(operator: Client, project: Project) -> None:
     assert 'name="instructions"' in response.content.decode()
     saved = operator.post(
         reverse("admin:projects_project_change", args=[project.pk]),
-        {"owner": project.owner_id, "name": "Renamed", "description": "New", "instructions": "Use tabs."},
+        {
+            "owner": project.owner_id,
+            "name": "Renamed",
+            "description": "New",
+            "instructions": "Use tabs.",
+            "lesson_half_life_hours": "24",
+        },
     )
     assert saved.status_code == 302
     project.refresh_from_db()
     assert (project.name, project.description, project.instructions) == ("Renamed", "New", "Use tabs.")
+    # The operator left "distil lessons" unticked: off; the half-life is the one given.
+    assert (project.learn_distil, project.lesson_half_life_hours) == (False, 24.0)
 
 
 def test_add_page(operator: Client, owner: User, project: Project) -> None:
