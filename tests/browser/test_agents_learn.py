@@ -41,13 +41,16 @@ def distils_to(lesson: str):
     return reply
 
 
-def start_and_wait_until_ready(page, app: LiveApp, title: str) -> str:
-    """Open the task, start its run, wait until it awaits approval: the run's id."""
+def start_and_wait_until_ready(page, app: LiveApp, title: str) -> tuple[str, str]:
+    """Open the task, start its run, wait until it awaits approval: the task's and the
+    run's ids."""
     page.goto(app.url + "/")
     page.click(f".card-title:text('{title}')")
+    page.wait_for_url(re.compile(r"/tasks/\d+$"))
+    task = page.url.rsplit("/", 1)[1]
     page.click("#pipeline-panel .start-form button[type=submit]")
     page.locator(".run-alert-ready").wait_for(timeout=30_000)
-    return page.locator("#pipeline-panel").get_attribute("data-run-id") or ""
+    return task, page.locator("#pipeline-panel").get_attribute("data-run-id") or ""
 
 
 def test_a_request_for_changes_is_recalled_by_the_next_tasks_coder_and_explained(page, live_app: LiveApp) -> None:
@@ -56,7 +59,7 @@ def test_a_request_for_changes_is_recalled_by_the_next_tasks_coder_and_explained
     create_task(page, FIRST)
     create_task(page, SECOND)
 
-    first_run = start_and_wait_until_ready(page, live_app, FIRST)
+    first_task, first_run = start_and_wait_until_ready(page, live_app, FIRST)
     assert first_run.isdigit()
     form = page.locator("#pipeline-panel form.request-changes")
     form.locator("textarea[name=feedback]").fill(FEEDBACK)
@@ -73,7 +76,7 @@ def test_a_request_for_changes_is_recalled_by_the_next_tasks_coder_and_explained
     [distilled] = [r for r in live_app.llm.requests if r.answer_tool == "record_lessons"]
     assert FEEDBACK in distilled.prompt_text
 
-    second_run = start_and_wait_until_ready(page, live_app, SECOND)
+    _, second_run = start_and_wait_until_ready(page, live_app, SECOND)
     assert second_run.isdigit() and second_run != first_run
     # The second task's Coder was told the lesson in its system prompt...
     coder_systems = [r.system_text for r in live_app.llm.requests if "str_replace_based_edit_tool" in r.tool_names]
@@ -90,12 +93,13 @@ def test_a_request_for_changes_is_recalled_by_the_next_tasks_coder_and_explained
     link = source.locator("a")
     assert link.inner_text() == f"Distilled from run {first_run}"
     assert link.get_attribute("href") == f"/memory/runs/{first_run}/lineage"
-    assert "Distilled from the request for changes in run 1 of task" in source.inner_text()
-    assert FIRST in source.inner_text()
+    assert f"Distilled from the request for changes in run 1 of task #{first_task} “{FIRST}”" in source.inner_text()
     assert re.search(r"score \d\.\d\d", memory.inner_text()), memory.inner_text()
-    # Only the Coder was given it: the Reviewer's entry does not list it.
-    reviewer = recalled.locator("details.recalled-agent[data-agent=reviewer]")
-    assert reviewer.count() == 0 or LESSON not in (reviewer.text_content() or "")
+    # Only the Coder was given it: a lesson from a request for changes is the Coder's.
+    for agent in ("planner", "reviewer"):
+        summary = recalled.locator(f"details.recalled-agent[data-agent={agent}] summary").inner_text()
+        assert "0 memories" in summary, summary
+    assert "1 memory" in coder.locator("summary").inner_text()
     page.locator("#pipeline-panel").screenshot(path=str(ARTIFACTS / "agents-learn-recalled.png"))
 
     # The source link leads to the first run's lineage.
@@ -111,7 +115,9 @@ def test_a_request_for_changes_is_recalled_by_the_next_tasks_coder_and_explained
     source_line = item.locator(".recall-source")
     assert source_line.locator("a").inner_text() == f"Distilled from run {first_run}"
     assert source_line.locator("a").get_attribute("href") == f"/memory/runs/{first_run}/lineage"
-    assert "Distilled from the request for changes in run 1 of task" in source_line.inner_text()
+    assert (
+        f"Distilled from the request for changes in run 1 of task #{first_task} “{FIRST}”" in source_line.inner_text()
+    )
     uses = item.locator(".recall-uses").inner_text()
     assert re.search(rf"by 1 run — latest: run {second_run} \(coder\)", uses), uses
     assert item.locator(".recall-uses a").get_attribute("href") == f"/memory/runs/{second_run}/lineage"
