@@ -13,10 +13,12 @@ class PipelinesConfig(AppConfig):
 
         from memory.selectors.context import context_run_items_lister_register
         from memory.selectors.notes import daily_log_session_page_register
+        from memory.selectors.semantic import memory_run_namer_register
 
         from .leases import sweeper_start
         from .lineage import RUN_SESSION_PREFIX, context_list_for_run_id
         from .models import PipelineRun
+        from .selectors import run_names
         from .services import run_deleted
 
         # The sweeper runs wherever beat runs: the celery beat process, or the embedded
@@ -26,5 +28,7 @@ class PipelinesConfig(AppConfig):
         # and its daily log links a run's session to the run's lineage page.
         context_run_items_lister_register(context_list_for_run_id)
         daily_log_session_page_register(prefix=RUN_SESSION_PREFIX, url_name="pipelines:run-lineage")
+        # ...and its Memory page names the runs a memory came from and was given to.
+        memory_run_namer_register(run_names)
         # A task's total cost (Task.total_cost) counts its runs: deleting one recounts it.
         post_delete.connect(run_deleted, sender=PipelineRun, dispatch_uid="pipelines.run_deleted")

@@ -76,6 +76,14 @@ def run_recalled(*, run: PipelineRun) -> list[dict[str, Any]]:
     ]
 
 
+def run_names(run_ids: list[int]) -> dict[int, str]:
+    """How the pages name runs: "run 2 of task #7" (a run's number counts within its task)."""
+    return {
+        pk: f"run {number} of task #{task_id}"
+        for pk, number, task_id in PipelineRun.objects.filter(pk__in=run_ids).values_list("pk", "number", "task_id")
+    }
+
+
 def run_get_for_user(*, user: User, run_id: object) -> PipelineRun:
     """The user's run, or NotFound — also when it exists but is someone else's."""
     runs = PipelineRun.objects.select_related("task__project").filter(task__project__owner=user)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -67,9 +67,28 @@ def memory_is_faded(*, memory: Memory, now: datetime | None = None) -> bool:
     return memory_confidence(memory=memory, now=now) <= 0.0
 
 
-def memory_source_label(*, memory: Memory) -> str:
-    """Where a memory came from, in a few words."""
-    run = f"run {memory.source_run_id}" if memory.source_run_id else "a run"
+# Memory knows no runs (a run is an id here): the app that has them names them for the
+# pages, e.g. "run 1 of task #3" (pipelines registers it at start-up).
+RunNamer = Callable[[list[int]], dict[int, str]]
+_run_namer: RunNamer | None = None
+
+
+def memory_run_namer_register(namer: RunNamer) -> None:
+    global _run_namer
+    _run_namer = namer
+
+
+def memory_run_names(*, run_ids: Iterable[int]) -> dict[int, str]:
+    """A name for each run id: the registered namer's, else "run <id>"."""
+    ids = sorted(set(run_ids))
+    named = _run_namer(ids) if _run_namer is not None and ids else {}
+    return {run_id: named.get(run_id) or f"run {run_id}" for run_id in ids}
+
+
+def memory_source_label(*, memory: Memory, run_names: dict[int, str] | None = None) -> str:
+    """Where a memory came from, in a few words; ``run_names`` from memory_run_names."""
+    run_id = memory.source_run_id
+    run = ((run_names or {}).get(run_id) or f"run {run_id}") if run_id else "a run"
     if memory.source == MemorySource.FEEDBACK:
         return f"Feedback on {run}"
     if memory.source == MemorySource.FINDING:
@@ -85,14 +104,17 @@ def memory_source_label(*, memory: Memory) -> str:
 def memory_sources(*, owner_id: int, memory_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     """Where each of the owner's memories among ``memory_ids`` came from: its source,
     the run that wrote it, a label and the source note; whether a person deleted it."""
-    memories = Memory.objects.filter(owner_id=owner_id, pk__in=set(memory_ids)).only(
-        "id", "source", "source_run_id", "source_note", "agent", "is_deleted"
+    memories = list(
+        Memory.objects.filter(owner_id=owner_id, pk__in=set(memory_ids)).only(
+            "id", "source", "source_run_id", "source_note", "agent", "is_deleted"
+        )
     )
+    run_names = memory_run_names(run_ids=[m.source_run_id for m in memories if m.source_run_id])
     return {
         memory.pk: {
             "source": memory.source,
             "source_run_id": memory.source_run_id,
-            "source_label": memory_source_label(memory=memory),
+            "source_label": memory_source_label(memory=memory, run_names=run_names),
             "source_note": memory.source_note,
             "deleted": memory.is_deleted,
         }

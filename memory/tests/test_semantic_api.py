@@ -333,7 +333,7 @@ def test_recall_page_shows_source_uses_and_fade(browser: Client, owner: User) ->
 
     page = browser.get("/memory/recall").content.decode()
     assert "Review finding in" in page and '<a href="/memory/runs/41/lineage">' in page
-    assert "<q>Leaked file handle in loader.py</q>" in page
+    assert '<span class="recall-note">Leaked file handle in loader.py</span>' in page
     assert "by 1 run" in page and '<a href="/memory/runs/43/lineage">run 43</a> (coder)' in page
     fades = timezone.localtime(now + timedelta(hours=48))
     assert f'Fades out <time datetime="{fades.isoformat()}' in page

@@ -26,6 +26,7 @@ from memory.selectors.semantic import (
     memory_fades_at,
     memory_get_for_user,
     memory_list_recent,
+    memory_run_names,
     memory_search,
     memory_source_label,
     memory_uses_for,
@@ -58,17 +59,26 @@ def run_page_url(run_id: int) -> str | None:
 
 def _annotate(rows: list[dict[str, Any]]) -> None:
     uses = memory_uses_for(memory_ids=[row["memory"].pk for row in rows])
+    run_ids = [row["memory"].source_run_id for row in rows if row["memory"].source_run_id]
+    run_ids += [use.run_id for found in uses.values() for use in found.latest]
+    run_names = memory_run_names(run_ids=run_ids)
     for row in rows:
         memory: Memory = row["memory"]
         row["confidence_pct"] = round(100 * row["confidence"])
         row["similarity_pct"] = None if row["similarity"] is None else round(100 * max(0.0, row["similarity"]))
         row["pinned"] = memory.decay_policy == DecayPolicy.PERMANENT
         row["fades_at"] = memory_fades_at(memory=memory)
-        row["source_label"] = memory_source_label(memory=memory)
+        row["source_label"] = memory_source_label(memory=memory, run_names=run_names)
         row["source_url"] = run_page_url(memory.source_run_id) if memory.source_run_id else None
         row["use_count"] = uses[memory.pk].count
         row["latest_uses"] = [
-            {"run_id": use.run_id, "agent": use.agent, "used_at": use.used_at, "url": run_page_url(use.run_id)}
+            {
+                "run_id": use.run_id,
+                "name": run_names[use.run_id],
+                "agent": use.agent,
+                "used_at": use.used_at,
+                "url": run_page_url(use.run_id),
+            }
             for use in uses[memory.pk].latest
         ]
 

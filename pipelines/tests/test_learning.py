@@ -333,18 +333,21 @@ def test_the_next_runs_page_shows_the_lesson_its_coder_was_given_and_where_it_ca
     )
     (given,) = coder["memories"]
     assert (given["content"], given["source"], given["source_run_id"]) == (FEEDBACK, "feedback", taught.pk)
-    assert given["source_label"] == f"Feedback on run {taught.pk}" and given["deleted"] is False
+    assert given["source_label"] == f"Feedback on run 1 of task #{taught.task_id}" and given["deleted"] is False
 
     owner_client.force_login(owner)
     page = owner_client.get(reverse("tasks:detail", args=[task.pk])).content.decode()
     start = page.index('data-testid="run-recalled"')
     section = page[start : page.index("</section>", start)]
     assert FEEDBACK in section
-    assert (
-        f'<a href="{reverse("pipelines:run-lineage", kwargs={"run_id": taught.pk})}">Feedback on run {taught.pk}</a>'
-        in section
-    )
+    lineage = reverse("pipelines:run-lineage", kwargs={"run_id": taught.pk})
+    assert f'<a href="{lineage}">Feedback on run 1 of task #{taught.task_id}</a>' in section
     assert "request for changes" in section  # the source note
+
+    # The Memory page names both runs as their pages do: by number within their task.
+    page = owner_client.get(reverse("memory:recall")).content.decode()
+    assert f"Feedback on run 1 of task #{taught.task_id}</a>" in page
+    assert f">run 1 of task #{task.pk}</a> (coder)" in page
 
     # Deleted by a person afterwards: the page says so, the record of the call stays.
     Memory.objects.filter(pk=given["id"]).update(is_deleted=True)

@@ -76,7 +76,7 @@ def test_a_request_for_changes_is_recalled_by_the_next_tasks_coder_and_explained
     [distilled] = [r for r in live_app.llm.requests if r.answer_tool == "record_lessons"]
     assert FEEDBACK in distilled.prompt_text
 
-    _, second_run = start_and_wait_until_ready(page, live_app, SECOND)
+    second_task, second_run = start_and_wait_until_ready(page, live_app, SECOND)
     assert second_run.isdigit() and second_run != first_run
     # The second task's Coder was told the lesson in its system prompt...
     coder_systems = [r.system_text for r in live_app.llm.requests if "str_replace_based_edit_tool" in r.tool_names]
@@ -91,7 +91,8 @@ def test_a_request_for_changes_is_recalled_by_the_next_tasks_coder_and_explained
     source = memory.locator("span.recalled-source")
     assert source.get_attribute("data-source") == "distilled"
     link = source.locator("a")
-    assert link.inner_text() == f"Distilled from run {first_run}"
+    # Runs are named as their pages name them: by their number within their task.
+    assert link.inner_text() == f"Distilled from run 1 of task #{first_task}"
     assert link.get_attribute("href") == f"/memory/runs/{first_run}/lineage"
     assert f"Distilled from the request for changes in run 1 of task #{first_task} “{FIRST}”" in source.inner_text()
     assert re.search(r"score \d\.\d\d", memory.inner_text()), memory.inner_text()
@@ -113,13 +114,13 @@ def test_a_request_for_changes_is_recalled_by_the_next_tasks_coder_and_explained
     item = page.locator(".recall-item", has_text=LESSON)
     assert item.count() == 1
     source_line = item.locator(".recall-source")
-    assert source_line.locator("a").inner_text() == f"Distilled from run {first_run}"
+    assert source_line.locator("a").inner_text() == f"Distilled from run 1 of task #{first_task}"
     assert source_line.locator("a").get_attribute("href") == f"/memory/runs/{first_run}/lineage"
     assert (
         f"Distilled from the request for changes in run 1 of task #{first_task} “{FIRST}”" in source_line.inner_text()
     )
     uses = item.locator(".recall-uses").inner_text()
-    assert re.search(rf"by 1 run — latest: run {second_run} \(coder\)", uses), uses
+    assert re.search(rf"by 1 run — latest: run 1 of task #{second_task} \(coder\)", uses), uses
     assert item.locator(".recall-uses a").get_attribute("href") == f"/memory/runs/{second_run}/lineage"
     assert re.match(r"Fades out \w{3} \d{1,2}, \d{4} \d\d:\d\d$", item.locator(".recall-fade").inner_text()), (
         item.locator(".recall-fade").inner_text()
