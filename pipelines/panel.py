@@ -163,9 +163,7 @@ def _recalled(run: PipelineRun) -> list[dict[str, Any]]:
             }
             for memory in entry["memories"]
         ]
-        entries.append(
-            {**entry, "memories": memories, "name": AGENT_INFO.get(entry["agent"], (entry["agent"], ""))[0]}
-        )
+        entries.append({**entry, "memories": memories, "name": AGENT_INFO.get(entry["agent"], (entry["agent"], ""))[0]})
     return entries
 
 
