@@ -437,27 +437,14 @@ def sandboxed_process(*, command: str, workspace: Path, limits: Limits) -> Itera
         with _unsandboxed_process(command=command, workspace=workspace, limits=limits) as process:
             yield process
         return
-    bwrap = _bwrap_path()
-    assert bwrap is not None
-    with _prepared(workspace) as (support, ids):
-        argv = [bwrap, *_bwrap_arguments(workspace, support, limits.tmp_size_mb), "/bin/sh", "-c", command]
-        account = _account(ids)
-        process = subprocess.Popen(  # noqa: S603 - user code, in the sandbox described above
-            argv,
-            env={},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_limits(limits),
-            user=account.user,
-            group=account.group,
-            extra_groups=account.extra_groups,
-        )
-        try:
-            yield process
-        finally:
-            process_kill(process)
+    with _bwrapped(
+        argv=["/bin/sh", "-c", command],
+        workspace=workspace,
+        limits=limits,
+        environment=_environment(),
+        stderr=subprocess.STDOUT,
+    ) as process:
+        yield process
 
 
 @contextlib.contextmanager
@@ -488,6 +475,35 @@ def sandboxed_program(
     status = sandbox_status()
     if not status.available or status.disabled:
         raise SandboxUnavailable(status.message or status.reason)
+    with _bwrapped(
+        argv=argv,
+        workspace=workspace,
+        limits=limits,
+        environment=environment,
+        share_network=share_network,
+        read_only=read_only,
+        writable=writable,
+        stdin=stdin,
+        stderr=stderr,
+    ) as process:
+        yield process
+
+
+@contextlib.contextmanager
+def _bwrapped(
+    *,
+    argv: list[str],
+    workspace: Path,
+    limits: Limits,
+    environment: dict[str, str],
+    share_network: bool = False,
+    read_only: tuple[Path, ...] = (),
+    writable: tuple[tuple[Path, str], ...] = (),
+    stdin: IO[bytes] | None = None,
+    stderr: int | IO[bytes] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``argv`` started in bwrap as :func:`sandboxed_program` describes, once the caller
+    has checked that a sandbox can be made."""
     bwrap = _bwrap_path()
     assert bwrap is not None
     with _prepared(workspace, tuple(source for source, _ in writable)) as (support, ids):
@@ -501,7 +517,7 @@ def sandboxed_program(
             environment=environment,
         )
         account = _account(ids)
-        process = subprocess.Popen(  # noqa: S603 - a fixed program, in the sandbox described above
+        process = subprocess.Popen(  # noqa: S603 - user code or a fixed program, in the sandbox described above
             [bwrap, *arguments, *argv],
             env={},
             stdin=subprocess.DEVNULL if stdin is None else stdin,

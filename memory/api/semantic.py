@@ -3,9 +3,16 @@ meaning, read, edit, pin, reinforce, delete."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
@@ -374,35 +381,47 @@ class MemoryReinforceApi(ApiView):
         return Response(MemorySerializer(memory).data)
 
 
-class MemoryPinApi(ApiView):
-    @extend_schema(
-        operation_id="memory_memories_pin",
-        summary="Pin a memory: it becomes permanent and never fades",
-        description="Pinning a pinned memory changes nothing. A deleted one: 400, `invalid_operation`.",
-        request=None,
-        parameters=[MEMORY_ID],
-        responses={200: MemorySerializer, **error_responses(400, 401, 403, 404)},
-    )
+class _MemoryPinnedApi(ApiView):
+    """Pins or unpins (``pinned``) a memory; each subclass is one endpoint, with its docs."""
+
+    pinned: ClassVar[bool]
+
     def post(self, request: Request, memory_id: str) -> Response:
         user = request_user(request)
         memory = memory_get_for_user(user=user, memory_id=memory_id)
-        return Response(MemorySerializer(memory_pin(owner=user, memory_id=memory.pk, pinned=True)).data)
+        return Response(MemorySerializer(memory_pin(owner=user, memory_id=memory.pk, pinned=self.pinned)).data)
 
 
-class MemoryUnpinApi(ApiView):
-    @extend_schema(
-        operation_id="memory_memories_unpin",
-        summary="Unpin a memory: back to the decay policy it had, its clock starting now",
-        description="A memory created permanent becomes reinforceable. Unpinning an unpinned memory changes "
-        "nothing. A deleted one: 400, `invalid_operation`.",
-        request=None,
-        parameters=[MEMORY_ID],
-        responses={200: MemorySerializer, **error_responses(400, 401, 403, 404)},
+def _pinned_schema(*, operation_id: str, summary: str, description: str) -> Callable[[type[Any]], type[Any]]:
+    return extend_schema_view(
+        post=extend_schema(
+            operation_id=operation_id,
+            summary=summary,
+            description=description,
+            request=None,
+            parameters=[MEMORY_ID],
+            responses={200: MemorySerializer, **error_responses(400, 401, 403, 404)},
+        )
     )
-    def post(self, request: Request, memory_id: str) -> Response:
-        user = request_user(request)
-        memory = memory_get_for_user(user=user, memory_id=memory_id)
-        return Response(MemorySerializer(memory_pin(owner=user, memory_id=memory.pk, pinned=False)).data)
+
+
+@_pinned_schema(
+    operation_id="memory_memories_pin",
+    summary="Pin a memory: it becomes permanent and never fades",
+    description="Pinning a pinned memory changes nothing. A deleted one: 400, `invalid_operation`.",
+)
+class MemoryPinApi(_MemoryPinnedApi):
+    pinned = True
+
+
+@_pinned_schema(
+    operation_id="memory_memories_unpin",
+    summary="Unpin a memory: back to the decay policy it had, its clock starting now",
+    description="A memory created permanent becomes reinforceable. Unpinning an unpinned memory changes "
+    "nothing. A deleted one: 400, `invalid_operation`.",
+)
+class MemoryUnpinApi(_MemoryPinnedApi):
+    pinned = False
 
 
 class MemoryStatusApi(ApiView):

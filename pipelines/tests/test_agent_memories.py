@@ -7,7 +7,6 @@ tmp_path; the fake Anthropic server scripts each turn.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,9 +18,9 @@ from pipelines import agent_memories
 from pipelines.coder_loop import LESSON_KEPT, LESSON_MISSING
 from pipelines.events import AgentLogStream
 from pipelines.lessons import LESSON_MEMORY_TYPE
-from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
+from pipelines.models import AgentCall, PipelineRun, RunStatus
 from pipelines.services import run_start
-from repos.services import repository_link
+from pipelines.tests.repositories import committed_repository, git, log_text
 from tasks.models import Task
 from tests.factories import TaskFactory
 from tests.fake_anthropic import EDITOR, TextReply, ToolReply, coder_creates
@@ -34,30 +33,14 @@ PASS = {"pass": True, "findings": []}
 LESSON = "run migrations with --check before committing"
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
 def repo_root(tmp_path: Path) -> Path:
-    root = tmp_path / "repos" / "app"
-    (root / "app").mkdir(parents=True)
-    (root / "app" / "__init__.py").write_text("")
-    git(root, "init", "--quiet", "--initial-branch=main")
-    git(root, "add", "-A")
-    git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "Initial")
-    return root
+    return committed_repository(tmp_path / "repos" / "app", {"app/__init__.py": ""})
 
 
 @pytest.fixture
-def task(project, repo_root: Path) -> Task:
-    repository_link(project=project, path=str(repo_root))
+def task(project, linked) -> Task:
     return TaskFactory(project=project, title="Add x", description="x should exist")
-
-
-def log_text(run: PipelineRun, agent: str) -> str:
-    events = RunEvent.objects.filter(run=run, type="agent-log").order_by("id")
-    return "".join(e.data["chunk"] for e in events if e.data["agent"] == agent)
 
 
 def coder_output(run: PipelineRun) -> dict:

@@ -7,7 +7,6 @@ really edits files in its working folder and prints stream-json events.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -22,10 +21,10 @@ from memory.models.semantic import MemorySource
 from memory.services.context import context_decode
 from pipelines import agents
 from pipelines.coder_loop import OUT_OF_TURNS
-from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
+from pipelines.models import AgentCall, PipelineRun, RunStatus
 from pipelines.orchestrator import run_advance
 from pipelines.services import run_cancel, run_start
-from repos.services import repository_link
+from pipelines.tests.repositories import CALC, CALC_FIXED, git, log_text
 from tasks.models import Task
 from tests.factories import TaskFactory
 from tests.workers import drive_in_process
@@ -33,41 +32,14 @@ from tests.workers import drive_in_process
 pytestmark = [pytest.mark.django_db, needs_bwrap]
 
 FAKE_CLAUDE = str(Path(__file__).resolve().parents[2] / "tests" / "bin" / "claude")
-CALC = "def add(a, b):\n    return a - b\n"
-FIXED = "def add(a, b):\n    return a + b\n"
-CHECK = "from app.calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) is {add(2, 3)}'\nprint('ok')\n"
 SECRET = "s3cr3t-the-cli-must-not-see"
 FILE_TOOLS = "Read,Edit,MultiEdit,Write,Glob,Grep"
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
-def repo_root(tmp_path: Path, settings) -> Path:
-    settings.REPOS_ROOT = str(tmp_path / "repos")
-    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
-    root = tmp_path / "repos" / "calc"
-    (root / "app").mkdir(parents=True)
-    (root / "app" / "__init__.py").write_text("")
-    (root / "app" / "calc.py").write_text(CALC)
-    (root / "check.py").write_text(CHECK)
-    git(root, "init", "--quiet", "--initial-branch=main")
-    git(root, "add", "-A")
-    git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "Initial")
+def repo_root(repo_root: Path) -> Path:
     sandbox_status(refresh=True)
-    return root
-
-
-@pytest.fixture
-def linked(project, repo_root: Path):
-    return repository_link(project=project, path=str(repo_root))
-
-
-@pytest.fixture
-def task(project) -> Task:
-    return TaskFactory(project=project, title="Make add add", description="add(2, 3) should be 5")
+    return repo_root
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +56,7 @@ def cli(settings, monkeypatch) -> list[list[str]]:
         "FAKE_CLAUDE_SUMMARY",
     }
     monkeypatch.setattr(claude_cli, "CLI_ENVIRONMENT", claude_cli.CLI_ENVIRONMENT | fake_settings)
-    monkeypatch.setenv("FAKE_CLAUDE_EDITS", json.dumps([{"file_path": "app/calc.py", "content": FIXED}]))
+    monkeypatch.setenv("FAKE_CLAUDE_EDITS", json.dumps([{"file_path": "app/calc.py", "content": CALC_FIXED}]))
     commands: list[list[str]] = []
     real = claude_cli.ClaudeCliProvider.edit_command
 
@@ -99,11 +71,6 @@ def cli(settings, monkeypatch) -> list[list[str]]:
 
 def option(command: list[str], name: str) -> str:
     return command[command.index(name) + 1]
-
-
-def log_text(run: PipelineRun, agent: str) -> str:
-    events = RunEvent.objects.filter(run=run, type="agent-log").order_by("id")
-    return "".join(e.data["chunk"] for e in events if e.data["agent"] == agent)
 
 
 def advance_to_coding(task: Task, owner) -> PipelineRun:
@@ -121,7 +88,7 @@ def test_the_cli_edits_the_worktree_and_the_branch_holds_exactly_that_edit(linke
 
     assert run.status == RunStatus.AWAITING_APPROVAL, run.error
     assert git(repo_root, "diff", "--name-only", f"main..{run.branch}") == "app/calc.py"
-    assert git(repo_root, "show", f"{run.branch}:app/calc.py") == FIXED.strip()
+    assert git(repo_root, "show", f"{run.branch}:app/calc.py") == CALC_FIXED.strip()
     assert git(repo_root, "show", "main:app/calc.py") == CALC.strip()  # main untouched
     assert [change["file_path"] for change in run.file_changes] == ["app/calc.py"]
     # Not the whole-file answer (submit_changes): one agent run of the CLI, in the worktree.

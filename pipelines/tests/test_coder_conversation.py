@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -18,58 +16,23 @@ from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
 from pipelines.orchestrator import run_advance
 from pipelines.selectors import run_diff
 from pipelines.services import run_cancel, run_start
-from repos.services import repository_link
-from tasks.models import Task
-from tests.factories import TaskFactory
-from tests.fake_anthropic import TextReply, ToolReply
+from pipelines.tests.repositories import CALC_FILES, git, log_text
+from tests.fake_anthropic import EDITOR, TextReply, ToolReply
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
-EDITOR = "str_replace_based_edit_tool"
 PLAN = {"subtasks": [{"id": "s1", "title": "Fix add", "description": "add must add", "order": 1}]}
 PASS = {"pass": True, "findings": []}
-CALC = "def add(a, b):\n    return a - b\n"
-CHECK = "from app.calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) is {add(2, 3)}'\nprint('ok')\n"
 FIX_CALC = ToolReply(
     name=EDITOR, input={"command": "str_replace", "path": "app/calc.py", "old_str": "a - b", "new_str": "a + b"}
 )
 DONE = TextReply("Fixed add: it subtracted.")
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
-def repo_root(tmp_path: Path, settings) -> Path:
-    settings.REPOS_ROOT = str(tmp_path / "repos")
-    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
-    root = tmp_path / "repos" / "calc"
-    (root / "app").mkdir(parents=True)
-    (root / "app" / "__init__.py").write_text("")
-    (root / "app" / "calc.py").write_text(CALC)
-    (root / "app" / "big.py").write_text("".join(f"VALUE_{n} = {n}\n" for n in range(2000)))
-    (root / "check.py").write_text(CHECK)
-    git(root, "init", "--quiet", "--initial-branch=main")
-    git(root, "add", "-A")
-    git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "Initial")
-    return root
-
-
-@pytest.fixture
-def linked(project, repo_root: Path):
-    return repository_link(project=project, path=str(repo_root))
-
-
-@pytest.fixture
-def task(project) -> Task:
-    return TaskFactory(project=project, title="Make add add", description="add(2, 3) should be 5")
-
-
-def log_text(run: PipelineRun, agent: str) -> str:
-    events = RunEvent.objects.filter(run=run, type="agent-log").order_by("id")
-    return "".join(e.data["chunk"] for e in events if e.data["agent"] == agent)
+def repo_files() -> dict[str, str | bytes]:
+    return {**CALC_FILES, "app/big.py": "".join(f"VALUE_{n} = {n}\n" for n in range(2000))}
 
 
 def coder_requests(fake_llm) -> list:

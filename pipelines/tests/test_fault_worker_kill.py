@@ -29,6 +29,7 @@ from django.conf import settings
 from pipelines.leases import runs_needing_a_worker, runs_sweep
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
 from pipelines.services import run_start
+from pipelines.tests.repositories import committed_repository
 from tests.factories import TaskFactory
 from tests.fake_anthropic import EDITOR, RecordedRequest, TextReply, ToolReply, coder_creates, coder_replaces
 from tests.workers import delete_queue, subprocess_env, topology_worker, wait_until
@@ -212,10 +213,6 @@ CALC = "def add(a, b):\n    return a - b\n"
 CALC_FIXED = {"command": "str_replace", "path": "app/calc.py", "old_str": "a - b", "new_str": "a + b"}
 
 
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture
 def repository_env(project, tmp_path: Path, settings) -> dict[str, str]:
     """A git repository linked to ``project``; the settings its workers need."""
@@ -223,12 +220,7 @@ def repository_env(project, tmp_path: Path, settings) -> dict[str, str]:
 
     paths = {"REPOS_ROOT": str(tmp_path / "repos"), "WORKTREES_ROOT": str(tmp_path / "worktrees")}
     settings.REPOS_ROOT, settings.WORKTREES_ROOT = paths["REPOS_ROOT"], paths["WORKTREES_ROOT"]
-    root = tmp_path / "repos" / "calc"
-    (root / "app").mkdir(parents=True)
-    (root / "app" / "calc.py").write_text(CALC)
-    _git(root, "init", "--quiet", "--initial-branch=main")
-    _git(root, "add", "-A")
-    _git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "Initial")
+    root = committed_repository(tmp_path / "repos" / "calc", {"app/calc.py": CALC})
     repository_link(project=project, path=str(root))
     return paths
 

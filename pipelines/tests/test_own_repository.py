@@ -4,7 +4,6 @@ approval merges into it, and the project's Repository page shows it."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from pipelines.models import PipelineRun, RunStatus
 from pipelines.orchestrator import run_advance
 from pipelines.services import run_approve, run_start
+from pipelines.tests.repositories import git, git_commit
 from repos.models import Repository, RepositoryFolder
 from repos.services import (
     OWN_REPOSITORY_START,
@@ -28,10 +28,6 @@ pytestmark = pytest.mark.django_db
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Add x", "description": "x = 1", "order": 1}]}
 PASS = {"pass": True, "findings": []}
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def test_a_project_without_a_repository_gets_its_own_and_each_run_is_a_branch_of_it(
@@ -71,7 +67,7 @@ def test_an_unlinked_own_repository_is_found_again_with_its_history(project) -> 
     repository = repository_ensure(project=project)
     assert repository_ensure(project=project).pk == repository.pk  # idempotent
     root = Path(repository.path)
-    git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-q", "--allow-empty", "-m", "Mine")
+    git_commit(root, "Mine", "--allow-empty")
     repository_unlink(repository=repository)
 
     again = repository_ensure(project=project)

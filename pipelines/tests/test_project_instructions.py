@@ -4,7 +4,6 @@ system prompt, after the role and before the memory context."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from pipelines.agents import CODER_EDITING_ROLE, SYSTEM_PROMPTS
 from pipelines.models import RunStatus
 from pipelines.services import run_start
+from pipelines.tests.repositories import committed_repository, git, git_commit
 from repos.services import repository_link
 from tasks.models import Task
 from tests.factories import TaskFactory
@@ -26,26 +26,8 @@ PASS = {"pass": True, "findings": []}
 EPHEMERAL = {"type": "ephemeral"}
 
 
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_repo(tmp_path: Path, settings, files: dict[str, str | bytes]) -> Path:
-    settings.REPOS_ROOT = str(tmp_path / "repos")
-    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
-    root = tmp_path / "repos" / "proj"
-    (root / "app").mkdir(parents=True)
-    (root / "app" / "__init__.py").write_text("")
-    for name, content in files.items():
-        path = root / name
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-    git(root, "init", "--quiet", "--initial-branch=main")
-    git(root, "add", "-A")
-    git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "Initial")
-    return root
+def make_repo(tmp_path: Path, files: dict[str, str | bytes]) -> Path:
+    return committed_repository(tmp_path / "repos" / "proj", {"app/__init__.py": "", **files})
 
 
 @pytest.fixture
@@ -63,10 +45,8 @@ def run_on(fake_llm, task: Task, owner) -> None:
     assert len(fake_llm.requests) == 2 + len(coder)
 
 
-def test_agents_md_and_the_project_setting_are_in_every_system_prompt(
-    fake_llm, project, task, owner, tmp_path, settings
-) -> None:
-    root = make_repo(tmp_path, settings, {"AGENTS.md": "Always use tabs. MARK-AGENTS", "CLAUDE.md": "MARK-CLAUDE"})
+def test_agents_md_and_the_project_setting_are_in_every_system_prompt(fake_llm, project, task, owner, tmp_path) -> None:
+    root = make_repo(tmp_path, {"AGENTS.md": "Always use tabs. MARK-AGENTS", "CLAUDE.md": "MARK-CLAUDE"})
     repository_link(project=project, path=str(root))
     project.instructions = "Write docstrings. MARK-SETTING"
     project.save()
@@ -86,8 +66,8 @@ def test_agents_md_and_the_project_setting_are_in_every_system_prompt(
         assert request.body["system"][-1]["cache_control"] == EPHEMERAL
 
 
-def test_claude_md_is_used_without_agents_md(fake_llm, project, task, owner, tmp_path, settings) -> None:
-    root = make_repo(tmp_path, settings, {"CLAUDE.md": "Run make lint. MARK-CLAUDE"})
+def test_claude_md_is_used_without_agents_md(fake_llm, project, task, owner, tmp_path) -> None:
+    root = make_repo(tmp_path, {"CLAUDE.md": "Run make lint. MARK-CLAUDE"})
     repository_link(project=project, path=str(root))
     run_on(fake_llm, task, owner)
     for request in fake_llm.requests:
@@ -95,9 +75,9 @@ def test_claude_md_is_used_without_agents_md(fake_llm, project, task, owner, tmp
         assert "From the project's settings" not in request.system_text
 
 
-def test_a_big_agents_md_is_cut_with_a_note(fake_llm, project, task, owner, tmp_path, settings) -> None:
+def test_a_big_agents_md_is_cut_with_a_note(fake_llm, project, task, owner, tmp_path) -> None:
     big = "START\n" + ("y" * 99 + "\n") * 1000 + "END-OF-FILE\n"
-    root = make_repo(tmp_path, settings, {"AGENTS.md": big})
+    root = make_repo(tmp_path, {"AGENTS.md": big})
     repository_link(project=project, path=str(root))
     run_on(fake_llm, task, owner)
     system = fake_llm.requests[0].system_text
@@ -106,13 +86,13 @@ def test_a_big_agents_md_is_cut_with_a_note(fake_llm, project, task, owner, tmp_
     assert system.count("y") < 17_000
 
 
-def test_a_symlinked_agents_md_leading_outside_is_not_read(fake_llm, project, task, owner, tmp_path, settings) -> None:
+def test_a_symlinked_agents_md_leading_outside_is_not_read(fake_llm, project, task, owner, tmp_path) -> None:
     secret = tmp_path / "secret.md"
     secret.write_text("MARK-SECRET")
-    root = make_repo(tmp_path, settings, {"CLAUDE.md": "MARK-CLAUDE"})
+    root = make_repo(tmp_path, {"CLAUDE.md": "MARK-CLAUDE"})
     (root / "AGENTS.md").symlink_to(secret)
     git(root, "add", "-A")
-    git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "Link")
+    git_commit(root, "Link")
     repository_link(project=project, path=str(root))
     run_on(fake_llm, task, owner)
     for request in fake_llm.requests:

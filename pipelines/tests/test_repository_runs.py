@@ -8,7 +8,6 @@ Real git repositories in tmp_path; the LLM is the fake Anthropic server, scripte
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,52 +27,20 @@ from pipelines.services import (
     run_start,
     runs_cleanup_worktrees,
 )
+from pipelines.tests.repositories import CALC, CALC_FILES, CALC_FIXED, git, git_commit, log_text
 from repos.services import repository_link
-from tasks.models import Task
-from tests.factories import TaskFactory
-from tests.fake_anthropic import TextReply, ToolReply
+from tests.fake_anthropic import EDITOR, TextReply, ToolReply
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Fix add", "description": "add must add", "order": 1}]}
 PASS = {"pass": True, "findings": []}
-CALC = "def add(a, b):\n    return a - b\n"
-CALC_FIXED = "def add(a, b):\n    return a + b\n"
-CHECK = "from app.calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) is {add(2, 3)}'\nprint('ok')\n"
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture
-def repo_root(tmp_path: Path, settings) -> Path:
-    settings.REPOS_ROOT = str(tmp_path / "repos")
-    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
-    root = tmp_path / "repos" / "calc"
-    (root / "app").mkdir(parents=True)
-    (root / "app" / "__init__.py").write_text("")
-    (root / "app" / "calc.py").write_text(CALC)
-    (root / "check.py").write_text(CHECK)
-    (root / "README.md").write_text("# Calc\n")
-    git(root, "init", "--quiet", "--initial-branch=main")
-    git(root, "add", "-A")
-    git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "Initial")
-    return root
-
-
-@pytest.fixture
-def linked(project, repo_root: Path):
-    return repository_link(project=project, path=str(repo_root))
-
-
-@pytest.fixture
-def task(project) -> Task:
-    return TaskFactory(project=project, title="Make add add", description="add(2, 3) should be 5")
-
-
-EDITOR = "str_replace_based_edit_tool"
+def repo_files() -> dict[str, str | bytes]:
+    return {**CALC_FILES, "README.md": "# Calc\n"}
 
 
 def edit(**tool_input: object) -> ToolReply:
@@ -84,11 +51,6 @@ def edit(**tool_input: object) -> ToolReply:
 VIEW_CALC = edit(command="view", path="app/calc.py")
 FIX_CALC = edit(command="str_replace", path="app/calc.py", old_str="return a - b", new_str="return a + b")
 DONE = TextReply("Fixed add: it subtracted.")
-
-
-def log_text(run: PipelineRun, agent: str) -> str:
-    events = RunEvent.objects.filter(run=run, type="agent-log").order_by("id")
-    return "".join(e.data["chunk"] for e in events if e.data["agent"] == agent)
 
 
 def test_the_coder_reads_then_edits_and_the_change_lands_on_the_runs_branch(
@@ -160,7 +122,7 @@ def test_a_conflicting_base_refuses_the_merge_and_keeps_the_branch(fake_llm, lin
     assert run.status == RunStatus.AWAITING_APPROVAL
     # Meanwhile someone changes the same line on main.
     (repo_root / "app" / "calc.py").write_text("def add(a, b):\n    return b + a  # theirs\n")
-    git(repo_root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qam", "Theirs")
+    git_commit(repo_root, "Theirs", "-a")
     main_before = git(repo_root, "rev-parse", "main")
 
     with pytest.raises(MergeRefused) as refused:
@@ -401,7 +363,7 @@ def test_approve_conflict_over_the_api_is_409_with_the_conflicts(
     )
     run = drive_in_process(run_start(task=task, user=owner))
     (repo_root / "app" / "calc.py").write_text("def add(a, b):\n    return sum((a, b))\n")
-    git(repo_root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qam", "Theirs")
+    git_commit(repo_root, "Theirs", "-a")
 
     response = owner_client.post(f"/api/runs/{run.pk}/approve")
     assert response.status_code == 409
@@ -485,7 +447,7 @@ def test_the_coder_stops_at_its_token_limit(fake_llm, linked, repo_root, task, o
 
 def test_an_old_str_must_match_exactly_once(fake_llm, linked, repo_root, task, owner) -> None:
     (repo_root / "app" / "calc.py").write_text(CALC + "\n\ndef sub(a, b):\n    return a - b\n")
-    git(repo_root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qam", "sub")
+    git_commit(repo_root, "sub", "-a")
     fake_llm.script(
         ToolReply(input=PLAN),
         edit(command="str_replace", path="app/calc.py", old_str="return a-b", new_str="return a + b"),
