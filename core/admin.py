@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.admin.utils import quote
 from django.db.models import Model
 from django.urls import reverse
 from django.utils.html import format_html
@@ -15,7 +16,9 @@ def admin_change_link(obj: Model | None, text: Any = None) -> SafeString | str:
     """A link to ``obj``'s admin change page, or "-" when there is no object."""
     if obj is None:
         return "-"
-    url = reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
+    # Quoted as the admin's own links are: it reads "_" as an escape in the URL, so a text
+    # key like "ctx_23ab…" would otherwise name another object ("ctx#ab…").
+    url = reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[quote(obj.pk)])
     return format_html('<a href="{}">{}</a>', url, obj if text is None else text)
 
 

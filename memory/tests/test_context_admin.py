@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.utils import quote
 
 from memory.models import AgentNoteRevision
 from memory.services.context import context_save
@@ -23,7 +24,9 @@ def test_admin_pages(owner, client, monkeypatch) -> None:
     daily_log_record(owner=owner, agent_id="coder", session="run-1", type="plan")
     client.force_login(owner)
 
-    change = client.get(f"/admin/memory/contextitem/{item.pk}/change/")
+    # Quoted, as the admin's links are: an id like "ctx_23ab…" unquoted is "ctx#ab…" (a
+    # 1-in-40 failure while this test used the raw id).
+    change = client.get(f"/admin/memory/contextitem/{quote(item.pk)}/change/")
     assert change.status_code == 200
     html = change.content.decode()
     assert "&lt;b&gt;one&lt;/b&gt;" in html and "Content (decompressed)" in html
