@@ -30,6 +30,7 @@ from django.utils import timezone
 from core.jobs import job
 
 from .models import WORKING_STATUSES, PipelineRun, RunStatus
+from .queue import runs_waiting
 
 logger = logging.getLogger(__name__)
 
@@ -157,8 +158,12 @@ def _needing_a_worker(now: datetime, grace_seconds: int) -> QuerySet[PipelineRun
 def runs_needing_a_worker(*, grace_seconds: int = UNCLAIMED_GRACE_SECONDS) -> list[int]:
     """Runs that should be executing but nobody is: queued or working, whose lease ran
     out (their worker died) or that nobody claimed for ``grace_seconds`` (their job was
-    lost with a worker or broker)."""
-    return list(_needing_a_worker(timezone.now(), grace_seconds).values_list("pk", flat=True))
+    lost with a worker or broker). A queued run over a limit on runs at once is waiting,
+    not lost: it does not need a worker until a place frees for it (pipelines/queue.py),
+    so the sweeper does not queue it again every round to be turned away again."""
+    candidates = list(_needing_a_worker(timezone.now(), grace_seconds).values_list("pk", "status"))
+    waiting = runs_waiting(run_ids=[pk for pk, status in candidates if status == RunStatus.QUEUED])
+    return [pk for pk, _ in candidates if pk not in waiting]
 
 
 def runs_sweep(*, grace_seconds: int = UNCLAIMED_GRACE_SECONDS) -> list[int]:

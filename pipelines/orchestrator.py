@@ -39,7 +39,7 @@ from .lineage import context_record_agent_call
 from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, RunStatus
 from .recall import recall_for_phase
 from .recovery import drop_broken_connection, queue_phase_again
-from .services import StaleRun, run_transition
+from .services import StaleRun, run_begin, run_transition
 
 if TYPE_CHECKING:
     from repos.verify import VerifyResult
@@ -59,7 +59,8 @@ def run_advance(*, run_id: int) -> None:
         return
     if run.status == RunStatus.QUEUED:
         try:
-            run = run_transition(run=run, to_status=RunStatus.PLANNING, reason="picked up by a worker", enqueue=False)
+            if not run_begin(run=run):
+                return  # over a limit on runs at once: it waits queued until a place frees
         except StaleRun:
             return
     if run.status not in WORKING_STATUSES:

@@ -15,6 +15,7 @@ from tasks.models import Task
 
 from .forms import RequestChangesForm, StartRunForm
 from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, RunStatus
+from .queue import queue_place_label, run_queue_position
 from .selectors import (
     LOG_AGENTS,
     run_allowed_actions,
@@ -267,6 +268,9 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "active_agent": active_agent,
         "focus_agent": focus_agent,
         "is_working": bool(run and run.status in WORKING_STATUSES),
+        "queue_place": queue_place_label(run_queue_position(run_id=run.pk))
+        if run and run.status == RunStatus.QUEUED
+        else "",
         "subtasks": _subtasks(run),
         "reviews": _reviews(run.review_history) if run and isinstance(run.review_history, list) else [],
         "recalled": _recalled(run) if run else [],

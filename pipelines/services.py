@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import F, Max, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
@@ -37,6 +38,7 @@ from .models import (
     RunStatus,
     RunTransition,
 )
+from .queue import runs_free_to_start
 from .selectors import run_subtask_index
 
 if TYPE_CHECKING:
@@ -104,6 +106,19 @@ def _enqueue_advance_or_leave_to_sweeper(run_id: int, status: str) -> None:
             status,
             exc,
         )
+
+
+def _start_waiting_runs(owner_id: int) -> None:
+    """After a run of the owner left a working status (or the queue): queue the owner's
+    runs that may start now. Their jobs decide again under the lock (``run_begin``); a
+    job lost here is the sweeper's (a run free to start counts as needing a worker)."""
+    try:
+        run_ids = runs_free_to_start(owner_id=owner_id)
+    except Exception as exc:  # noqa: BLE001 - the transition committed; the sweeper starts them later
+        logger.error("Could not look for waiting runs of user %s (%s); the sweeper will", owner_id, exc)
+        return
+    for run_id in run_ids:
+        _enqueue_advance_or_leave_to_sweeper(run_id, RunStatus.QUEUED)
 
 
 def _pipeline_state(run: PipelineRun) -> dict[str, Any]:
@@ -224,7 +239,25 @@ def run_transition(
             )
         if enqueue and to_status in WORKING_STATUSES:
             transaction.on_commit(functools.partial(_enqueue_advance_or_leave_to_sweeper, run.pk, to_status))
+        if from_status in (RunStatus.QUEUED, *WORKING_STATUSES) and to_status not in WORKING_STATUSES:
+            # A place (or a place in line) came free: the owner's waiting runs may start.
+            transaction.on_commit(functools.partial(_start_waiting_runs, task.project.owner_id))
     return run
+
+
+def run_begin(*, run: PipelineRun) -> bool:
+    """Queued → planning, if starting the run keeps its owner and its project within
+    their runs at once (pipelines/queue.py); False, the run left untouched, when it must
+    wait (or is no longer queued). The check and the transition hold the owner's row
+    locked, so two runs of one owner starting at once cannot both take the last place.
+    Raises StaleRun if the run left the queue between the check and the transition."""
+    owner_id = Task.objects.filter(pk=run.task_id).values_list("project__owner_id", flat=True).get()
+    with transaction.atomic():
+        get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True).first()
+        if run.pk not in runs_free_to_start(owner_id=owner_id):
+            return False
+        run_transition(run=run, to_status=RunStatus.PLANNING, reason="picked up by a worker", enqueue=False)
+    return True
 
 
 def run_subtask_start(*, run: PipelineRun, order: int, held_by: str) -> PipelineRun:

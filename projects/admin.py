@@ -36,6 +36,7 @@ class ProjectAdmin(admin.ModelAdmin):
         "instructions",
         "learn_distil",
         "lesson_half_life_hours",
+        "runs_at_once",
         "created_at",
         "updated_at",
     )

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .models import INSTRUCTIONS_MAX_LENGTH, LESSON_HALF_LIFE_MAX_HOURS, PROJECT_NAME_MAX_LENGTH
+from .models import INSTRUCTIONS_MAX_LENGTH, LESSON_HALF_LIFE_MAX_HOURS, PROJECT_NAME_MAX_LENGTH, RUNS_AT_ONCE_MAX
 
 
 class ProjectForm(forms.Form):
@@ -55,4 +55,11 @@ class ProjectForm(forms.Form):
         min_value=1,
         max_value=LESSON_HALF_LIFE_MAX_HOURS,
         help_text="How fast a lesson from a review finding fades unless it is used again. Empty = server default.",
+    )
+    runs_at_once = forms.IntegerField(
+        label="Runs at once",
+        required=False,
+        min_value=1,
+        max_value=RUNS_AT_ONCE_MAX,
+        help_text="How many of this project's runs may work at once; more wait in line. Empty = server default.",
     )

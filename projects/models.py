@@ -11,6 +11,7 @@ PROJECT_NAME_MAX_LENGTH = 100
 DEFAULT_PROJECT_NAME = "My first project"
 INSTRUCTIONS_MAX_LENGTH = 20_000
 LESSON_HALF_LIFE_MAX_HOURS = 100_000  # about eleven years
+RUNS_AT_ONCE_MAX = 50
 
 
 class Project(TimeStampedModel):
@@ -51,6 +52,14 @@ class Project(TimeStampedModel):
         blank=True,
         validators=[MinValueValidator(1), MaxValueValidator(LESSON_HALF_LIFE_MAX_HOURS)],
         help_text="How fast a lesson from a review finding fades. Empty = the server's default.",
+    )
+    # Its runs working at once (pipelines/queue.py); empty = RUNS_AT_ONCE_PER_PROJECT.
+    runs_at_once = models.PositiveSmallIntegerField(
+        "runs at once",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(RUNS_AT_ONCE_MAX)],
+        help_text="How many of this project's runs may work at once; more wait queued. Empty = the server's default.",
     )
 
     class Meta:

@@ -38,7 +38,15 @@ def _save(project: Project) -> Project:
     return project
 
 
-LLM_FIELDS = ("llm_model", "llm_max_tokens", "token_budget", "instructions", "learn_distil", "lesson_half_life_hours")
+LLM_FIELDS = (
+    "llm_model",
+    "llm_max_tokens",
+    "token_budget",
+    "instructions",
+    "learn_distil",
+    "lesson_half_life_hours",
+    "runs_at_once",
+)
 
 
 def project_create(*, owner: User, name: str, description: str = "", **llm_settings: Any) -> Project:

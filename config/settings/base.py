@@ -390,6 +390,11 @@ PIPELINE_LEASE_SECONDS = env_int("PIPELINE_LEASE_SECONDS", default=10, minimum=5
 # How often the sweeper (a loop in the celery beat process) looks for such phases: a
 # killed worker's phase runs again within about the lease plus this.
 PIPELINE_SWEEP_SECONDS = env_int("PIPELINE_SWEEP_SECONDS", default=2, minimum=1)
+# Runs at once (in a working phase: planning to fixing) per user and per project (a
+# project may set its own); a run over either limit waits queued, oldest first
+# (pipelines/queue.py). Runs awaiting approval or paused do not count.
+RUNS_AT_ONCE_PER_USER = env_int("RUNS_AT_ONCE_PER_USER", default=4, minimum=1)
+RUNS_AT_ONCE_PER_PROJECT = env_int("RUNS_AT_ONCE_PER_PROJECT", default=2, minimum=1)
 # Live token chunks are coalesced: at most one agent-log event per agent this often.
 PIPELINE_LOG_FLUSH_SECONDS = 0.05
 

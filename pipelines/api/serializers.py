@@ -6,7 +6,8 @@ from rest_framework import serializers
 
 from core.api import StrictCharField
 
-from ..models import PipelineRun
+from ..models import PipelineRun, RunStatus
+from ..queue import run_queue_position
 from ..selectors import run_allowed_actions, run_recalled
 
 
@@ -15,6 +16,10 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
     total_tokens = serializers.IntegerField(read_only=True)
     cost_usd = serializers.DecimalField(max_digits=12, decimal_places=6, read_only=True)
     allowed_actions = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField(
+        help_text="While the run waits queued: its place among its owner's queued runs, oldest first (1 = next); "
+        "else null. Runs over the limits on runs at once (per user, per project) wait."
+    )
     demo = serializers.SerializerMethodField()
     recalled = serializers.SerializerMethodField(
         help_text=(
@@ -70,6 +75,7 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
             "total_tokens",
             "cost_usd",
             "allowed_actions",
+            "queue_position",
             "recalled",
             "lessons",
             "created_at",
@@ -80,6 +86,9 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
 
     def get_allowed_actions(self, run: PipelineRun) -> list[str]:
         return run_allowed_actions(run=run)
+
+    def get_queue_position(self, run: PipelineRun) -> int | None:
+        return run_queue_position(run_id=run.pk) if run.status == RunStatus.QUEUED else None
 
     def get_recalled(self, run: PipelineRun) -> list[dict[str, Any]]:
         return run_recalled(run=run)

@@ -12,6 +12,7 @@ from django.template import Context
 
 from pipelines.models import RunStatus
 from pipelines.panel import panel_context
+from pipelines.queue import queue_place_label, run_queue_position
 from tasks.models import Task
 
 register = template.Library()
@@ -66,6 +67,18 @@ def card_run_status(pipeline_state: Any) -> str:
         return ""
     status = str(pipeline_state.get("status") or "")
     return status if status in CARD_CHIP_STATUSES else ""
+
+
+@register.filter
+def queue_place(pipeline_state: Any) -> str:
+    """'2nd in line' for a card whose run waits queued, else ''. One query per queued
+    card: only cards of waiting runs ask."""
+    if not isinstance(pipeline_state, dict) or pipeline_state.get("status") != RunStatus.QUEUED:
+        return ""
+    run_id = pipeline_state.get("run_id")
+    if not isinstance(run_id, int):
+        return ""
+    return queue_place_label(run_queue_position(run_id=run_id))
 
 
 @register.filter

@@ -3,7 +3,13 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from core.api import StrictBooleanField, StrictCharField
-from projects.models import INSTRUCTIONS_MAX_LENGTH, LESSON_HALF_LIFE_MAX_HOURS, PROJECT_NAME_MAX_LENGTH, Project
+from projects.models import (
+    INSTRUCTIONS_MAX_LENGTH,
+    LESSON_HALF_LIFE_MAX_HOURS,
+    PROJECT_NAME_MAX_LENGTH,
+    RUNS_AT_ONCE_MAX,
+    Project,
+)
 
 _description_max_length = Project._meta.get_field("description").max_length
 assert _description_max_length is not None
@@ -25,6 +31,7 @@ class ProjectSerializer(serializers.ModelSerializer[Project]):
             "instructions",
             "learn_distil",
             "lesson_half_life_hours",
+            "runs_at_once",
             "task_count",
             "created_at",
             "updated_at",
@@ -73,4 +80,11 @@ class ProjectInputSerializer(serializers.Serializer):
         allow_null=True,
         required=False,
         help_text="Half-life of lessons from review findings, in hours; null = server default.",
+    )
+    runs_at_once = serializers.IntegerField(
+        min_value=1,
+        max_value=RUNS_AT_ONCE_MAX,
+        allow_null=True,
+        required=False,
+        help_text="How many of the project's runs may work at once (more wait queued); null = server default.",
     )

@@ -75,6 +75,7 @@ def test_change_page(operator: Client, project: Project) -> None:
             "description": "New",
             "instructions": "Use tabs.",
             "lesson_half_life_hours": "24",
+            "runs_at_once": "3",
         },
     )
     assert saved.status_code == 302
@@ -82,6 +83,7 @@ def test_change_page(operator: Client, project: Project) -> None:
     assert (project.name, project.description, project.instructions) == ("Renamed", "New", "Use tabs.")
     # The operator left "distil lessons" unticked: off; the half-life is the one given.
     assert (project.learn_distil, project.lesson_half_life_hours) == (False, 24.0)
+    assert project.runs_at_once == 3
 
 
 def test_add_page(operator: Client, owner: User, project: Project) -> None:

@@ -53,6 +53,7 @@ def test_list_shows_own_projects_with_task_counts(
         "instructions",
         "learn_distil",
         "lesson_half_life_hours",
+        "runs_at_once",
         "task_count",
         "created_at",
         "updated_at",
@@ -338,6 +339,9 @@ def test_agent_settings_override_the_servers_for_new_runs(owner_client, project,
         {"lesson_half_life_hours": 0},
         {"lesson_half_life_hours": "NaN"},
         {"lesson_half_life_hours": 1e9},
+        {"runs_at_once": 0},
+        {"runs_at_once": 51},
+        {"runs_at_once": "two"},
     ],
 )
 def test_bad_agent_settings_are_400(owner_client, project, body) -> None:
@@ -370,3 +374,17 @@ def test_learning_settings_round_trip(owner_client, project) -> None:
     cleared = owner_client.patch(detail(project.pk), {"lesson_half_life_hours": None}, format="json")
     assert cleared.json()["lesson_half_life_hours"] is None
     assert cleared.json()["learn_distil"] is False  # a PATCH leaves what it does not name
+
+
+def test_runs_at_once_round_trip(owner_client, project) -> None:
+    assert owner_client.get(detail(project.pk)).json()["runs_at_once"] is None  # the server's default
+    response = owner_client.patch(detail(project.pk), {"runs_at_once": 50}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["runs_at_once"] == 50
+    project.refresh_from_db()
+    assert project.runs_at_once == 50
+    cleared = owner_client.patch(detail(project.pk), {"runs_at_once": None}, format="json")
+    assert cleared.json()["runs_at_once"] is None
+    created = owner_client.post(LIST, {"name": "One at a time", "runs_at_once": 1}, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["runs_at_once"] == 1

@@ -259,6 +259,20 @@ def test_a_bad_lesson_half_life_is_refused(client, owner: User, project: Project
     assert project.lesson_half_life_hours is None
 
 
+def test_runs_at_once_on_the_settings_page(client, owner: User, project: Project) -> None:
+    client.force_login(owner)
+    assert 'name="runs_at_once"' in client.get(edit_url(project)).content.decode()
+    response = client.post(edit_url(project), {"name": project.name, "runs_at_once": "3"})
+    assert response.status_code == 302
+    project.refresh_from_db()
+    assert project.runs_at_once == 3
+    refused = client.post(edit_url(project), {"name": project.name, "runs_at_once": "51"})
+    assert refused.status_code == 400
+    assert refused.context["form"].errors["runs_at_once"]
+    project.refresh_from_db()
+    assert project.runs_at_once == 3
+
+
 # --- delete --------------------------------------------------------------------------
 
 
