@@ -38,7 +38,7 @@ def runs_free_to_start(*, owner_id: int) -> list[int]:
         .values_list("pk", "task__project_id", "task__project__runs_at_once")
     )
     free: list[int] = []
-    for run_id, project_id, project_limit in queued.iterator():
+    for run_id, project_id, project_limit in queued:
         if owner_working >= per_user:
             break
         if working[project_id] >= (project_limit or settings.RUNS_AT_ONCE_PER_PROJECT):
@@ -77,6 +77,16 @@ def run_queue_position(*, run_id: int) -> int | None:
     ahead = PipelineRun.objects.filter(task__project__owner_id=run["task__project__owner_id"], status=RunStatus.QUEUED)
     ahead = ahead.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=run_id))
     return ahead.count() + 1
+
+
+def run_queue_positions(*, owner_id: int) -> dict[int, int]:
+    """``run_queue_position`` of every queued run of the owner, in one query: {run id: place}."""
+    queued = (
+        PipelineRun.objects.filter(task__project__owner_id=owner_id, status=RunStatus.QUEUED)
+        .order_by("created_at", "id")
+        .values_list("pk", flat=True)
+    )
+    return {run_id: place for place, run_id in enumerate(queued, start=1)}
 
 
 def ordinal(number: int) -> str:

@@ -100,6 +100,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "projects.context_processors.current_project",
+                "pipelines.context_processors.run_queue_places",
             ],
         },
     },

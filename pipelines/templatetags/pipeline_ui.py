@@ -12,7 +12,7 @@ from django.template import Context
 
 from pipelines.models import RunStatus
 from pipelines.panel import panel_context
-from pipelines.queue import queue_place_label, run_queue_position
+from pipelines.queue import queue_place_label
 from tasks.models import Task
 
 register = template.Library()
@@ -70,15 +70,15 @@ def card_run_status(pipeline_state: Any) -> str:
 
 
 @register.filter
-def queue_place(pipeline_state: Any) -> str:
-    """'2nd in line' for a card whose run waits queued, else ''. One query per queued
-    card: only cards of waiting runs ask."""
+def queue_place(pipeline_state: Any, places: Any) -> str:
+    """'2nd in line' for a card whose run waits queued, else ''. ``places``: the
+    page's ``run_queue_places`` (pipelines/context_processors.py), one query a page."""
     if not isinstance(pipeline_state, dict) or pipeline_state.get("status") != RunStatus.QUEUED:
         return ""
-    run_id = pipeline_state.get("run_id")
-    if not isinstance(run_id, int):
+    try:
+        return queue_place_label(places.get(pipeline_state.get("run_id")))
+    except AttributeError:  # a page rendered without the context processor
         return ""
-    return queue_place_label(run_queue_position(run_id=run_id))
 
 
 @register.filter

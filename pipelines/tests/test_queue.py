@@ -4,6 +4,9 @@ its project's limit waits queued, oldest first, and shows its place in line."""
 from __future__ import annotations
 
 import threading
+import time
+from collections import Counter
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -70,7 +73,7 @@ def test_ordinals() -> None:
 
 @pytest.mark.django_db
 def test_a_run_over_the_project_limit_waits_shows_its_place_and_starts_when_the_first_is_done(
-    fake_llm, limits, sent, owner, project, owner_client, django_capture_on_commit_callbacks
+    fake_llm, limits, sent, owner, project, client, owner_client, django_capture_on_commit_callbacks
 ) -> None:
     first = _queued_run(project, owner, "First")
     fake_llm.script(ToolReply(input=PLAN))
@@ -91,10 +94,11 @@ def test_a_run_over_the_project_limit_waits_shows_its_place_and_starts_when_the_
     assert run_queue_position(run_id=third.pk) == 2
     assert run_queue_position(run_id=first.pk) is None
 
-    board = owner_client.get(reverse("tasks:board")).content.decode()
+    client.force_login(owner)
+    board = client.get(reverse("tasks:board")).content.decode()
     assert "queued · 1st in line" in board
     assert "queued · 2nd in line" in board
-    task_page = owner_client.get(reverse("tasks:detail", args=[second.task_id])).content.decode()
+    task_page = client.get(reverse("tasks:detail", args=[second.task_id])).content.decode()
     assert "Queued · 1st in line" in task_page
     api = owner_client.get(f"/api/runs/{third.pk}").json()
     assert api["queue_position"] == 2
@@ -206,7 +210,6 @@ def test_a_run_whose_project_is_full_does_not_hold_up_another_project(limits, se
 def test_the_sweeper_leaves_waiting_runs_alone_until_a_place_frees(limits, server_key, sent, owner, project) -> None:
     working = _queued_run(project, owner, "Working")
     assert run_begin(run=working)
-    PipelineRun.objects.filter(pk=working.pk).update(lease_owner="w", lease_expires_at=None)
     waiting = _queued_run(project, owner, "Waiting")
 
     assert waiting.pk not in runs_needing_a_worker(grace_seconds=0)
@@ -222,32 +225,41 @@ def test_two_concurrent_starts_of_one_owner_with_one_place_start_exactly_one(
     monkeypatch.setattr("pipelines.services._enqueue_advance", lambda run_id: None)
     settings.RUNS_AT_ONCE_PER_USER = 1
     settings.RUNS_AT_ONCE_PER_PROJECT = 5
-    runs = [
-        _queued_run(project, owner, "One"),
-        _queued_run(ProjectFactory(owner=owner, name="Another"), owner, "Two"),
-    ]
-    # Only one planner reply: a second start would find none and stop the run.
+    older = _queued_run(project, owner, "One")
+    younger = _queued_run(ProjectFactory(owner=owner, name="Another"), owner, "Two")
+
+    # Widen the window between counting the working runs and reading the queue: without
+    # the lock, the younger run's start would count no run working, then find the older
+    # one already gone from the queue (started meanwhile) and take a place too.
+    def slow_counter(*args: Any) -> Counter[Any]:
+        counted: Counter[Any] = Counter(*args)
+        time.sleep(0.3)
+        return counted
+
+    monkeypatch.setattr("pipelines.queue.Counter", slow_counter)
+    # Only one planner reply: a second start would find none and stop its run.
     fake_llm.script(ToolReply(input=PLAN))
-    barrier = threading.Barrier(len(runs))
+    barrier = threading.Barrier(2)
     errors: list[BaseException] = []
 
-    def advance(run_id: int) -> None:
+    def advance(run_id: int, delay: float) -> None:
         try:
             barrier.wait(5)
+            time.sleep(delay)
             run_advance(run_id=run_id)
         except BaseException as exc:
             errors.append(exc)
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=advance, args=(run.pk,)) for run in runs]
+    threads = [
+        threading.Thread(target=advance, args=(older.pk, 0.0)),
+        threading.Thread(target=advance, args=(younger.pk, 0.1)),
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
 
     assert errors == []
-    statuses = sorted(_status(run) for run in runs)
-    assert statuses == sorted([RunStatus.CODING, RunStatus.QUEUED])
-    started = [run for run in runs if _status(run) == RunStatus.CODING]
-    assert len(started) == 1
+    assert (_status(older), _status(younger)) == (RunStatus.CODING, RunStatus.QUEUED)

@@ -497,12 +497,15 @@ def test_board_query_count_is_constant_with_runs(
         task = TaskFactory(project=project)
         run = run_start(task=task, user=owner)
         run_usage_add(run=run, input_tokens=0, output_tokens=0, cost=Decimal("0.001") * (n + 1))
-    with django_assert_max_num_queries(4):
+    # One more than a board without queued runs: the places in line of all its cards.
+    with django_assert_max_num_queries(5):
         response = owner_client.get(reverse("tasks:board"))
     html = response.content.decode()
     assert html.count('class="card-cost"') == 20
     assert "$0.0200" in html
-    assert html.count("queued</span>") == 20
+    assert html.count("queued · ") == 20
+    assert "queued · 1st in line</span>" in html
+    assert "queued · 20th in line</span>" in html
 
 
 def test_board_page_opens_the_project_socket(owner_client, project: Project) -> None:
