@@ -118,7 +118,12 @@ def test_a_lease_not_renewed_for_a_whole_period_is_no_longer_held(task, owner) -
 
 
 @pytest.mark.django_db
-def test_the_sweeper_hands_on_an_expired_lease_at_once_and_an_unclaimed_run_after_a_grace(task, owner, queued) -> None:
+def test_the_sweeper_hands_on_an_expired_lease_at_once_and_an_unclaimed_run_after_a_grace(
+    task, owner, queued, settings
+) -> None:
+    # Room for the queued run beside the two working ones: over the limit it would wait
+    # (test_queue.py), not need a worker.
+    settings.RUNS_AT_ONCE_PER_PROJECT = 3
     expired = _planning(task, owner)
     PipelineRun.objects.filter(pk=expired.pk).update(
         lease_owner="dead-worker", lease_expires_at=timezone.now() - timedelta(milliseconds=1)
