@@ -14,7 +14,11 @@ from .queue import run_queue_positions
 
 
 def run_queue_places(request: HttpRequest) -> dict[str, Any]:
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
-        return {}
-    return {"run_queue_places": SimpleLazyObject(lambda: run_queue_positions(owner_id=user.pk))}
+    def places() -> dict[int, int]:
+        # Not even the user is loaded before a card asks.
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return {}
+        return run_queue_positions(owner_id=user.pk)
+
+    return {"run_queue_places": SimpleLazyObject(places)}
