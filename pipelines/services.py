@@ -253,7 +253,11 @@ def run_begin(*, run: PipelineRun) -> bool:
     Raises StaleRun if the run left the queue between the check and the transition."""
     owner_id = Task.objects.filter(pk=run.task_id).values_list("project__owner_id", flat=True).get()
     with transaction.atomic():
-        get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True).first()
+        # FOR NO KEY UPDATE: two starts of one owner still wait for each other, but the
+        # key-share lock that inserting a row pointing at the user takes (a transition's
+        # actor, in a cancel holding its run's row) does not wait: with FOR UPDATE, a cancel
+        # and a start deadlocked (pipelines/tests/test_hammer.py on PostgreSQL).
+        get_user_model().objects.select_for_update(no_key=True).filter(pk=owner_id).values_list("pk", flat=True).first()
         if run.pk not in runs_free_to_start(owner_id=owner_id):
             return False
         run_transition(run=run, to_status=RunStatus.PLANNING, reason="picked up by a worker", enqueue=False)
