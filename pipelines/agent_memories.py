@@ -21,7 +21,7 @@ from typing import Any
 
 from memory.markers import parse_agent_memories
 from memory.models.semantic import MEMORY_MAX_LENGTH, MemorySource
-from memory.services.semantic import MemoryWrite, memory_create, normalise_content
+from memory.services.semantic import MemoryWrite, memory_create, memory_text_shortened, normalise_content
 
 from .events import AgentLogStream
 from .lessons import LESSON_MEMORY_TYPE, Learned, LessonKind, lessons_record
@@ -52,7 +52,7 @@ def agent_memories_store(
     for lesson in lessons:
         # Shortened rather than refused, as the chat's markers are: a lesson is never
         # lost for its length.
-        content = lesson if len(lesson) <= MEMORY_MAX_LENGTH else lesson[: MEMORY_MAX_LENGTH - 1] + "…"
+        content = memory_text_shortened(lesson, MEMORY_MAX_LENGTH)
         try:
             write = memory_create(
                 owner=project.owner,

@@ -29,7 +29,7 @@ from django.utils import timezone
 from memory.models.semantic import DecayPolicy, MemorySource
 from memory.selectors.semantic import memory_ids_used_by_run
 from memory.services.notes import notes_append
-from memory.services.semantic import memory_create, memory_reinforce_many
+from memory.services.semantic import memory_create, memory_reinforce_many, memory_text_shortened
 
 from . import agents
 from .models import PipelineRun
@@ -175,11 +175,6 @@ def _source_note(run: PipelineRun, moment: Moment, *, distilled: bool) -> str:
     return f"{how} {moment.origin} in run {run.number} of task #{task.pk} “{task.title}”."
 
 
-def _shortened(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= LESSON_MAX_CHARS else text[: LESSON_MAX_CHARS - 1].rstrip() + "…"
-
-
 def lessons_store(run: PipelineRun, moment: Moment, texts: list[str], *, distilled: bool) -> Learned:
     """Write ``texts`` as the moment's memories (one per text and agent; near-duplicates
     consolidate into the memory they repeat) and record the moment on the run."""
@@ -188,7 +183,7 @@ def lessons_store(run: PipelineRun, moment: Moment, texts: list[str], *, distill
     source = MemorySource.DISTILLED if distilled else moment.source
     note = _source_note(run, moment, distilled=distilled)
     for text in texts:
-        content = _shortened(text)
+        content = memory_text_shortened(" ".join(text.split()), LESSON_MAX_CHARS)
         if not content:
             continue
         for agent in moment.agents:

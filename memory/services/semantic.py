@@ -136,7 +136,7 @@ def memory_create(
         raise InvalidOperation(CONTENT_TOO_LONG, extra={"fields": {"content": [CONTENT_TOO_LONG]}})
     if half_life_hours is not None and half_life_hours <= 0:
         raise InvalidOperation(BAD_HALF_LIFE, extra={"fields": {"half_life_hours": [BAD_HALF_LIFE]}})
-    source_note = _shortened(source_note.strip(), SOURCE_NOTE_MAX_LENGTH)
+    source_note = memory_text_shortened(source_note.strip(), SOURCE_NOTE_MAX_LENGTH)
     digest = content_hash(content)
     scope: dict[str, Any] = {"agent": agent, "personality": personality, "project": project, "is_global": is_global}
 
@@ -190,7 +190,9 @@ def memory_create(
     return MemoryWrite(memory, created=True)
 
 
-def _shortened(text: str, limit: int) -> str:
+def memory_text_shortened(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis: what a memory's writer
+    shortens rather than refuses (a source note; a lesson from a run)."""
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 

@@ -62,15 +62,11 @@ def awaiting(fake_llm, task: Task, owner, *replies) -> PipelineRun:
     return run
 
 
-def first_run(fake_llm, task: Task, owner) -> PipelineRun:
-    return awaiting(
-        fake_llm,
-        task,
-        owner,
-        ToolReply(input=PLAN),
-        *coder_creates("app/api.py", "fields = ['orderId']\n"),
-        ToolReply(input=PASS),
-    )
+def passing_run(
+    fake_llm, task: Task, owner, path: str = "app/api.py", text: str = "fields = ['orderId']\n"
+) -> PipelineRun:
+    """A run that plans, creates ``path`` and passes its review: awaiting approval."""
+    return awaiting(fake_llm, task, owner, ToolReply(input=PLAN), *coder_creates(path, text), ToolReply(input=PASS))
 
 
 def with_changes_requested(fake_llm, run: PipelineRun, owner, *distilled: ToolReply) -> PipelineRun:
@@ -93,7 +89,7 @@ def requests_of(fake_llm, agent_tool: str) -> list[RecordedRequest]:
 
 def test_a_request_for_changes_reaches_the_next_tasks_coder_in_the_same_project_only(fake_llm, project, owner) -> None:
     run = with_changes_requested(
-        fake_llm, first_run(fake_llm, api_task(project), owner), owner, lessons_reply(SNAKE_LESSON)
+        fake_llm, passing_run(fake_llm, api_task(project), owner), owner, lessons_reply(SNAKE_LESSON)
     )
 
     (memory,) = Memory.objects.filter(owner=owner, memory_type=LESSON_MEMORY_TYPE)
@@ -108,13 +104,8 @@ def test_a_request_for_changes_reaches_the_next_tasks_coder_in_the_same_project_
     assert run.lessons[0]["kind"] == "feedback" and run.lessons[0]["memories"][0]["id"] == memory.pk
 
     fake_llm.reset()
-    second = awaiting(
-        fake_llm,
-        api_task(project, "customers"),
-        owner,
-        ToolReply(input=PLAN),
-        *coder_creates("app/customers.py", "fields = ['customer_id']\n"),
-        ToolReply(input=PASS),
+    second = passing_run(
+        fake_llm, api_task(project, "customers"), owner, "app/customers.py", "fields = ['customer_id']\n"
     )
     coder_systems = [request.system_text for request in requests_of(fake_llm, EDITOR)]
     assert coder_systems and all(f"- {SNAKE_LESSON}" in system for system in coder_systems)
@@ -125,21 +116,14 @@ def test_a_request_for_changes_reaches_the_next_tasks_coder_in_the_same_project_
 
     fake_llm.reset()
     elsewhere = ProjectFactory(owner=owner)
-    awaiting(
-        fake_llm,
-        api_task(elsewhere, "customers"),
-        owner,
-        ToolReply(input=PLAN),
-        *coder_creates("app/customers.py", "fields = []\n"),
-        ToolReply(input=PASS),
-    )
+    passing_run(fake_llm, api_task(elsewhere, "customers"), owner, "app/customers.py", "fields = []\n")
     assert all(SNAKE_LESSON not in request.system_text for request in fake_llm.requests)
 
 
 def test_without_distillation_the_feedback_is_kept_as_written(fake_llm, project, owner) -> None:
     project.learn_distil = False
     project.save()
-    run = with_changes_requested(fake_llm, first_run(fake_llm, api_task(project), owner), owner)
+    run = with_changes_requested(fake_llm, passing_run(fake_llm, api_task(project), owner), owner)
     assert not requests_of(fake_llm, "record_lessons")
     (memory,) = Memory.objects.filter(owner=owner, memory_type=LESSON_MEMORY_TYPE)
     assert (memory.content, memory.source, memory.agent) == (FEEDBACK, "feedback", "coder")
@@ -149,9 +133,9 @@ def test_without_distillation_the_feedback_is_kept_as_written(fake_llm, project,
 def test_the_same_request_in_another_task_reinforces_the_lesson_instead_of_adding_one(fake_llm, project, owner) -> None:
     project.learn_distil = False
     project.save()
-    with_changes_requested(fake_llm, first_run(fake_llm, api_task(project), owner), owner)
+    with_changes_requested(fake_llm, passing_run(fake_llm, api_task(project), owner), owner)
     fake_llm.reset()
-    second = first_run(fake_llm, api_task(project, "customers"), owner)
+    second = passing_run(fake_llm, api_task(project, "customers"), owner)
     fake_llm.script(*coder_replaces("app/api.py", "orderId", "order_id"), ToolReply(input=PASS))
     drive_in_process(run_request_changes(run=second, feedback="Use snake_case for the API fields.", actor=owner))
 
@@ -192,14 +176,7 @@ def test_a_finding_a_fix_round_fixed_reaches_the_next_tasks_reviewer(fake_llm, p
     assert "review findings" in lessons[0].source_note
 
     fake_llm.reset()
-    awaiting(
-        fake_llm,
-        paginated_task(project, "invoices"),
-        owner,
-        ToolReply(input=PLAN),
-        *coder_creates("app/invoices.py", "def invoices(request): ...\n"),
-        ToolReply(input=PASS),
-    )
+    passing_run(fake_llm, paginated_task(project, "invoices"), owner, "app/invoices.py", "def invoices(request): ...\n")
     (review,) = requests_of(fake_llm, "submit_review")
     assert f"- {FINDING_LESSON}" in review.system_text
 
@@ -228,7 +205,7 @@ def test_failing_tests_and_remarks_are_not_lessons(fake_llm, project, owner) -> 
 def test_the_distillation_call_is_costed_on_the_run(fake_llm, project, owner) -> None:
     run = with_changes_requested(
         fake_llm,
-        first_run(fake_llm, api_task(project), owner),
+        passing_run(fake_llm, api_task(project), owner),
         owner,
         ToolReply(input={"lessons": [SNAKE_LESSON]}, input_tokens=900, output_tokens=40),
     )
@@ -242,7 +219,7 @@ def test_the_distillation_call_is_costed_on_the_run(fake_llm, project, owner) ->
 
 def test_a_failed_distillation_keeps_the_feedback_as_written_and_the_run_goes_on(fake_llm, project, owner) -> None:
     run = with_changes_requested(
-        fake_llm, first_run(fake_llm, api_task(project), owner), owner, HttpError(400, "invalid_request_error")
+        fake_llm, passing_run(fake_llm, api_task(project), owner), owner, HttpError(400, "invalid_request_error")
     )
     (memory,) = Memory.objects.filter(owner=owner, memory_type=LESSON_MEMORY_TYPE)
     assert (memory.content, memory.source) == (FEEDBACK, "feedback")
@@ -251,7 +228,7 @@ def test_a_failed_distillation_keeps_the_feedback_as_written_and_the_run_goes_on
 
 def test_an_approval_reinforces_what_the_run_was_given_and_notes_what_it_taught(fake_llm, project, owner) -> None:
     run = with_changes_requested(
-        fake_llm, first_run(fake_llm, api_task(project), owner), owner, lessons_reply(SNAKE_LESSON)
+        fake_llm, passing_run(fake_llm, api_task(project), owner), owner, lessons_reply(SNAKE_LESSON)
     )
     run_approve(run=run, actor=owner)
     note = AgentNote.objects.get(owner=owner, agent_id="coder")
@@ -259,13 +236,8 @@ def test_an_approval_reinforces_what_the_run_was_given_and_notes_what_it_taught(
     assert f"Run {run.number} of task #{run.task_id}" in note.content and SNAKE_LESSON in note.content
 
     fake_llm.reset()
-    second = awaiting(
-        fake_llm,
-        api_task(project, "customers"),
-        owner,
-        ToolReply(input=PLAN),
-        *coder_creates("app/customers.py", "fields = ['customer_id']\n"),
-        ToolReply(input=PASS),
+    second = passing_run(
+        fake_llm, api_task(project, "customers"), owner, "app/customers.py", "fields = ['customer_id']\n"
     )
     memory = Memory.objects.get(owner=owner, memory_type=LESSON_MEMORY_TYPE)
     assert memory.reinforce_count == 0
@@ -278,18 +250,13 @@ def test_an_approval_reinforces_what_the_run_was_given_and_notes_what_it_taught(
 
 
 def test_a_lesson_a_person_deleted_is_not_recalled(fake_llm, project, owner, owner_client) -> None:
-    with_changes_requested(fake_llm, first_run(fake_llm, api_task(project), owner), owner, lessons_reply(SNAKE_LESSON))
+    with_changes_requested(
+        fake_llm, passing_run(fake_llm, api_task(project), owner), owner, lessons_reply(SNAKE_LESSON)
+    )
     memory = Memory.objects.get(owner=owner, memory_type=LESSON_MEMORY_TYPE)
     assert owner_client.delete(f"/api/memory/memories/{memory.pk}").status_code == 204
     fake_llm.reset()
-    awaiting(
-        fake_llm,
-        api_task(project, "customers"),
-        owner,
-        ToolReply(input=PLAN),
-        *coder_creates("app/customers.py", "x = 1\n"),
-        ToolReply(input=PASS),
-    )
+    passing_run(fake_llm, api_task(project, "customers"), owner, "app/customers.py", "x = 1\n")
     assert all(SNAKE_LESSON not in request.system_text for request in fake_llm.requests)
 
 
@@ -297,7 +264,7 @@ def test_the_run_page_and_the_api_show_what_the_run_taught(
     fake_llm, project, owner, owner_client, other_client
 ) -> None:
     task = api_task(project)
-    run = with_changes_requested(fake_llm, first_run(fake_llm, task, owner), owner, lessons_reply(SNAKE_LESSON))
+    run = with_changes_requested(fake_llm, passing_run(fake_llm, task, owner), owner, lessons_reply(SNAKE_LESSON))
     body = owner_client.get(f"/api/runs/{run.pk}").json()
     assert [(entry["kind"], entry["distilled"]) for entry in body["lessons"]] == [("feedback", True)]
     assert body["lessons"][0]["memories"][0]["content"] == SNAKE_LESSON
@@ -317,17 +284,10 @@ def test_the_next_runs_page_shows_the_lesson_its_coder_was_given_and_where_it_ca
 ) -> None:
     project.learn_distil = False
     project.save()
-    taught = with_changes_requested(fake_llm, first_run(fake_llm, api_task(project), owner), owner)
+    taught = with_changes_requested(fake_llm, passing_run(fake_llm, api_task(project), owner), owner)
     fake_llm.reset()
     task = api_task(project, "customers")
-    run = awaiting(
-        fake_llm,
-        task,
-        owner,
-        ToolReply(input=PLAN),
-        *coder_creates("app/customers.py", "fields = ['customer_id']\n"),
-        ToolReply(input=PASS),
-    )
+    run = passing_run(fake_llm, task, owner, "app/customers.py", "fields = ['customer_id']\n")
     coder = next(
         entry for entry in owner_client.get(f"/api/runs/{run.pk}").json()["recalled"] if entry["agent"] == "coder"
     )
