@@ -16,8 +16,9 @@ from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli
 from llm.providers.base import LLMRequest, ProviderError
 from llm.providers.claude_cli import ClaudeCliProvider
+from tests.fake_claude import fake_claude
 
-FAKE_CLAUDE = str(Path(__file__).resolve().parents[2] / "tests" / "bin" / "claude")
+FAKE_CLAUDE = fake_claude()
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,9 @@ from llm.providers import claude_cli
 from llm.providers.base import Cancelled, LLMRequest, ProviderError
 from llm.providers.claude_cli import ClaudeCliProvider
 from pipelines.agents import PLAN_TOOL
+from tests.fake_claude import fake_claude
 
-FAKE_CLAUDE = str(Path(__file__).resolve().parents[2] / "tests" / "bin" / "claude")
+FAKE_CLAUDE = fake_claude()
 
 
 @pytest.fixture(autouse=True)

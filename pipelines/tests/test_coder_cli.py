@@ -27,11 +27,12 @@ from pipelines.services import run_cancel, run_start
 from pipelines.tests.repositories import CALC, CALC_FIXED, git, log_text
 from tasks.models import Task
 from tests.factories import TaskFactory
+from tests.fake_claude import fake_claude
 from tests.workers import drive_in_process
 
 pytestmark = [pytest.mark.django_db, needs_bwrap]
 
-FAKE_CLAUDE = str(Path(__file__).resolve().parents[2] / "tests" / "bin" / "claude")
+FAKE_CLAUDE = fake_claude()
 SECRET = "s3cr3t-the-cli-must-not-see"
 FILE_TOOLS = "Read,Edit,MultiEdit,Write,Glob,Grep"
 

@@ -33,6 +33,7 @@ from tests.fake_anthropic import (
     coder_creates,
     coder_replaces,
 )
+from tests.fake_claude import fake_claude
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
@@ -372,10 +373,9 @@ def test_a_reply_is_reused_only_for_the_same_question(fake_llm, task, owner) -> 
 
 
 def test_a_whole_run_through_the_claude_cli_provider(task, owner, settings) -> None:
-    from pathlib import Path
 
     settings.LLM_PROVIDER = "claude-cli"
-    settings.CLAUDE_CLI_PATH = str(Path(__file__).resolve().parents[2] / "tests" / "bin" / "claude")
+    settings.CLAUDE_CLI_PATH = fake_claude()
     run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.provider == "claude-cli"
