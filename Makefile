@@ -96,12 +96,5 @@ demo: $(VENV)/.installed-run
 	trap 'kill $$model 2>/dev/null' EXIT INT TERM; \
 	$(DEMO_ENV) $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
-# Everything already installed is held at its version (chromadb would otherwise upgrade
-# python-dateutil past celery's pin).
-$(VENV)/.installed-bench: requirements-bench.txt $(VENV)/.installed-dev
-	$(BIN)/pip freeze --exclude-editable > $(VENV)/constraints-bench.txt
-	$(BIN)/pip install --quiet -r requirements-bench.txt -c $(VENV)/constraints-bench.txt
-	touch $@
-
-bench: $(VENV)/.installed-bench
+bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/run_all.py

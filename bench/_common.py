@@ -11,8 +11,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
-PG_BENCH_URL = "postgres://postgres@127.0.0.1:5432/bench"
+# The PostgreSQL server of the --db postgres runs; it needs pgvector. bench/run_all.py
+# sets it to a throwaway server with the extension when the machine's has none.
+PG_SERVER = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432").rstrip("/")
+PG_ADMIN_URL = f"{PG_SERVER}/postgres"
+PG_BENCH_URL = f"{PG_SERVER}/bench"
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -21,12 +24,12 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def postgres_available() -> bool:
+def postgres_offers_pgvector() -> bool:
     try:
         import psycopg
 
-        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", connect_timeout=2):
-            return True
+        with psycopg.connect(PG_ADMIN_URL, connect_timeout=2) as conn:
+            return conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone() is not None
     except Exception:
         return False
 
@@ -34,7 +37,7 @@ def postgres_available() -> bool:
 def _recreate_postgres(name: str) -> None:
     import psycopg
 
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
 

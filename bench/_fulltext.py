@@ -1,9 +1,7 @@
 """Full-text retrieval for bench_memory_retrieval.py: an in-process BM25 (Okapi) index.
 
-Kept in the process like the product's vector index (memory.vector_store), it would be
-the same on SQLite and PostgreSQL and could be kept in step by the same
-``SemanticIndex.sync``; SQLite FTS5's bm25() and PostgreSQL's ts_rank would rank
-differently on the two databases and need a second index in each. The benchmark did not
+In the process, it ranks the same on SQLite and PostgreSQL; SQLite FTS5's bm25() and
+PostgreSQL's ts_rank would rank differently on the two databases. The benchmark did not
 choose hybrid retrieval, so this lives here and not in the product.
 """
 
@@ -123,8 +121,7 @@ def tokenize(text: str) -> list[str]:
 
 
 class FullTextIndex:
-    """BM25 over the texts of memories, by memory id. Not thread-safe on its own:
-    SemanticIndex serialises access."""
+    """BM25 over the texts of memories, by memory id. Not thread-safe."""
 
     def __init__(self) -> None:
         self._postings: dict[str, dict[int, int]] = {}

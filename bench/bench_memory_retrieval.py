@@ -8,7 +8,7 @@ on the test split, it puts the relevant memory in the top 5 for significantly mo
 queries than it loses (two-sided sign test, p < 0.05) without a lower MRR.
 
 Latency: the recall step as an agent call makes it (``memory_recall``; and ``memory_search``: embed the query,
-sync the index, search, load the rows) over 10,000 memories of one user in the database,
+search in the database, load the rows) over 10,000 memories of one user in the database,
 plus the same recall done hybrid (query embedding + vector search + BM25 + fusion).
 
 Memories are embedded once with the project's MiniLM and kept in
@@ -27,7 +27,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +65,20 @@ def sign_test(wins: int, losses: int) -> float:
     return min(1.0, 2 * tail)
 
 
+class ExactRanking:
+    """Memories 0…n−1 ranked by cosine similarity to a query, ties to the higher id: the
+    product's order when every memory is permanent (memory.vector_store)."""
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.vectors = vectors
+        self.ids = np.arange(len(vectors))
+
+    def search(self, query: np.ndarray, depth: int) -> list[tuple[int, float]]:
+        similarity = (self.vectors @ query).astype(np.float64)
+        order = np.lexsort((-self.ids, -similarity))[:depth]
+        return [(int(i), float(similarity[i])) for i in order]
+
+
 def main() -> None:
     p = parser(__doc__ or "")
     p.add_argument("--total", type=int, default=10_000, help="memories of the user for the latency part")
@@ -80,7 +93,7 @@ def main() -> None:
     from memory.models.semantic import DecayPolicy, Memory
     from memory.selectors.semantic import memory_recall, memory_search
     from memory.services.semantic import content_hash
-    from memory.vector_store import CandidateFilter, NumpyVectorStore, VectorMeta, semantic_index
+    from memory.vector_store import CandidateFilter, vector_search
     from projects.models import Project
 
     rows = [json.loads(line) for line in DATA.read_text().splitlines()]
@@ -96,37 +109,24 @@ def main() -> None:
     queries = embeddings([r["query"] for r in pairs], EMBEDDING_MODEL)
     embed_s = time.perf_counter() - t0
 
-    # --- Quality, in process: the product's vector store, and BM25 beside it.
-    meta = VectorMeta(
-        owner_id=1,
-        project_id=None,
-        agent="",
-        personality="",
-        memory_type="note",
-        is_global=False,
-        permanent=True,
-        clock_start_ts=0.0,
-        half_life_hours=1.0,
-    )
-    now_filter = CandidateFilter(now_ts=time.time(), owner_id=1)
-
-    def build(count: int) -> tuple[NumpyVectorStore, FullTextIndex]:
-        store, fulltext = NumpyVectorStore(), FullTextIndex()
+    # --- Quality, in process: the product's ranking (every memory permanent, so by
+    # similarity, ties to the newer), and BM25 beside it.
+    def build(count: int) -> tuple[ExactRanking, FullTextIndex]:
+        fulltext = FullTextIndex()
         for i in range(count):
-            store.add(i, vectors[i], meta)
             fulltext.add(i, texts[i])
-        return store, fulltext
+        return ExactRanking(vectors[:count]), fulltext
 
-    def methods(store: NumpyVectorStore, fulltext: FullTextIndex) -> dict[str, Callable[..., Ranker]]:
+    def methods(store: ExactRanking, fulltext: FullTextIndex) -> dict[str, Callable[..., Ranker]]:
         def vector() -> Ranker:
-            return lambda q: [h.memory_id for h in store.search(queries[q], DEPTH, now_filter)]
+            return lambda q: [memory_id for memory_id, _ in store.search(queries[q], DEPTH)]
 
         def text() -> Ranker:
             return lambda q: bm25_top(fulltext.scores(pairs[q]["query"]))
 
         def hybrid(params: tuple[str, float, float]) -> Ranker:
             def rank(q: int) -> list[int]:
-                hits = [(h.memory_id, h.similarity) for h in store.search(queries[q], DEPTH, now_filter)]
+                hits = store.search(queries[q], DEPTH)
                 return fuse(hits, fulltext.scores(pairs[q]["query"]), lambda i: float(vectors[i] @ queries[q]), params)
 
             return rank
@@ -246,17 +246,6 @@ def main() -> None:
             ]
         )
     insert_s = time.perf_counter() - t0
-    # Aged: a sync re-reads only what is inside its overlap window, as in steady use
-    # (bench_memory_search.py measures the fresh case).
-    # Spread over the past hours, 100 rows a minute, like a user's memories written over time.
-    ids = list(Memory.objects.filter(owner=user).order_by("id").values_list("id", flat=True))
-    for k, start in enumerate(range(0, len(ids), 100)):
-        Memory.objects.filter(pk__in=ids[start : start + 100]).update(updated_at=now - timedelta(hours=1, minutes=k))
-    index = semantic_index()
-    index.reset()
-    t0 = time.perf_counter()
-    index.sync()
-    build_s = time.perf_counter() - t0
     user_filter = CandidateFilter(now_ts=time.time(), owner_id=user.pk)
     vector_of = dict(
         zip(Memory.objects.filter(owner=user).order_by("id").values_list("id", flat=True), vectors, strict=True)
@@ -272,7 +261,7 @@ def main() -> None:
 
     def hybrid_recall(text: str) -> list[int]:
         vec = embed_text(text)
-        hits = [(h.memory_id, h.similarity) for h in index.search(vec, DEPTH, user_filter)]
+        hits = [(h.memory_id, h.similarity) for h in vector_search(vec, DEPTH, user_filter)]
         top = fuse(hits, user_fulltext.scores(text), lambda i: float(vector_of[i] @ vec), best)[:5]
         Memory.objects.in_bulk(top)
         return top
@@ -311,8 +300,8 @@ def main() -> None:
         ["recall step", "calls", "p50 ms", "p99 ms", "p50 vs baseline"],
         [
             lat("baseline: embed the query only (MiniLM)", t_embed),
-            lat("vector-only: memory_search(limit=5) (embed + sync + search + rows)", t_vector),
-            lat(f"hybrid ({best_name}): embed + SemanticIndex.search + BM25 + fusion + rows", t_hybrid),
+            lat("vector-only: memory_search(limit=5) (embed + search + rows)", t_vector),
+            lat(f"hybrid ({best_name}): embed + vector_search + BM25 + fusion + rows", t_hybrid),
             lat("BM25 scores alone (in-process index)", t_bm25),
             lat(
                 "the recall step of an agent call: memory_recall (one embedding, one search over the project's "
@@ -333,9 +322,8 @@ def main() -> None:
                 f"{p50(t_embed) * 1000:.1f} ms on this machine."
             ),
             f"Load average (1 min) when the timing started: {load:.2f} on {os.cpu_count()} cores.",
-            f"Embeddings {embed_s:.1f} s (0 when cached in /tmp); bulk insert {insert_s:.1f} s; vector index "
-            f"build {build_s:.1f} s; BM25 index build {bm25_build_s:.1f} s. The rows were aged as if written 100 a "
-            "minute over the past hours, so a sync reads only the ids and times of the newest minute's.",
+            f"Embeddings {embed_s:.1f} s (0 when cached in /tmp); bulk insert {insert_s:.1f} s; BM25 index "
+            f"build {bm25_build_s:.1f} s.",
         ],
     )
 

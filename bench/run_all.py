@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import postgres_available
+from _common import postgres_offers_pgvector
 
 HERE = Path(__file__).resolve().parent
 BENCHES = [
@@ -41,7 +41,6 @@ PACKAGES = [
     "channels",
     "channels-redis",
     "daphne",
-    "chromadb",
 ]
 
 
@@ -85,7 +84,28 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--only", choices=BENCHES, help="run this script alone and merge its sections into RESULTS.md")
     args = p.parse_args()
-    databases = ["sqlite"] + (["postgres"] if postgres_available() else [])
+    stop_postgres = ""
+    if not os.environ.get("BENCH_PG_SERVER") and not postgres_offers_pgvector():
+        # Memory search needs pgvector: a throwaway server with it, as CI's (.ci/run).
+        started_pg = subprocess.run(
+            [str(HERE.parent / ".ci" / "postgres-with-pgvector"), sys.executable], capture_output=True, text=True
+        )
+        if started_pg.returncode == 0:
+            found = dict(line.split("=", 1) for line in started_pg.stdout.splitlines() if "=" in line)
+            os.environ["BENCH_PG_SERVER"] = found["DATABASE_URL"].rsplit("/", 1)[0]
+            stop_postgres = started_pg.stdout
+            print(f"== PostgreSQL with pgvector at {os.environ['BENCH_PG_SERVER']}", flush=True)
+        else:
+            print(f"== no PostgreSQL with pgvector: {started_pg.stderr.strip()}", flush=True)
+    try:
+        return run(args)
+    finally:
+        if stop_postgres:
+            subprocess.run(["bash", "-c", 'eval "$1" && eval "$PGVECTOR_STOP"', "_", stop_postgres], check=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    databases = ["sqlite"] + (["postgres"] if os.environ.get("BENCH_PG_SERVER") or postgres_offers_pgvector() else [])
     sections: list[str] = []
     failures = 0
     started = time.perf_counter()
@@ -114,7 +134,7 @@ def main() -> int:
         merge(args.only, sections, load)
         return 1 if failures else 0
     if "postgres" not in databases:
-        sections.append("PostgreSQL: not measured (no server answered on 127.0.0.1:5432).\n")
+        sections.append("PostgreSQL: not measured (no server with pgvector could be reached or started).\n")
     text = (
         "# Benchmark results\n\n"
         "Written by `make bench` (bench/run_all.py). Each table carries its own baseline, measured in the "

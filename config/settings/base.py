@@ -403,12 +403,6 @@ PIPELINE_LOG_FLUSH_SECONDS = 0.05
 
 # Half-life of a fading memory when none is given; confidence = 1 - age / half-life.
 MEMORY_DEFAULT_HALF_LIFE_HOURS = env_int("MEMORY_DEFAULT_HALF_LIFE_HOURS", default=24 * 7, minimum=1)
-# Each process's memory index recounts the live rows at most this often, to notice rows
-# deleted outright (cascades), which leave no updated_at behind. The count scans every
-# live row: at 100,000 memories it cost ~190 ms, on every search (bench_memory_search.py).
-# A search whose hits include such a row drops it and searches again, so results stay
-# exact in between.
-MEMORY_INDEX_RECOUNT_SECONDS = env_int("MEMORY_INDEX_RECOUNT_SECONDS", default=30, minimum=0)
 # Before every agent call, the memories closest to the task (this project's and global
 # ones, unscoped or scoped to that agent) go into its system prompt: at most this many
 # (0 = none) ...

@@ -73,5 +73,5 @@ class MemoryAdmin(admin.ModelAdmin):
 
     @admin.display(description="Embedding")
     def embedding_summary(self, memory: Memory) -> str:
-        size = len(memory.embedding or b"") // 4
+        size = 0 if memory.embedding is None else len(memory.embedding)
         return f"{size} dimensions ({memory.embedding_model or 'none'})"

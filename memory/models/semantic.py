@@ -3,6 +3,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from memory.embeddings import DIMENSIONS
+from memory.models.fields import EmbeddingField
+
 MEMORY_MAX_LENGTH = 10_000
 SOURCE_NOTE_MAX_LENGTH = 500
 
@@ -50,8 +53,9 @@ class Memory(models.Model):
     reinforce_count = models.PositiveIntegerField(default=0)
     is_deleted = models.BooleanField(default=False, db_index=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
-    # float32 little-endian vector; embedding_model names the model that made it.
-    embedding = models.BinaryField(editable=False)
+    # Searched in the database (memory.vector_store); embedding_model names the model
+    # that made it, and only the current model's are searched.
+    embedding = EmbeddingField(dimensions=DIMENSIONS)
     embedding_model = models.CharField(max_length=100, editable=False)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
     source = models.CharField(max_length=16, choices=MemorySource.choices, default=MemorySource.PERSON)

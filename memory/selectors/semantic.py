@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, F, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
@@ -20,7 +21,7 @@ from core.selectors import one_or_not_found
 from memory.decay import compute_confidence, fades_at
 from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL, embed_text
 from memory.models.semantic import DecayPolicy, Memory, MemorySource, MemoryUse
-from memory.vector_store import NO_PROJECT, CandidateFilter, semantic_index
+from memory.vector_store import NO_PROJECT, CandidateFilter, vector_search
 from projects.models import Project
 
 MEMORY_NOT_FOUND = "Memory not found."
@@ -31,11 +32,8 @@ class MemoryNotFound(NotFound):
 
 
 SEARCH_LIMIT_MAX = 50
-# Searches in one memory_search when hits keep naming rows deleted outright; a cascade
-# deletes them all at once, so the second attempt normally finds none.
-SEARCH_ATTEMPTS = 3
-# Near-duplicate candidates read from the index for consolidation: it ranks by
-# similarity × confidence, so the most similar one may not be first.
+# Near-duplicate candidates read for consolidation: search ranks by similarity ×
+# confidence, so the most similar one may not be first.
 CONSOLIDATE_CANDIDATES = 10
 LATEST_USES = 3
 
@@ -247,16 +245,13 @@ def memory_most_similar(
     )
     hits = [
         hit
-        for hit in semantic_index().search(vector, CONSOLIDATE_CANDIDATES, candidate_filter)
+        for hit in vector_search(vector, CONSOLIDATE_CANDIDATES, candidate_filter)
         if hit.similarity >= min_similarity
     ]
-    hits.sort(key=lambda hit: (-hit.similarity, hit.memory_id))
-    for hit in hits:
-        # The database stays the authority (a row deleted since the index's last sync).
-        memory = Memory.objects.filter(pk=hit.memory_id, owner=owner, is_deleted=False).first()
-        if memory is not None and not memory_is_faded(memory=memory, now=now):
-            return memory
-    return None
+    if not hits:
+        return None
+    best = min(hits, key=lambda hit: (-hit.similarity, hit.memory_id))
+    return Memory.objects.filter(pk=best.memory_id, owner=owner, is_deleted=False).first()
 
 
 def memory_search(
@@ -291,32 +286,17 @@ def memory_search(
         project_or_global=project_or_global,
         agent_in=agent_in,
     )
-    index = semantic_index()
-    for _ in range(SEARCH_ATTEMPTS):
-        hits = index.search(query_vec, limit, candidate_filter)
-        rows = Memory.objects.select_related("project").in_bulk([hit.memory_id for hit in hits])
-        # A hit without a row was deleted outright (a cascade), which the index notices
-        # only at its next recount: forget it and search again, so the results are full.
-        gone = [hit.memory_id for hit in hits if hit.memory_id not in rows]
-        if not gone:
-            break
-        index.discard(gone)
-    # The database stays the authority: a row deleted since the sync is dropped, and
-    # confidence is recomputed from the row itself.
+    hits = vector_search(query_vec, limit, candidate_filter)
+    rows = Memory.objects.select_related("project").defer("embedding").in_bulk([hit.memory_id for hit in hits])
     results = []
     for hit in hits:
         memory = rows.get(hit.memory_id)
-        if memory is None or memory.is_deleted or memory.owner_id != user.pk:
-            continue
-        confidence = memory_confidence(memory=memory, now=now)
-        if confidence < min_confidence:
+        # Gone or deleted in the moment since the search: left out.
+        if memory is None or memory.is_deleted:
             continue
         results.append(
-            MemorySearchResult(
-                memory=memory, similarity=hit.similarity, confidence=confidence, score=hit.similarity * confidence
-            )
+            MemorySearchResult(memory=memory, similarity=hit.similarity, confidence=hit.confidence, score=hit.score)
         )
-    results.sort(key=lambda r: (-r.score, -r.similarity, -r.memory.pk))
     return results
 
 
@@ -324,15 +304,14 @@ def memory_status(*, user: User) -> dict[str, object]:
     counts = Memory.objects.filter(owner=user).aggregate(
         memories=Count("id", filter=Q(is_deleted=False)), deleted=Count("id", filter=Q(is_deleted=True))
     )
-    index = semantic_index()
-    index.sync(recount=True)
+    searchable = Memory.objects.filter(owner=user, is_deleted=False, embedding_model=EMBEDDING_MODEL).count()
     return {
         "embedding_model": EMBEDDING_MODEL,
         "dimensions": DIMENSIONS,
         "memories": counts["memories"],
         "deleted": counts["deleted"],
-        "index_size": len(index),
-        "vector_store": "numpy-exact",
+        "index_size": searchable,
+        "vector_store": "pgvector-exact" if connection.vendor == "postgresql" else "sqlite-numpy-exact",
     }
 
 

@@ -2,7 +2,7 @@
 pin, soft delete, and the record of which runs were given them.
 
 Every write sets ``updated_at`` — also in ``QuerySet.update``, which auto_now does not
-touch — because the search index of every process syncs by it (memory.vector_store).
+touch — so that the row says when it last changed (the admin, the API).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, NamedTuple
 
+import numpy as np
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -19,7 +20,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from core.exceptions import ApplicationError
-from memory.embeddings import EMBEDDING_MODEL, embed_text, vector_to_bytes
+from memory.embeddings import EMBEDDING_MODEL, embed_text
 from memory.models.semantic import (
     MEMORY_MAX_LENGTH,
     SOURCE_NOTE_MAX_LENGTH,
@@ -80,7 +81,7 @@ def _reinforce_existing(memory: Memory, *, now: datetime) -> Memory:
     return memory
 
 
-def _consolidate(memory: Memory, *, content: str, digest: str, vector: bytes, now: datetime) -> Memory:
+def _consolidate(memory: Memory, *, content: str, digest: str, vector: np.ndarray, now: datetime) -> Memory:
     """A near-duplicate was written: reinforce ``memory``, keeping the newer wording
     when it says more (its embedding comes with it)."""
     memory = _reinforce_existing(memory, now=now)
@@ -146,7 +147,6 @@ def memory_create(
 
     # Embedding is slow CPU work: done before the transaction, never holding a lock.
     vector = embed_text(content)
-    vector_bytes = vector_to_bytes(vector)
     if not fixed_clock:
         now = timezone.now()  # the memory is as new as its row, not as the request
 
@@ -166,7 +166,7 @@ def memory_create(
             **scope,
         )
         if similar is not None:
-            memory = _consolidate(similar, content=content, digest=digest, vector=vector_bytes, now=now)
+            memory = _consolidate(similar, content=content, digest=digest, vector=vector, now=now)
             return MemoryWrite(memory, created=False, consolidated=True)
         memory = Memory(
             owner=owner,
@@ -176,7 +176,7 @@ def memory_create(
             decay_policy=decay_policy,
             created_at=now,
             last_reinforced_at=now,
-            embedding=vector_bytes,
+            embedding=vector,
             embedding_model=EMBEDDING_MODEL,
             source=source,
             source_run_id=source_run_id,
@@ -247,7 +247,7 @@ def memory_update_content(*, owner: User, memory_id: int, content: str, now: dat
     if len(content) > MEMORY_MAX_LENGTH:
         raise InvalidOperation(CONTENT_TOO_LONG, extra={"fields": {"content": [CONTENT_TOO_LONG]}})
     # Slow CPU work, outside the transaction.
-    vector = vector_to_bytes(embed_text(content))
+    vector = embed_text(content)
     with transaction.atomic():
         updated = Memory.objects.filter(pk=memory_id, owner=owner, is_deleted=False).update(
             content=content,

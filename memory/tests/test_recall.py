@@ -10,19 +10,12 @@ from django.utils import timezone
 from memory.models.semantic import DecayPolicy
 from memory.selectors.semantic import memory_recall
 from memory.services.semantic import memory_create, memory_delete
-from memory.vector_store import semantic_index
 from tests.factories import ProjectFactory
 
 pytestmark = pytest.mark.django_db
 
 QUERY = "Add an endpoint that lists orders as JSON. Return the signed-in user's orders from /api/orders."
 LESSON = "JSON endpoints return ISO 8601 dates"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_index() -> None:
-    # Tests roll back their rows: each starts with an index that has seen none of them.
-    semantic_index().reset()
 
 
 def recalled(owner, project, agent: str = "coder", **kwargs) -> list[int]:

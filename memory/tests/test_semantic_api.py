@@ -13,7 +13,6 @@ from rest_framework.test import APIClient
 from accounts.models import User
 from memory.models.semantic import DecayPolicy, Memory, MemorySource
 from memory.services.semantic import CANNOT_REINFORCE_PERMANENT, memory_create, memory_delete, memory_uses_record
-from memory.vector_store import semantic_index
 from projects.models import Project
 from tests.api_helpers import assert_error, field_errors
 
@@ -21,11 +20,6 @@ pytestmark = pytest.mark.django_db
 
 MEMORIES = "/api/memory/memories"
 SEARCH = "/api/memory/memories/search"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_index() -> None:
-    semantic_index().reset()
 
 
 def test_create_then_dedup(owner_client: APIClient, project: Project) -> None:

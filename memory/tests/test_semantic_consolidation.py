@@ -22,7 +22,6 @@ from memory.services.semantic import (
     memory_update_content,
     memory_uses_record,
 )
-from memory.vector_store import semantic_index
 from projects.models import Project
 
 pytestmark = pytest.mark.django_db
@@ -30,11 +29,6 @@ pytestmark = pytest.mark.django_db
 SHORT = "Run the tests with pytest before committing."
 LONGER = "Always run the tests with pytest before you commit anything."  # cosine 0.925 to SHORT
 RELATED = "Run the linter with ruff before committing."  # cosine 0.40 to SHORT
-
-
-@pytest.fixture(autouse=True)
-def _fresh_index() -> None:
-    semantic_index().reset()
 
 
 def test_near_duplicate_reinforces_and_keeps_the_longer_wording(owner: User) -> None:

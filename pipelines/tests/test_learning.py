@@ -10,7 +10,6 @@ import pytest
 from django.urls import reverse
 
 from memory.models import AgentNote, Memory
-from memory.vector_store import semantic_index
 from pipelines.lessons import LESSON_MEMORY_TYPE
 from pipelines.models import AgentCall, PipelineRun, RunStatus
 from pipelines.services import run_approve, run_request_changes, run_start
@@ -28,11 +27,6 @@ SNAKE_LESSON = "Name API response fields in snake_case."
 FINDING = "List views must validate the page_size query parameter"
 FINDING_LESSON = "Validate the page_size query parameter in every list view."
 FAIL = {"pass": False, "findings": [{"file": "app/api.py", "line": 3, "severity": "major", "message": FINDING}]}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_index() -> None:
-    semantic_index().reset()
 
 
 def api_task(project, what: str = "orders") -> Task:

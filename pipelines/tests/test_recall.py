@@ -13,7 +13,6 @@ from django.urls import reverse
 from memory.models import AgentNote, ContextItem
 from memory.services.context import context_decode
 from memory.services.semantic import memory_create, memory_delete
-from memory.vector_store import semantic_index
 from pipelines.models import AgentCall, PipelineRun, RunStatus
 from pipelines.recall import MEMORIES_HEADING, NOTES_CUT, NOTES_HEADING
 from pipelines.services import run_start
@@ -37,12 +36,6 @@ CURSOR_PAGINATION = "Orders are paginated with cursor pagination in every list e
 UNRELATED = "Deploys go out on Tuesdays"
 THEIRS = "API responses use camelCase field names"
 FORGOTTEN = "JSON list endpoints are sorted newest first"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_index() -> None:
-    # Tests roll back their rows: each starts with an index that has seen none of them.
-    semantic_index().reset()
 
 
 def orders_task(project) -> Task:
