@@ -20,6 +20,7 @@ from rest_framework.response import Response
 
 from accounts.selectors import request_user
 from core.api import ApiView, SafeJSONParser, StrictBooleanField, StrictCharField, error_responses
+from core.converters import MAX_ID
 from memory.models.semantic import MEMORY_MAX_LENGTH, DecayPolicy, Memory, MemorySource
 from memory.selectors.semantic import (
     SEARCH_LIMIT_MAX,
@@ -175,7 +176,9 @@ class MemorySearchQuerySerializer(serializers.Serializer):
     min_confidence = serializers.FloatField(min_value=0.0, max_value=1.0, default=0.0, required=False)
     agent = serializers.CharField(max_length=50, required=False)
     personality = serializers.CharField(max_length=50, required=False)
-    project = serializers.IntegerField(required=False, help_text="Only memories of this project.")
+    project = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID, help_text="Only memories of this project."
+    )
     type = serializers.CharField(max_length=50, required=False, help_text="Only memories of this type.")
     # A query-string boolean: "true"/"false" (also 1/0).
     is_global = serializers.BooleanField(
