@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 from django.conf import settings
@@ -254,10 +254,31 @@ def memory_most_similar(
     return Memory.objects.filter(pk=best.memory_id, owner=owner, is_deleted=False).first()
 
 
-def memory_search(
+class SearchFilters(TypedDict, total=False):
+    """memory_search_vector's arguments besides the user and the vector."""
+
+    limit: int
+    min_confidence: float
+    agent: str | None
+    personality: str | None
+    project_id: int | None
+    memory_type: str | None
+    is_global: bool | None
+    project_or_global: int | None
+    agent_in: tuple[str, ...] | None
+    now: datetime | None
+
+
+def memory_search(*, user: User, query: str, **filters: Unpack[SearchFilters]) -> list[MemorySearchResult]:
+    """The user's live memories closest in meaning to ``query``: memory_search_vector
+    with the query's embedding."""
+    return memory_search_vector(user=user, query_vec=embed_text(query), **filters)
+
+
+def memory_search_vector(
     *,
     user: User,
-    query: str,
+    query_vec: np.ndarray,
     limit: int = 10,
     min_confidence: float = 0.0,
     agent: str | None = None,
@@ -269,11 +290,10 @@ def memory_search(
     agent_in: tuple[str, ...] | None = None,
     now: datetime | None = None,
 ) -> list[MemorySearchResult]:
-    """The user's live memories closest in meaning to ``query``, ranked by
-    similarity × confidence; those under ``min_confidence`` are left out.
-    ``project_or_global`` and ``agent_in`` admit several scopes at once (recall)."""
+    """The user's live memories closest to ``query_vec``, ranked by similarity ×
+    confidence; those under ``min_confidence`` are left out. ``project_or_global`` and
+    ``agent_in`` admit several scopes at once (recall)."""
     now = now or timezone.now()
-    query_vec = embed_text(query)
     candidate_filter = CandidateFilter(
         now_ts=now.timestamp(),
         owner_id=user.pk,
