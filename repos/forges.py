@@ -8,6 +8,13 @@ with a message that says what to do, and ``retryable`` when trying again later m
 work (the forge was unreachable or failing). The token is sent in a header and never
 appears in a message, a log line or an exception.
 
+The server connects only to public addresses, or to networks an operator allows
+(CLONE_ALLOWED_NETWORKS, as for clones): the host is resolved, every address checked,
+and the request made to the checked address (Host and TLS SNI keep the name), so a name
+that changes its answer between the check and the connection cannot point the server at
+an internal service. Redirects are not followed; proxies from the environment are not
+used.
+
 Webhooks: ``webhook_is_authentic`` checks a delivery's signature the way each forge
 signs it (GitHub: HMAC-SHA256 in X-Hub-Signature-256; Gitea/Forgejo: HMAC-SHA256 hex in
 X-Gitea-Signature / X-Forgejo-Signature; GitLab: the secret token itself in
@@ -19,13 +26,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx2
 from django.db import models
+
+from .clone import address_allowed
 
 TIMEOUT_SECONDS = 15.0
 
@@ -104,10 +114,11 @@ class ForgeClient:
         return self._info(self._call("GET", self._get_path(number)))
 
     def _call(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Mapping[str, Any]:
-        headers = {"Accept": "application/json", "User-Agent": "AutoCoder", **self._auth_headers()}
+        url, host, extensions = self._pinned(self.api_url + path)
+        headers = {"Accept": "application/json", "User-Agent": "AutoCoder", "Host": host, **self._auth_headers()}
         try:
-            with httpx2.Client(timeout=TIMEOUT_SECONDS, transport=self._transport) as client:
-                response = client.request(method, self.api_url + path, json=payload, headers=headers)
+            with httpx2.Client(timeout=TIMEOUT_SECONDS, transport=self._transport, trust_env=False) as client:
+                response = client.request(method, url, json=payload, headers=headers, extensions=extensions)
         except httpx2.HTTPError as error:
             raise ForgeError(
                 f"{self.kind.label} at {self.api_url} could not be reached ({type(error).__name__}). "
@@ -121,6 +132,33 @@ class ForgeClient:
                 raise ForgeError(f"{self.kind.label} answered with something other than an object.", code="forge_error")
             return data
         raise self._error(response)
+
+    def _pinned(self, url: str) -> tuple[str, str, dict[str, Any]]:
+        """The URL with its host replaced by a checked address, the Host header, and
+        the TLS server name."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise ForgeError(f"The forge's API URL {self.api_url} is not an http(s) URL.", code="forge_bad_url")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            addresses = list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(parts.hostname, port)))
+        except (socket.gaierror, UnicodeError):
+            raise ForgeError(
+                f"The forge's host {parts.hostname} does not resolve. Check the API URL, or try again later.",
+                code="forge_unreachable",
+                retryable=True,
+            ) from None
+        if not addresses or not all(address_allowed(address) for address in addresses):
+            raise ForgeError(
+                f"The forge's host {parts.hostname} is on an internal address, which the server does not connect "
+                "to (an operator can allow networks with CLONE_ALLOWED_NETWORKS).",
+                code="forge_host_not_allowed",
+            )
+        address = addresses[0]
+        literal = f"[{address}]" if ":" in address else address
+        pinned = urlunsplit(parts._replace(netloc=f"{literal}:{port}"))
+        extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+        return pinned, parts.netloc.rsplit("@", 1)[-1], extensions
 
     def _error(self, response: httpx2.Response) -> ForgeError:
         status = response.status_code

@@ -26,7 +26,8 @@ KINDS = [ForgeKind.GITHUB, ForgeKind.GITLAB, ForgeKind.GITEA]
 
 
 @pytest.fixture
-def forge(tmp_path: Path) -> Iterator[FakeForge]:
+def forge(tmp_path: Path, settings) -> Iterator[FakeForge]:  # type: ignore[no-untyped-def]
+    settings.CLONE_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # the fake forge's address
     bare = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
     work = tmp_path / "work"
@@ -135,3 +136,29 @@ def test_webhooks_about_other_things_are_not_pull_requests() -> None:
     assert webhook_pull_request(kind=ForgeKind.GITHUB, payload={"ref": "refs/heads/main"}) is None
     assert webhook_pull_request(kind=ForgeKind.GITLAB, payload={"object_kind": "push"}) is None
     assert webhook_pull_request(kind=ForgeKind.GITEA, payload={"pull_request": {"number": "x"}}) is None
+
+
+def test_a_forge_on_an_internal_address_is_not_called(forge: FakeForge, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.CLONE_ALLOWED_NETWORKS = []
+    before = len(forge.requests)
+    for api_url in (forge.api_url("github"), f"http://localhost:{forge.port}/github"):
+        github = forge_client(kind=ForgeKind.GITHUB, api_url=api_url, repository="team/app", token=TOKEN)
+        with pytest.raises(ForgeError) as error:
+            github.pull_request(1)
+        assert error.value.code == "forge_host_not_allowed" and "internal address" in error.value.message
+    assert len(forge.requests) == before
+    for api_url in ("ftp://forge.example/api", "/relative"):
+        with pytest.raises(ForgeError) as bad:
+            forge_client(kind=ForgeKind.GITHUB, api_url=api_url, repository="team/app", token=TOKEN).pull_request(1)
+        assert bad.value.code == "forge_bad_url"
+
+
+def test_the_request_goes_to_the_checked_address_with_the_name_kept(forge: FakeForge) -> None:
+    # By name: the connection is made to the address the name resolved to, the Host
+    # header still names the forge.
+    github = forge_client(
+        kind=ForgeKind.GITHUB, api_url=f"http://localhost:{forge.port}/github", repository="team/app", token=TOKEN
+    )
+    with pytest.raises(ForgeError):
+        github.pull_request(1)  # no pull request 1 yet: a 404 from the fake, so it was reached
+    assert forge.requests[-1].headers["Host"] == f"localhost:{forge.port}"
