@@ -137,25 +137,9 @@ class ForgeClient:
         """The URL with its host replaced by a checked address, the Host header, and
         the TLS server name."""
         parts = urlsplit(url)
-        if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise ForgeError(f"The forge's API URL {self.api_url} is not an http(s) URL.", code="forge_bad_url")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            addresses = list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(parts.hostname, port)))
-        except (socket.gaierror, UnicodeError):
-            raise ForgeError(
-                f"The forge's host {parts.hostname} does not resolve. Check the API URL, or try again later.",
-                code="forge_unreachable",
-                retryable=True,
-            ) from None
-        if not addresses or not all(address_allowed(address) for address in addresses):
-            raise ForgeError(
-                f"The forge's host {parts.hostname} is on an internal address, which the server does not connect "
-                "to (an operator can allow networks with CLONE_ALLOWED_NETWORKS).",
-                code="forge_host_not_allowed",
-            )
-        address = addresses[0]
+        address = forge_host_check(url)
         literal = f"[{address}]" if ":" in address else address
+        port = parts.port or (443 if parts.scheme == "https" else 80)
         pinned = urlunsplit(parts._replace(netloc=f"{literal}:{port}"))
         extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
         return pinned, parts.netloc.rsplit("@", 1)[-1], extensions
@@ -217,6 +201,30 @@ def _forge_message(response: httpx2.Response) -> str:
             parts.append(error)
     text = "; ".join(part for part in parts if part)[:300]
     return f" (it said: {text})" if text else ""
+
+
+def forge_host_check(url: str) -> str:
+    """The address to connect to for ``url``, after checking that every address its
+    host resolves to is public or in an allowed network; ForgeError otherwise."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise ForgeError(f"The forge's API URL {url} is not an http(s) URL.", code="forge_bad_url")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(parts.hostname, port)))
+    except (socket.gaierror, UnicodeError):
+        raise ForgeError(
+            f"The forge's host {parts.hostname} does not resolve. Check the API URL, or try again later.",
+            code="forge_unreachable",
+            retryable=True,
+        ) from None
+    if not addresses or not all(address_allowed(address) for address in addresses):
+        raise ForgeError(
+            f"The forge's host {parts.hostname} is on an internal address, which the server does not connect "
+            "to (an operator can allow networks with CLONE_ALLOWED_NETWORKS).",
+            code="forge_host_not_allowed",
+        )
+    return addresses[0]
 
 
 class GitHub(ForgeClient):

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
+from .forges import ForgeKind
 from .models import MergeStrategy
 
 
@@ -50,3 +51,45 @@ class SettingsForm(_SettingsFields):
     def __init__(self, *args: object, branches: list[str], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.fields["base_branch"].choices = [(branch, branch) for branch in branches]  # type: ignore[attr-defined]
+
+
+class ForgeForm(forms.Form):
+    push_url = forms.CharField(
+        max_length=1000,
+        required=False,
+        label="Push to",
+        help_text="The remote that gets run branches: https://, ssh://, user@host:path, or a bare repository under "
+        "the repositories folder. Empty: the URL it was cloned from.",
+        widget=forms.TextInput(attrs={"placeholder": "git@github.com:team/app.git", "spellcheck": "false"}),
+    )
+    forge_kind = forms.ChoiceField(
+        choices=[("", "None: no pull requests"), *ForgeKind.choices], required=False, label="Forge"
+    )
+    forge_api_url = forms.CharField(
+        max_length=500,
+        required=False,
+        label="API base URL",
+        help_text="Empty: api.github.com or gitlab.com/api/v4. GitHub Enterprise: https://host/api/v3; "
+        "Gitea/Forgejo: https://host/api/v1.",
+        widget=forms.TextInput(attrs={"spellcheck": "false"}),
+    )
+    forge_repository = forms.CharField(
+        max_length=255,
+        required=False,
+        label="Repository on the forge",
+        widget=forms.TextInput(attrs={"placeholder": "team/app", "spellcheck": "false"}),
+    )
+    token = forms.CharField(
+        max_length=500,
+        required=False,
+        label="Access token",
+        help_text="Stored encrypted and never shown again. Empty: keep the saved one.",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+    )
+    remove_token = forms.BooleanField(required=False, label="Remove the saved token")
+
+    def token_argument(self) -> str | None:
+        """repository_set_forge's token: "" removes the saved one, None keeps it."""
+        if self.cleaned_data["remove_token"]:
+            return ""
+        return self.cleaned_data["token"] or None

@@ -9,6 +9,8 @@ from django.db import models
 
 from core.models import TimeStampedModel
 
+from .forges import ForgeKind
+
 FOLDER_OUTSIDE_ROOT = "Give a folder inside REPOS_ROOT (relative to it, or absolute)."
 
 
@@ -36,12 +38,33 @@ class Repository(TimeStampedModel):
     )
     status = models.CharField(max_length=16, choices=RepositoryStatus.choices, default=RepositoryStatus.READY)
     error = models.TextField(blank=True)
+    # Pull requests (repos.forges): where a run's branch is pushed, and the forge that
+    # gets the pull request. The token is encrypted (core.crypto) and never shown again;
+    # the webhook secret is the server's, shown to the owner to paste into the forge.
+    push_url = models.CharField(
+        max_length=1000, blank=True, help_text="Where run branches are pushed; empty: the URL it was cloned from."
+    )
+    forge_kind = models.CharField(max_length=16, choices=ForgeKind.choices, blank=True)
+    forge_api_url = models.CharField(max_length=500, blank=True, help_text="The forge's REST API base URL.")
+    forge_repository = models.CharField(
+        max_length=255, blank=True, help_text="The repository on the forge: owner/name (GitLab: group/…/project)."
+    )
+    forge_token_encrypted = models.TextField(blank=True, editable=False)
+    forge_webhook_secret_encrypted = models.TextField(blank=True, editable=False)
 
     class Meta:
         verbose_name_plural = "repositories"
 
     def __str__(self) -> str:
         return self.origin_url or self.path
+
+    @property
+    def push_target(self) -> str:
+        return self.push_url or self.origin_url
+
+    @property
+    def forge_configured(self) -> bool:
+        return bool(self.forge_kind and self.forge_api_url and self.forge_repository and self.forge_token_encrypted)
 
     @property
     def display_path(self) -> str:

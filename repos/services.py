@@ -14,11 +14,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
+from core.crypto import encrypt_secret
 from core.jobs import enqueue_on_commit
 
 from .clone import clone_from, clone_host_check
@@ -30,6 +32,7 @@ from .folders import (
     resolve_under_root,
     user_clone_root,
 )
+from .forges import ForgeError, ForgeKind, forge_host_check
 from .git import GitError, git_blob, git_output, git_succeeds, run_git
 from .models import MergeStrategy, Repository, RepositoryStatus, display_path
 
@@ -137,22 +140,27 @@ def repository_link(
     return repository
 
 
-def _validate_clone_source(url: str, user: User) -> str:
+def _validate_git_url(url: str, user: User, *, field: str = "url", unavailable: str = CLONE_SOURCE_UNAVAILABLE) -> str:
+    """A URL git may clone from or push to: a network one whose host is not internal,
+    or a local repository under the root that is the user's to use."""
     url = url.strip()
     # "<transport>::<address>" runs git's remote helpers (ext:: runs any command).
     if not url or any(ch.isspace() for ch in url) or _REMOTE_HELPER.match(url) or url.startswith("-"):
-        raise ValidationError({"url": [BAD_URL]})
+        raise ValidationError({field: [BAD_URL]})
     if url.startswith(_NETWORK_SCHEMES) or _SCP_LIKE.match(url):
-        clone_host_check(url)
+        try:
+            clone_host_check(url)
+        except ValidationError as error:
+            raise ValidationError({field: error.message_dict["url"]}) from None
         return url
     local = url.removeprefix("file://")
     if local.startswith("/") or not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", local):
-        # A local source: only repositories under the root that are the user's to use.
-        resolved = resolve_under_root(local, "url", CLONE_SOURCE_UNAVAILABLE)
+        # A local repository: only under the root, and only the user's to use.
+        resolved = resolve_under_root(local, field, unavailable)
         if not resolved.is_dir() or not folder_available_to(user=user, path=resolved):
-            raise ValidationError({"url": [CLONE_SOURCE_UNAVAILABLE]})
+            raise ValidationError({field: [unavailable]})
         return str(resolved)
-    raise ValidationError({"url": [BAD_URL]})
+    raise ValidationError({field: [BAD_URL]})
 
 
 def _clone_destination(project: Project, url: str) -> Path:
@@ -174,7 +182,7 @@ def repository_clone(
     test_command: str = "",
 ) -> Repository:
     """Record the link as cloning and clone in the background (repository_clone_run)."""
-    source = _validate_clone_source(url, project.owner)
+    source = _validate_git_url(url, project.owner)
     _validate_settings(merge_strategy, test_command)
     destination = _clone_destination(project, source)
     with transaction.atomic():
@@ -292,6 +300,92 @@ def repository_update(
         if repository.status != RepositoryStatus.READY:
             raise ValidationError({"base_branch": ["Wait until the repository is ready."]})
         fields["base_branch"] = _resolve_base_branch(Path(repository.path), base_branch)
+    for name, value in fields.items():
+        setattr(repository, name, value)
+    repository.save(update_fields=[*fields, "updated_at"])
+    return repository
+
+
+# --- Pull requests: the push remote and the forge ---------------------------------------------
+
+FORGE_FIELDS_REQUIRED = "Give this too, to open pull requests on the forge."
+FORGE_BAD_API_URL = "Give the forge's API base URL: https://api.github.com, https://gitlab.example.com/api/v4, …"
+FORGE_BAD_REPOSITORY = "Give the repository as owner/name (GitLab: group/subgroup/project)."
+FORGE_BAD_TOKEN = "A token is one word of at most 500 characters."
+PUSH_TARGET_UNAVAILABLE = "There is no repository at that path that you can push to."
+FORGE_API_DEFAULTS: dict[str, str] = {
+    ForgeKind.GITHUB: "https://api.github.com",
+    ForgeKind.GITLAB: "https://gitlab.com/api/v4",
+}
+_FORGE_REPOSITORY = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+$")
+
+
+def _validate_forge_api_url(url: str) -> str:
+    url = url.strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.username or parts.password:
+        raise ValidationError({"forge_api_url": [FORGE_BAD_API_URL]})
+    try:
+        forge_host_check(url)
+    except ForgeError as error:
+        # A host that does not resolve now is left to the request, which checks again.
+        if not error.retryable:
+            raise ValidationError({"forge_api_url": [error.message]}) from None
+    return url
+
+
+def repository_set_forge(
+    *,
+    repository: Repository,
+    user: User,
+    push_url: str = "",
+    forge_kind: str = "",
+    forge_api_url: str = "",
+    forge_repository: str = "",
+    token: str | None = None,
+) -> Repository:
+    """Where run branches are pushed and which forge opens their pull requests.
+    ``token``: None keeps the saved one, "" removes it. A webhook secret is made the
+    first time a forge is set."""
+    errors: dict[str, list[str]] = {}
+    fields: dict[str, Any] = {"push_url": "", "forge_kind": forge_kind, "forge_api_url": "", "forge_repository": ""}
+    if push_url.strip():
+        try:
+            fields["push_url"] = _validate_git_url(
+                push_url, user, field="push_url", unavailable=PUSH_TARGET_UNAVAILABLE
+            )
+        except ValidationError as error:
+            errors.update(error.message_dict)
+    if forge_kind and forge_kind not in ForgeKind.values:
+        errors["forge_kind"] = [f"Choose one of: {', '.join(ForgeKind.values)}."]
+    elif forge_kind:
+        api_url = forge_api_url.strip() or FORGE_API_DEFAULTS.get(forge_kind, "")
+        if not api_url:
+            errors["forge_api_url"] = [FORGE_FIELDS_REQUIRED]
+        else:
+            try:
+                fields["forge_api_url"] = _validate_forge_api_url(api_url)
+            except ValidationError as error:
+                errors.update(error.message_dict)
+        name = forge_repository.strip().strip("/")
+        if not name:
+            errors["forge_repository"] = [FORGE_FIELDS_REQUIRED]
+        elif not _FORGE_REPOSITORY.match(name) or len(name) > 255:
+            errors["forge_repository"] = [FORGE_BAD_REPOSITORY]
+        fields["forge_repository"] = name
+        if not fields["push_url"] and not repository.origin_url:
+            errors.setdefault("push_url", [FORGE_FIELDS_REQUIRED])
+    if token is not None:
+        token = token.strip()
+        if len(token) > 500 or any(ch.isspace() for ch in token):
+            errors["token"] = [FORGE_BAD_TOKEN]
+        fields["forge_token_encrypted"] = encrypt_secret(token)
+    if forge_kind and not (token or (token is None and repository.forge_token_encrypted)):
+        errors.setdefault("token", [FORGE_FIELDS_REQUIRED])
+    if errors:
+        raise ValidationError(errors)
+    if forge_kind and not repository.forge_webhook_secret_encrypted:
+        fields["forge_webhook_secret_encrypted"] = encrypt_secret(secrets.token_urlsafe(32))
     for name, value in fields.items():
         setattr(repository, name, value)
     repository.save(update_fields=[*fields, "updated_at"])

@@ -12,5 +12,6 @@ urlpatterns = [
     path("<id:project_id>/repository/link", views.repository_link_view, name="link"),
     path("<id:project_id>/repository/clone", views.repository_clone_view, name="clone"),
     path("<id:project_id>/repository/settings", views.repository_settings_view, name="settings"),
+    path("<id:project_id>/repository/forge", views.repository_forge_view, name="forge"),
     path("<id:project_id>/repository/unlink", views.repository_unlink_view, name="unlink"),
 ]

@@ -18,13 +18,14 @@ from projects.models import Project
 from projects.selectors import project_get_for_user
 
 from . import services
-from .forms import CloneForm, LinkForm, SettingsForm
+from .forms import CloneForm, ForgeForm, LinkForm, SettingsForm
 from .models import RepositoryStatus
 from .selectors import repository_for_project, repository_state, repository_worktrees_disk_usage
 
 LINKED = "Repository linked: runs of this project now work on branches of {path}."
 CLONING = "Cloning {url}… this page updates when it is done."
 SAVED = "Repository settings saved."
+FORGE_SAVED = "Pull request settings saved."
 UNLINKED = "Repository unlinked. Its files and branches are still on the server."
 
 
@@ -40,7 +41,17 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
         "link_form": forms.get("link_form") or LinkForm(),
         "clone_form": forms.get("clone_form") or CloneForm(),
         "settings_form": forms.get("settings_form"),
+        "forge_form": forms.get("forge_form"),
     }
+    if repository and context["forge_form"] is None:
+        context["forge_form"] = ForgeForm(
+            initial={
+                "push_url": repository.push_url,
+                "forge_kind": repository.forge_kind,
+                "forge_api_url": repository.forge_api_url,
+                "forge_repository": repository.forge_repository,
+            }
+        )
     if repository and context["settings_form"] is None and state and state.branches:
         context["settings_form"] = SettingsForm(
             branches=state.branches,
@@ -112,6 +123,35 @@ def repository_settings_view(request: HttpRequest, project_id: int) -> HttpRespo
             messages.success(request, SAVED)
             return redirect("repos:page", project_id=project.pk)
     return _page(request, project, status=400, settings_form=form)
+
+
+@login_required
+@require_POST
+def repository_forge_view(request: HttpRequest, project_id: int) -> HttpResponse:
+    user = request_user(request)
+    project = project_get_for_user(user=user, project_id=project_id)
+    repository = repository_for_project(project=project)
+    if repository is None:
+        return redirect("repos:page", project_id=project.pk)
+    form = ForgeForm(request.POST)
+    if form.is_valid():
+        try:
+            data = form.cleaned_data
+            services.repository_set_forge(
+                repository=repository,
+                user=user,
+                push_url=data["push_url"],
+                forge_kind=data["forge_kind"],
+                forge_api_url=data["forge_api_url"],
+                forge_repository=data["forge_repository"],
+                token=form.token_argument(),
+            )
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            messages.success(request, FORGE_SAVED)
+            return redirect("repos:page", project_id=project.pk)
+    return _page(request, project, status=400, forge_form=form)
 
 
 @login_required

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from core.api import StrictCharField
 
+from ..forges import ForgeKind
 from ..models import MergeStrategy, Repository
 
 
@@ -29,6 +30,10 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
     )
     state = RepositoryStateSerializer(read_only=True, help_text="The checkout as it is now.")
     worktrees_bytes = serializers.IntegerField(read_only=True, help_text="Disk used by the runs' worktrees.")
+    forge_token_saved = serializers.SerializerMethodField(help_text="Whether an access token is saved (never shown).")
+
+    def get_forge_token_saved(self, repository: Repository) -> bool:
+        return bool(repository.forge_token_encrypted)
 
     class Meta:
         model = Repository
@@ -43,6 +48,11 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
             "error",
             "state",
             "worktrees_bytes",
+            "push_url",
+            "forge_kind",
+            "forge_api_url",
+            "forge_repository",
+            "forge_token_saved",
             "created_at",
             "updated_at",
         ]
@@ -69,3 +79,26 @@ class RepositoryUpdateSerializer(serializers.Serializer[Any]):
     base_branch = StrictCharField(max_length=255, required=False)
     merge_strategy = serializers.ChoiceField(choices=MergeStrategy.choices, required=False)
     test_command = StrictCharField(max_length=1000, required=False, allow_blank=True)
+
+
+class RepositoryForgeSerializer(serializers.Serializer[Any]):
+    push_url = StrictCharField(
+        max_length=1000, required=False, allow_blank=True, default="", help_text="Empty: the URL it was cloned from."
+    )
+    forge_kind = serializers.ChoiceField(
+        choices=[("", "none"), *ForgeKind.choices], required=False, default="", help_text="Empty: no pull requests."
+    )
+    forge_api_url = StrictCharField(
+        max_length=500, required=False, allow_blank=True, default="", help_text="Empty: GitHub's or GitLab's own."
+    )
+    forge_repository = StrictCharField(max_length=255, required=False, allow_blank=True, default="")
+    token = StrictCharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        default=None,
+        write_only=True,
+        help_text="The forge access token, stored encrypted and never returned. Absent or null: keep the saved "
+        "one; empty: remove it.",
+    )

@@ -11,4 +11,9 @@ urlpatterns = [
         views.RepositoryCloneApi.as_view(),
         name="project-repository-clone",
     ),
+    path(
+        "projects/<str:project_id>/repository/forge",
+        views.RepositoryForgeApi.as_view(),
+        name="project-repository-forge",
+    ),
 ]

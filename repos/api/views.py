@@ -16,9 +16,10 @@ from projects.selectors import project_get_for_user
 
 from ..models import Repository
 from ..selectors import repository_get_for_user, repository_state, repository_worktrees_disk_usage
-from ..services import repository_clone, repository_link, repository_unlink, repository_update
+from ..services import repository_clone, repository_link, repository_set_forge, repository_unlink, repository_update
 from .serializers import (
     RepositoryCloneSerializer,
+    RepositoryForgeSerializer,
     RepositoryLinkSerializer,
     RepositorySerializer,
     RepositoryUpdateSerializer,
@@ -87,3 +88,18 @@ class RepositoryCloneApi(ApiView):
         body.is_valid(raise_exception=True)
         repository = repository_clone(project=project, **body.validated_data)
         return Response(_body(repository), status=status.HTTP_202_ACCEPTED)
+
+
+class RepositoryForgeApi(ApiView):
+    @extend_schema(
+        operation_id="projects_repository_forge",
+        summary="Set where run branches are pushed and the forge that opens their pull requests",
+        request=RepositoryForgeSerializer,
+        responses={200: RepositorySerializer, **error_responses(400, 401, 404)},
+    )
+    def put(self, request: Request, project_id: str) -> Response:
+        user = request_user(request)
+        repository = repository_get_for_user(user=user, project_id=project_id)
+        body = RepositoryForgeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(_body(repository_set_forge(repository=repository, user=user, **body.validated_data)))
