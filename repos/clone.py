@@ -1,4 +1,5 @@
-"""Cloning from a URL without becoming a way into the server's own network.
+"""Cloning from a URL, and pushing a run's branch to one, without becoming a way into
+the server's own network.
 
 A clone URL names a host the server then connects to. Left alone, ``git://127.0.0.1:
 8096/…`` reached an internal service and the error showed what it answered. So:
@@ -181,3 +182,83 @@ def clone_from(source: str, destination: Path) -> None:
     )
     if cloned.returncode != 0:
         raise GitError(LOCAL_CLONE_FAILED)
+
+
+PUSH_REMOTE_MOVED = (
+    "The remote's branch {branch} has commits this one does not (someone pushed to it): nothing was pushed. "
+    "Fetch and look at it, or discard this run's branch and run the task again."
+)
+PUSH_PROTECTED = "The remote refused the push: branch protection or a server hook declined {branch}."
+PUSH_REFUSED = (
+    "The remote refused the push: the repository does not exist there, or it needs credentials the server does "
+    "not have (an SSH key or a credential helper for the user the server runs as)."
+)
+PUSH_FAILED = "git could not push {branch} to the remote."
+PUSH_HOST_NOT_ALLOWED = HOST_NOT_ALLOWED.replace("clone URL's", "push URL's")
+LOCAL_PUSH_FAILED = "git could not push {branch} to that folder: it is not a git repository that accepts pushes."
+
+
+class PushError(GitError):
+    """A push that did not happen; ``retryable`` when the remote was unreachable."""
+
+    code = "push_failed"
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message, extra={"retryable": retryable})
+        self.retryable = retryable
+
+
+def _explain_push(stderr: str, branch: str, *, local: bool) -> PushError:
+    text = stderr.lower()
+    explained = _explain(stderr)
+    if not local and explained in (HOST_UNRESOLVED, HOST_UNREACHABLE):
+        return PushError(explained, retryable=True)
+    if "protected branch" in text or "hook declined" in text:
+        return PushError(PUSH_PROTECTED.format(branch=branch))
+    if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
+        return PushError(PUSH_REMOTE_MOVED.format(branch=branch))
+    if local:
+        return PushError(LOCAL_PUSH_FAILED.format(branch=branch))
+    if explained == REPOSITORY_REFUSED:
+        return PushError(PUSH_REFUSED)
+    return PushError(PUSH_FAILED.format(branch=branch))
+
+
+def push_to(repository: Path, remote: str, branch: str) -> None:
+    """``git push`` of ``branch`` from ``repository`` to the same branch of ``remote``
+    (a checked URL, or a local repository under REPOS_ROOT). Never forced: a remote
+    branch with other commits is left alone. Raises PushError with a message of ours."""
+    refspec = f"refs/heads/{branch}:refs/heads/{branch}"
+    seconds = settings.GIT_CLONE_TIMEOUT_SECONDS
+    if remote.startswith("/"):
+        pushed = run_git(
+            ["-c", "protocol.file.allow=always", "push", "--quiet", "--", remote, refspec],
+            cwd=repository,
+            timeout=seconds,
+            check=False,
+        )
+        if pushed.returncode != 0:
+            raise _explain_push(pushed.stderr, branch, local=True)
+        return
+    target = parse_clone_url(remote)
+    try:
+        addresses = resolve(target)
+    except (socket.gaierror, UnicodeError):
+        raise PushError(HOST_UNRESOLVED, retryable=True) from None
+    if not all(address_allowed(address) for address in addresses):
+        raise PushError(PUSH_HOST_NOT_ALLOWED)
+    url, config, environment = _pinned(remote, target, addresses[0])
+    transports = [
+        f"protocol.{scheme}.allow={'always' if scheme == target.scheme else 'never'}"
+        for scheme in ("file", *DEFAULT_PORTS)
+    ]
+    args = [part for item in (*transports, *config) for part in ("-c", item)]
+    pushed = run_git(
+        [*args, "push", "--quiet", "--", url, refspec],
+        cwd=repository,
+        timeout=seconds,
+        check=False,
+        extra_env=environment,
+    )
+    if pushed.returncode != 0:
+        raise _explain_push(pushed.stderr, branch, local=False)

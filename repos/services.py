@@ -23,7 +23,7 @@ from django.utils.text import slugify
 from core.crypto import encrypt_secret
 from core.jobs import enqueue_on_commit
 
-from .clone import clone_from, clone_host_check
+from .clone import PushError, clone_from, clone_host_check, push_to
 from .folders import (
     FOLDER_UNAVAILABLE,
     folder_available_to,
@@ -313,6 +313,7 @@ FORGE_BAD_API_URL = "Give the forge's API base URL: https://api.github.com, http
 FORGE_BAD_REPOSITORY = "Give the repository as owner/name (GitLab: group/subgroup/project)."
 FORGE_BAD_TOKEN = "A token is one word of at most 500 characters."
 PUSH_TARGET_UNAVAILABLE = "There is no repository at that path that you can push to."
+NO_PUSH_TARGET = "The repository has no remote to push to: set one under Pull requests on its page."
 FORGE_API_DEFAULTS: dict[str, str] = {
     ForgeKind.GITHUB: "https://api.github.com",
     ForgeKind.GITLAB: "https://gitlab.com/api/v4",
@@ -390,6 +391,21 @@ def repository_set_forge(
         setattr(repository, name, value)
     repository.save(update_fields=[*fields, "updated_at"])
     return repository
+
+
+def branch_push(*, repository: Repository, user: User, branch: str) -> str:
+    """Push ``branch`` to the repository's push target; returns the target. A local
+    target must still be a folder ``user`` may use (sharing can be withdrawn)."""
+    target = repository.push_target
+    if not target:
+        raise PushError(NO_PUSH_TARGET)
+    if target.startswith("/"):
+        try:
+            _validate_git_url(target, user, field="push_url", unavailable=PUSH_TARGET_UNAVAILABLE)
+        except ValidationError:
+            raise PushError(PUSH_TARGET_UNAVAILABLE) from None
+    push_to(Path(repository.path), target, branch)
+    return target
 
 
 def repository_unlink(*, repository: Repository) -> None:
