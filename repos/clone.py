@@ -142,24 +142,33 @@ def _explain(stderr: str) -> str:
     return CLONE_FAILED
 
 
+def _network_git(
+    url: str, target: CloneTarget, unresolved: GitError, not_allowed: GitError
+) -> tuple[str, list[str], dict[str, str]]:
+    """For a git command reaching ``url``: the URL to give it, its ``-c`` options (only
+    the URL's transport allowed, the connection pinned to a checked address) and extra
+    environment. Raises ``unresolved`` or ``not_allowed``."""
+    try:
+        addresses = resolve(target)
+    except (socket.gaierror, UnicodeError):
+        raise unresolved from None
+    if not all(address_allowed(address) for address in addresses):
+        raise not_allowed
+    pinned, config, environment = _pinned(url, target, addresses[0])
+    transports = [
+        f"protocol.{scheme}.allow={'always' if scheme == target.scheme else 'never'}"
+        for scheme in ("file", *DEFAULT_PORTS)
+    ]
+    return pinned, [part for item in (*transports, *config) for part in ("-c", item)], environment
+
+
 def clone_from(source: str, destination: Path) -> None:
     """``git clone`` of ``source`` (a checked URL, or a local path under REPOS_ROOT)
     into ``destination``. Raises GitError with a message of ours."""
     seconds = settings.GIT_CLONE_TIMEOUT_SECONDS
     if not source.startswith("/"):
         target = parse_clone_url(source)
-        try:
-            addresses = resolve(target)
-        except (socket.gaierror, UnicodeError):
-            raise GitError(HOST_UNRESOLVED) from None
-        if not all(address_allowed(address) for address in addresses):
-            raise GitError(HOST_NOT_ALLOWED)
-        url, config, environment = _pinned(source, target, addresses[0])
-        transports = [
-            f"protocol.{scheme}.allow={'always' if scheme == target.scheme else 'never'}"
-            for scheme in ("file", *DEFAULT_PORTS)
-        ]
-        args = [part for item in (*transports, *config) for part in ("-c", item)]
+        url, args, environment = _network_git(source, target, GitError(HOST_UNRESOLVED), GitError(HOST_NOT_ALLOWED))
         cloned = run_git(
             [*args, "clone", "--quiet", "--", url, str(destination)],
             cwd=destination.parent,
@@ -240,19 +249,12 @@ def push_to(repository: Path, remote: str, branch: str) -> None:
         if pushed.returncode != 0:
             raise _explain_push(pushed.stderr, branch, local=True)
         return
-    target = parse_clone_url(remote)
-    try:
-        addresses = resolve(target)
-    except (socket.gaierror, UnicodeError):
-        raise PushError(HOST_UNRESOLVED, retryable=True) from None
-    if not all(address_allowed(address) for address in addresses):
-        raise PushError(PUSH_HOST_NOT_ALLOWED)
-    url, config, environment = _pinned(remote, target, addresses[0])
-    transports = [
-        f"protocol.{scheme}.allow={'always' if scheme == target.scheme else 'never'}"
-        for scheme in ("file", *DEFAULT_PORTS)
-    ]
-    args = [part for item in (*transports, *config) for part in ("-c", item)]
+    url, args, environment = _network_git(
+        remote,
+        parse_clone_url(remote),
+        PushError(HOST_UNRESOLVED, retryable=True),
+        PushError(PUSH_HOST_NOT_ALLOWED),
+    )
     pushed = run_git(
         [*args, "push", "--quiet", "--", url, refspec],
         cwd=repository,
