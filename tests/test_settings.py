@@ -137,7 +137,10 @@ def test_redis_url_is_the_production_mode() -> None:
 
 def test_the_worker_runs_phases_on_worker_threads_threads() -> None:
     """`celery worker` (Procfile) takes its pool and its size from the settings."""
-    script = "import django; django.setup(); from config.celery import app; c = app.conf; print(c.worker_pool, c.worker_concurrency)"
+    script = (
+        "import django; django.setup(); from config.celery import app; "
+        "print(app.conf.worker_pool, app.conf.worker_concurrency)"
+    )
     env = {**os.environ, **BLANK, "DJANGO_SETTINGS_MODULE": "config.settings.base", "DEBUG": "true"}
     for threads, expected in (("", "threads 32"), ("48", "threads 48")):
         result = subprocess.run(

@@ -134,7 +134,9 @@ def test_one_thread_renews_every_lease_of_the_process(project, owner, settings, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_phase_past_its_time_limit_is_renewed_no_more_and_stops_writing(task, owner, settings, queued, caplog) -> None:
+def test_a_phase_past_its_time_limit_is_renewed_no_more_and_stops_writing(
+    task, owner, settings, queued, caplog
+) -> None:
     """The worker's thread pool has no time limits (a thread cannot be killed): a phase
     that runs too long loses its lease instead, stops at its next check, and the sweeper
     hands the run on."""
