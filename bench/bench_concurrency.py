@@ -43,6 +43,7 @@ import time
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from _common import PG_BENCH_URL, ROOT, _recreate_postgres, p50, parser, pct, table
@@ -53,6 +54,9 @@ STAMP = re.compile(r"\[t=(\d+\.\d+)\]")
 P99_GOAL_MS = 100.0
 # Connections left for everybody else on the shared server (other engineers, daphne).
 CONNECTIONS_HEADROOM = 15
+# Every run starts at once (its worktree, its recall, the model's first call): tokens
+# written later than this into their stream show the steady state apart from that burst.
+STEADY_AFTER = 2.0
 
 
 def free_port() -> int:
@@ -234,6 +238,12 @@ class App:
 class Level:
     runs: int
     latencies: list[float] = field(default_factory=list)
+    #: Each token's time in the worker (stamp → the event's timestamp, taken as the worker
+    #: publishes it) and after it (→ the page: the event's commit, Redis, daphne).
+    in_worker: list[float] = field(default_factory=list)
+    delivery: list[float] = field(default_factory=list)
+    #: The latencies of tokens written after their stream's first STEADY_AFTER seconds.
+    steady: list[float] = field(default_factory=list)
     first_token: list[float] = field(default_factory=list)
     tokens_expected: int = 0
     finished: int = 0
@@ -282,6 +292,7 @@ async def run_level(app: App, token: str, runs: int, seconds: float, rate: float
     sampler.start()
     worker_cpu, daphne_cpu = cpu_seconds(app.worker.pid), cpu_seconds(app.daphne.pid)
     started_at: dict[int, float] = {}
+    stream_starts: dict[int, float] = {}
 
     async def watch(ws: object, index: int) -> None:
         first = True
@@ -293,7 +304,14 @@ async def run_level(app: App, token: str, runs: int, seconds: float, rate: float
                 if stamps and first:
                     level.first_token.append(received - started_at[index])
                     first = False
-                level.latencies.extend(received - float(stamp) for stamp in stamps)
+                published = datetime.fromisoformat(message["data"]["timestamp"]).timestamp()
+                for stamp in map(float, stamps):
+                    level.latencies.append(received - stamp)
+                    level.in_worker.append(published - stamp)
+                    level.delivery.append(received - published)
+                    stream_began = stream_starts.setdefault(index, stamp)
+                    if stamp - stream_began >= STEADY_AFTER:
+                        level.steady.append(received - stamp)
             elif message["type"] == "pipeline-complete":
                 level.finished += 1
                 return
@@ -333,6 +351,9 @@ def row(label: str, level: Level, floor: Level | None) -> list[object]:
         p50(ms) if ms else float("nan"),
         p99,
         f"{p99 / (pct(floor.latencies, 99) * 1000):.1f}x" if floor and floor.latencies and ms else "—",
+        pct([latency * 1000 for latency in level.steady], 99) if level.steady else float("nan"),
+        pct([latency * 1000 for latency in level.in_worker], 99) if level.in_worker else float("nan"),
+        pct([latency * 1000 for latency in level.delivery], 99) if level.delivery else float("nan"),
         level.tokens_expected - len(ms),
         p50(level.first_token) if level.first_token else float("nan"),
         pct(level.first_token, 99) if level.first_token else float("nan"),
@@ -346,7 +367,7 @@ def row(label: str, level: Level, floor: Level | None) -> list[object]:
 
 def main() -> None:
     p = parser(__doc__ or "")
-    p.add_argument("--levels", default="10,25,50,75,100")
+    p.add_argument("--levels", default="10,15,20,25,50,75,100")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--rate", type=float, default=50.0)
     p.add_argument("--baseline-runs", type=int, default=10)
@@ -453,6 +474,9 @@ def main() -> None:
             "token p50 ms",
             "token p99 ms",
             "p99 vs floor",
+            f"p99 after {STEADY_AFTER:g} s ms",
+            "in worker p99 ms",
+            "delivery p99 ms",
             "tokens lost",
             "first token p50 s",
             "first token p99 s",

@@ -13,6 +13,7 @@ from tests.fake_anthropic import (
     Hang,
     HttpError,
     MidStreamError,
+    Paced,
     RawToolInputReply,
     TextReply,
     ToolReply,
@@ -190,3 +191,16 @@ def test_a_thread_keeps_its_client_between_calls_and_a_cancelled_call_closes_it(
     assert first.is_closed() and not other[0].is_closed(), "the cancel closed this thread's client only"
     provider.complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
     assert not module._thread_clients.kept[1].is_closed(), "the next call builds a new one"
+
+
+def test_a_paced_reply_streams_one_stamped_token_at_a_time_then_its_tool_call(fake_llm) -> None:
+    """The fake's pacing (bench/bench_concurrency.py): each text delta is one token,
+    stamped with the time it was written, then the reply's tool call."""
+    import re
+
+    fake_llm.script(Paced(ToolReply(input={"subtasks": []}), tokens=20, tokens_per_second=1000, stamped=True))
+    chunks: list[str] = []
+    result = _provider(fake_llm).complete(_request(), on_chunk=chunks.append, should_cancel=lambda: False)
+    stamps = [float(stamp) for chunk in chunks for stamp in re.findall(r"\[t=(\d+\.\d+)\]", chunk)]
+    assert len(stamps) == 20 and stamps == sorted(stamps)
+    assert result.tool_input == {"subtasks": []}
