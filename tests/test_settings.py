@@ -142,7 +142,7 @@ def test_the_worker_runs_phases_on_worker_threads_threads() -> None:
         "print(app.conf.worker_pool, app.conf.worker_concurrency)"
     )
     env = {**os.environ, **BLANK, "DJANGO_SETTINGS_MODULE": "config.settings.base", "DEBUG": "true"}
-    for threads, expected in (("", "threads 32"), ("48", "threads 48")):
+    for threads, expected in (("", "threads 16"), ("48", "threads 48")):
         result = subprocess.run(
             [sys.executable, "-c", script],
             cwd=settings.BASE_DIR,

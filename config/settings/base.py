@@ -330,11 +330,14 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # A worker runs its jobs on a pool of threads: a phase spends nearly all its time waiting
-# on the network (the model's stream), so one process holds many runs at once
-# (bench/bench_concurrency.py). Each running phase holds a database connection: the
-# workers' threads together, plus the web processes', must stay under PostgreSQL's
-# max_connections. `celery worker --concurrency` still overrides this.
-WORKER_THREADS = env_int("WORKER_THREADS", default=32, minimum=1)
+# on the network (the model's stream), so one process holds many runs at once. Not too
+# many: its Python runs on one core, and measured (bench/bench_concurrency.py, RESULTS.md)
+# one process showed 10 runs streaming 50 tokens/s each with a token p99 of 85 ms on the
+# page, 15 with 0.3 s, 20 with 2.4 s. A phase streams only part of its time (tools, git,
+# tests, the model's pauses), hence 16; more runs at once: more worker processes. Each
+# running phase holds a database connection: the workers' threads together, plus the web
+# processes', must stay under PostgreSQL's max_connections. `--concurrency` overrides it.
+WORKER_THREADS = env_int("WORKER_THREADS", default=16, minimum=1)
 CELERY_WORKER_POOL = "threads"
 CELERY_WORKER_CONCURRENCY = WORKER_THREADS
 # The longest a job may run. Only the prefork pool enforces Celery's limits (it kills the
