@@ -170,7 +170,7 @@ class App:
             # No test command: the runs never start the sandbox.
         }
         self.daphne: subprocess.Popen[bytes] | None = None
-        self.worker: subprocess.Popen[bytes] | None = None
+        self.workers: list[subprocess.Popen[bytes]] = []
 
     def start_web(self) -> None:
         _recreate_postgres("bench")
@@ -184,12 +184,18 @@ class App:
         daphne = [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "config.asgi:application"]
         self.daphne = subprocess.Popen(daphne, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL)
 
-    def start_worker(self, pool: list[str]) -> None:
-        """The Procfile's worker command, with ``pool`` (e.g. ``--pool=threads``)."""
-        command = [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "WARNING", *pool]
-        command += ["-n", f"{self.queue}-{time.monotonic_ns()}@%h"]
-        self.worker = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL)
+    def start_worker(self, pool: list[str], processes: int = 1) -> None:
+        """The Procfile's worker command, with ``pool`` (e.g. ``--pool=threads``), in
+        ``processes`` processes side by side (as ``--scale worker=N``)."""
+        for _ in range(processes):
+            command = [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "WARNING", *pool]
+            command += ["-n", f"{self.queue}-{time.monotonic_ns()}@%h"]
+            self.workers.append(subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
         self.wait_healthy()
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [worker.pid for worker in self.workers]
 
     def wait_healthy(self) -> None:
         deadline = time.monotonic() + 90
@@ -205,15 +211,15 @@ class App:
             time.sleep(0.3)
 
     def stop_worker(self) -> None:
-        if self.worker is None:
-            return
-        self.worker.send_signal(signal.SIGTERM)
-        try:
-            self.worker.wait(60)
-        except subprocess.TimeoutExpired:
-            self.worker.kill()
-            self.worker.wait(10)
-        self.worker = None
+        for worker in self.workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in self.workers:
+            try:
+                worker.wait(60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait(10)
+        self.workers = []
         # Its heartbeat goes with it: the next worker's /healthz must be its own.
         import redis
 
@@ -257,16 +263,16 @@ class Level:
 class Sampler(threading.Thread):
     """Peak RSS of the worker and peak connections to the bench database, every 0.5 s."""
 
-    def __init__(self, worker_pid: int) -> None:
+    def __init__(self, worker_pids: list[int]) -> None:
         super().__init__(daemon=True)
-        self.worker_pid = worker_pid
+        self.worker_pids = worker_pids
         self.rss = 0.0
         self.connections = 0
         self.stopped = threading.Event()
 
     def run(self) -> None:
         while not self.stopped.wait(0.5):
-            self.rss = max(self.rss, rss_mb(self.worker_pid))
+            self.rss = max(self.rss, sum(rss_mb(pid) for pid in self.worker_pids))
             with contextlib.suppress(Exception):  # a sample missed
                 self.connections = max(self.connections, bench_connections()[0])
 
@@ -287,10 +293,11 @@ async def run_level(app: App, token: str, runs: int, seconds: float, rate: float
                 open_timeout=30,
             )
         )
-    assert app.worker is not None and app.daphne is not None
-    sampler = Sampler(app.worker.pid)
+    assert app.workers and app.daphne is not None
+    sampler = Sampler(app.worker_pids)
     sampler.start()
-    worker_cpu, daphne_cpu = cpu_seconds(app.worker.pid), cpu_seconds(app.daphne.pid)
+    worker_cpu = sum(cpu_seconds(pid) for pid in app.worker_pids)
+    daphne_cpu = cpu_seconds(app.daphne.pid)
     started_at: dict[int, float] = {}
     stream_starts: dict[int, float] = {}
 
@@ -331,7 +338,7 @@ async def run_level(app: App, token: str, runs: int, seconds: float, rate: float
         print(f"  N={runs}: {level.finished} of {runs} runs finished within {budget:.0f} s", flush=True)
     elapsed = time.monotonic() - began
     level.makespan = elapsed
-    level.worker_cpu = (cpu_seconds(app.worker.pid) - worker_cpu) / elapsed * 100
+    level.worker_cpu = (sum(cpu_seconds(pid) for pid in app.worker_pids) - worker_cpu) / elapsed * 100
     level.daphne_cpu = (cpu_seconds(app.daphne.pid) - daphne_cpu) / elapsed * 100
     sampler.stopped.set()
     sampler.join(2)
@@ -371,6 +378,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--rate", type=float, default=50.0)
     p.add_argument("--baseline-runs", type=int, default=10)
+    p.add_argument("--processes", type=int, default=1, help="worker processes side by side, N/processes threads each")
     p.add_argument("--serve-llm", type=int, help=argparse_hidden())
     args = p.parse_args()
     if args.serve_llm:
@@ -433,11 +441,12 @@ def main() -> None:
             if runs + CONNECTIONS_HEADROOM > free:
                 skipped.append(f"N={runs}: not run, PostgreSQL has {free} connections free (a phase holds one)")
                 break
-            app.env["WORKER_THREADS"] = str(runs)
-            app.start_worker(["--pool=threads"])
+            app.env["WORKER_THREADS"] = str(-(-runs // args.processes))
+            app.start_worker(["--pool=threads"], processes=args.processes)
             level = asyncio.run(run_level(app, token, runs, args.seconds, args.rate))
             app.stop_worker()
-            rows.append(row(f"threads ({runs})", level, floor))
+            label = f"threads ({runs})" if args.processes == 1 else f"{args.processes} × threads ({runs})"
+            rows.append(row(label, level, floor))
             ms = [latency * 1000 for latency in level.latencies]
             finished = level.finished == runs and bool(ms)
             if finished and pct(ms, 99) <= P99_GOAL_MS:
@@ -453,8 +462,9 @@ def main() -> None:
         f"Each run's Planner streams {args.seconds:g} s at {args.rate:g} tokens/s (the issue's calls: ~30 s), every "
         "token stamped by the fake server (its own process) when written; latency = the page's websocket receiving "
         "it − the stamp. Coder and Reviewer then answer at once. One websocket client per run, in this process.",
-        "Worker: `celery -A config worker --pool=threads` with WORKER_THREADS = N (one process), or the old "
-        "`--pool=prefork --concurrency=2`; daphne ×1; PostgreSQL; Redis (broker, channel layer) db 11.",
+        f"Worker: `celery -A config worker --pool=threads`, {args.processes} process(es) with WORKER_THREADS = "
+        "N / processes, or the old `--pool=prefork --concurrency=2`; daphne ×1; PostgreSQL; Redis (broker, "
+        "channel layer) db 11.",
         "First token: the start request → the run's first token on the page (waiting for a worker included). "
         "Makespan: first start → last run complete. CPU: % of one core over the makespan (the worker with its "
         "children). RSS: the worker's peak (all its processes). Connections: peak to the bench database (all "
