@@ -46,9 +46,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from _common import PG_BENCH_URL, ROOT, _recreate_postgres, p50, parser, pct, table
+from _common import ROOT, _recreate_postgres, p50, parser, pct, table
 
 REDIS_URL = "redis://127.0.0.1:6379/11"
+# A database of its own, not _common's "bench": bench_events.py may be recreating that one
+# at the same moment (the benchmarks of different branches run side by side here).
+DATABASE = "bench_concurrency"
+DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{DATABASE}"
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
 STAMP = re.compile(r"\[t=(\d+\.\d+)\]")
 P99_GOAL_MS = 100.0
@@ -140,7 +144,7 @@ def bench_connections() -> tuple[int, int]:
         limit = int(conn.execute("SHOW max_connections").fetchone()[0])  # type: ignore[index]
         used = int(conn.execute("SELECT count(*) FROM pg_stat_activity").fetchone()[0])  # type: ignore[index]
         mine = int(
-            conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = 'bench'").fetchone()[0]  # type: ignore[index]
+            conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [DATABASE]).fetchone()[0]  # type: ignore[index]
         )
     return mine, limit - used
 
@@ -160,7 +164,7 @@ class App:
             "ANTHROPIC_API_KEY": "sk-ant-bench",
             "LOG_LEVEL": "WARNING",
             "SESSION_COOKIE_SECURE": "false",
-            "DATABASE_URL": PG_BENCH_URL,
+            "DATABASE_URL": DATABASE_URL,
             "REDIS_URL": REDIS_URL,
             "EMBEDDED_WORKER": "false",
             "CELERY_QUEUE": self.queue,
@@ -173,7 +177,7 @@ class App:
         self.workers: list[subprocess.Popen[bytes]] = []
 
     def start_web(self) -> None:
-        _recreate_postgres("bench")
+        _recreate_postgres(DATABASE)
         # This benchmark's own Redis database: the last run's jobs, heartbeats and
         # sign-up rate-limit counters (the cache) go.
         import redis
