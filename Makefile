@@ -73,7 +73,7 @@ superuser: $(VENV)/.installed-run
 	$(BIN)/python manage.py createsuperuser
 
 worker: $(VENV)/.installed-run
-	$(BIN)/celery -A config worker --loglevel=info
+	$(BIN)/celery -A config worker --loglevel=info --pool=threads
 
 beat: $(VENV)/.installed-run
 	$(BIN)/celery -A config beat --loglevel=info --scheduler django_celery_beat.schedulers:DatabaseScheduler

@@ -27,6 +27,7 @@ BENCHES = [
     "bench_board.py",
     "bench_context.py",
     "bench_events.py",
+    "bench_concurrency.py",
     "bench_memory_search.py",
     "bench_memory_retrieval.py",
     "bench_pipeline.py",

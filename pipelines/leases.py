@@ -2,14 +2,20 @@
 phase on when its worker has died.
 
 A worker claims the phase it executes with a short lease (PIPELINE_LEASE_SECONDS, 10 s
-by default) and a thread of its own renews it every quarter of that, whatever the phase
-is blocked in (a stream, the test command, git). A worker that dies stops renewing; the
+by default) and one thread of the process renews it every quarter of that, whatever the
+phase is blocked in (a stream, the test command, git): one thread and one database
+connection for all the phases a thread-pool worker runs at once, not one each. A worker that dies stops renewing; the
 sweeper, a loop in the celery beat process (and in the embedded server), looks every
 PIPELINE_SWEEP_SECONDS for working runs whose lease ran out and queues them again, so a
 killed worker's phase is running again some 10-13 s later. A worker that merely stalled
 past its lease (a paused VM, say) finds the lease gone when it wakes and writes nothing:
 its lease checks fail and its phase's transition is conditioned on the lease
 (``run_transition(held_by=…)``).
+
+A phase that runs longer than PIPELINE_PHASE_TIME_LIMIT is no longer renewed: its lease
+runs out, its checks fail (it stops at its next one) and the sweeper hands it on. The
+worker's thread pool has no time limits of its own (Celery's are the prefork pool's,
+which kills the child process; a thread cannot be killed).
 """
 
 from __future__ import annotations
@@ -54,8 +60,10 @@ class Lease:
         self._confirmed = 0.0  # monotonic time of the last claim or renewal written
         self._checked = 0.0
         self._held = False
-        self._released = threading.Event()
-        self._renewer: threading.Thread | None = None
+        #: Monotonic time after which the phase has run too long (renewals stop).
+        self.deadline = 0.0
+        #: Renewed by the process's renewer thread (not inside an outer transaction).
+        self.renewed_in_background = False
 
     def _mine(self) -> QuerySet[PipelineRun]:
         return PipelineRun.objects.filter(pk=self.run_id, status=self.status, lease_owner=self.token)
@@ -69,14 +77,13 @@ class Lease:
             .update(lease_owner=self.token, lease_expires_at=now + timedelta(seconds=self.seconds))
         )
         self._confirmed = self._checked = started
+        self.deadline = started + settings.PIPELINE_PHASE_TIME_LIMIT
         self._held = claimed == 1
         # Inside an outer transaction (only a test runs a phase in one) another
         # connection could not see, let alone renew, the claimed row: check() renews.
         if self._held and not connection.in_atomic_block:
-            self._renewer = threading.Thread(
-                target=self._renew_until_released, name=f"lease-run-{self.run_id}", daemon=True
-            )
-            self._renewer.start()
+            self.renewed_in_background = True
+            _renewer.add(self)
         return self._held
 
     def renew(self) -> bool:
@@ -89,21 +96,6 @@ class Lease:
             self._held = False
         return renewed
 
-    def _renew_until_released(self) -> None:
-        try:
-            # Stops once the lease is no longer ours: the phase ended (its transition
-            # cleared the lease), was cancelled, or another worker holds it.
-            while self._held and not self._released.wait(self.seconds / LEASE_RENEWALS):
-                try:
-                    self.renew()
-                except DatabaseError as exc:
-                    # The next renewal opens a new connection; until then check() counts
-                    # the time since the last renewal that was written.
-                    logger.warning("Run %s: could not renew the lease (%s)", self.run_id, exc)
-                    connection.close()
-        finally:
-            connections.close_all()  # this thread's own
-
     def check(self) -> bool:
         """False once the run has left this phase (cancelled, say), another worker
         holds it, or no renewal has been written for a whole lease (then another
@@ -115,10 +107,17 @@ class Lease:
         if not self._held or now - self._checked < LEASE_CHECK_SECONDS:
             return self._held
         self._checked = now
-        if self._renewer is None and now - self._confirmed >= self.seconds / LEASE_RENEWALS:
+        if not self.renewed_in_background and now - self._confirmed >= self.seconds / LEASE_RENEWALS:
+            if self.overran:
+                return self._held
             return self.renew()
         self._held = self._mine().exists()
         return self._held
+
+    @property
+    def overran(self) -> bool:
+        """The phase has run longer than PIPELINE_PHASE_TIME_LIMIT: it is renewed no more."""
+        return time.monotonic() > self.deadline
 
     @property
     def lapsed(self) -> bool:
@@ -135,12 +134,104 @@ class Lease:
     def release(self, *, hand_on: bool = False) -> None:
         """Give the phase back. ``hand_on``: its work is not done (the worker is
         stopping), so leave the lease run out: the sweeper's next round queues it."""
-        self._released.set()
+        _renewer.discard(self)
         PipelineRun.objects.filter(pk=self.run_id, lease_owner=self.token).update(
             lease_owner="", lease_expires_at=timezone.now() if hand_on else None
         )
-        if self._renewer is not None:
-            self._renewer.join(5)
+
+
+class _Renewer:
+    """Renews every lease this process holds, from one thread with one database
+    connection. A thread-pool worker runs dozens of phases at once: a renewing thread
+    and a PostgreSQL connection for each would double the worker's connections (the
+    phase's own thread holds one) against the server's ``max_connections``.
+
+    The thread starts with the first lease and ends, closing its connection, once it
+    has none left."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._leases: set[Lease] = set()
+        self._thread: threading.Thread | None = None
+
+    def add(self, lease: Lease) -> None:
+        with self._lock:
+            self._leases.add(lease)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="lease-renewer", daemon=True)
+                self._thread.start()
+
+    def discard(self, lease: Lease) -> None:
+        with self._lock:
+            self._leases.discard(lease)
+
+    def holds(self, lease: Lease) -> bool:
+        with self._lock:
+            return lease in self._leases
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def _due(self) -> tuple[list[Lease], float]:
+        """The leases to renew now and the seconds until the next round; ([], 0) when
+        there are none left (the thread then ends: a claim starts another)."""
+        with self._lock:
+            if not self._leases:
+                self._thread = None
+                return [], 0.0
+            now = time.monotonic()
+            leases = list(self._leases)
+        # A round every quarter of a renewal period; a lease is renewed in the round
+        # nearest its period (at most a quarter early).
+        tick = min(lease.seconds / LEASE_RENEWALS for lease in leases) / 4
+        due = [lease for lease in leases if now - lease._confirmed >= lease.seconds / LEASE_RENEWALS - tick]
+        return due, tick
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                due, wait = self._due()
+                if not wait:
+                    return
+                for lease in due:
+                    self._renew(lease)
+                time.sleep(wait)
+        finally:
+            connections.close_all()  # this thread's own
+
+    def _renew(self, lease: Lease) -> None:
+        if not self.holds(lease):
+            return  # released meanwhile
+        if not lease._held:
+            self.discard(lease)  # its phase found it gone (check()): nothing to renew
+            return
+        if lease.overran:
+            # Stops once the lease is no longer renewed: the phase ran too long (its
+            # checks fail once the lease lapses; the sweeper hands the run on).
+            logger.warning(
+                "Run %s: phase %s ran longer than %d s; its lease is left to run out",
+                lease.run_id,
+                lease.status,
+                settings.PIPELINE_PHASE_TIME_LIMIT,
+            )
+            self.discard(lease)
+            return
+        try:
+            renewed = lease.renew()
+        except DatabaseError as exc:
+            # The next renewal opens a new connection; until then check() counts the
+            # time since the last renewal that was written.
+            logger.warning("Run %s: could not renew the lease (%s)", lease.run_id, exc)
+            connection.close()
+            return
+        if not renewed:
+            # No longer ours: the phase ended (its transition cleared the lease), was
+            # cancelled, or another worker holds it.
+            self.discard(lease)
+
+
+_renewer = _Renewer()
 
 
 # --- The sweeper ------------------------------------------------------------------------

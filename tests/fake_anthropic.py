@@ -28,6 +28,7 @@ __all__ = [
     "Held",
     "HttpError",
     "MidStreamError",
+    "Paced",
     "RawToolInputReply",
     "RecordedRequest",
     "Reply",
@@ -85,7 +86,26 @@ class Held:
     timeout: float = 60.0
 
 
-Reply = ToolReply | TextReply | RawToolInputReply | HttpError | MidStreamError | Hang | Held
+@dataclass
+class Paced:
+    """``reply``, its text streamed at a model's pace: ``tokens`` text deltas, one every
+    1/``tokens_per_second`` seconds on a fixed schedule (a slow write does not slow the
+    rest), then the reply's tool call at once. With ``stamped`` each delta is the
+    wall-clock time it is written (``STAMP``), so whoever shows it can tell how long the
+    token took to reach them (bench/bench_concurrency.py); otherwise ``text`` over again."""
+
+    reply: ToolReply | TextReply
+    tokens: int = 500
+    tokens_per_second: float = 50.0
+    stamped: bool = False
+    text: str = "token "
+
+
+#: A stamped token: ``[t=<seconds since the epoch>]`` (time.time(), microseconds).
+STAMP = "[t={:.6f}]"
+
+
+Reply = ToolReply | TextReply | RawToolInputReply | HttpError | MidStreamError | Hang | Held | Paced
 
 EDITOR = "str_replace_based_edit_tool"
 
@@ -120,7 +140,12 @@ class _FakeHandler(DemoHandler):
             self.server.script_errors.append(message)
             self.send_api_error(400, "invalid_request_error", message)
             return
-        if isinstance(reply, Hang):
+        if isinstance(reply, Paced):
+            if request.stream:
+                self.send_stream(self._paced(request, reply))
+            else:
+                self.respond(request, reply.reply)
+        elif isinstance(reply, Hang):
             time.sleep(reply.seconds)
             self.close_connection = True
         elif isinstance(reply, HttpError):
@@ -135,6 +160,25 @@ class _FakeHandler(DemoHandler):
             self.send_stream(wire.stream(self.make_turn(request, tool=tool, chunk_size=24)))
         else:
             self.send_stream(self._mid_stream_error(request, reply))
+
+    def _paced(self, request: RecordedRequest, paced: Paced) -> Iterator[wire.Frame]:
+        turn = self.turn(request, paced.reply)
+        yield wire.message_start(turn.model, turn.input_tokens, turn.cache_usage)
+        yield wire.ping()
+        yield wire.text_block_start(0)
+        interval = 1.0 / paced.tokens_per_second
+        due = time.monotonic()
+        for _ in range(paced.tokens):
+            due += interval
+            pause = due - time.monotonic()
+            if pause > 0:
+                yield pause  # the frame after it is made once the pause is over
+            yield wire.text_delta(0, STAMP.format(time.time()) if paced.stamped else paced.text)
+        yield wire.content_block_stop(0)
+        if turn.tool:
+            yield from wire.tool_use_block(1, turn.tool, turn.chunk_size)
+        yield wire.message_delta(turn.stop_reason, turn.output_tokens + paced.tokens, turn.cache_usage)
+        yield wire.message_stop()
 
     def _mid_stream_error(self, request: RecordedRequest, reply: MidStreamError) -> Iterator[wire.Frame]:
         turn = self.make_turn(request)

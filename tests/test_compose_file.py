@@ -85,6 +85,11 @@ def test_the_processes_are_those_of_the_procfile(compose: dict[str, Any]) -> Non
     assert web[-1] == procfile["web"][-1] == "config.asgi:application"
     # X-Forwarded-For is believed only from TRUSTED_PROXIES, never by daphne for anyone.
     assert "--proxy-headers" not in web and "--proxy-headers" not in procfile["web"]
+    # Phases wait on the network: the worker runs them on threads, as many as
+    # WORKER_THREADS (settings) says, not on a fixed number of processes.
+    worker = procfile["worker"]
+    assert "--pool=threads" in worker
+    assert not any(part.startswith(("--concurrency", "-c")) for part in worker[1:]), worker
     # Workers and beat never also run inside web.
     assert all(services[name]["environment"]["EMBEDDED_WORKER"] == "false" for name in procfile)
 

@@ -35,6 +35,7 @@ BLANK = {
         "SECURE_HSTS_PRELOAD",
         "CONTENT_SECURITY_POLICY",
         "CONTENT_SECURITY_POLICY_REPORT_ONLY",
+        "WORKER_THREADS",
     )
 }
 GOOD_SECRET = "a-real-secret-key-of-more-than-32-characters-0123456789"
@@ -79,6 +80,7 @@ def start(**env: str) -> subprocess.CompletedProcess[str]:
         ({"DEBUG": "true", "MEMORY_CONSOLIDATE_SIMILARITY": "high"}, "MEMORY_CONSOLIDATE_SIMILARITY"),
         ({"DEBUG": "true", "MEMORY_CONSOLIDATE_SIMILARITY": "1.5"}, "MEMORY_CONSOLIDATE_SIMILARITY"),
         ({"DEBUG": "true", "MEMORY_CONSOLIDATE_SIMILARITY": "nan"}, "MEMORY_CONSOLIDATE_SIMILARITY"),
+        ({"DEBUG": "true", "WORKER_THREADS": "0"}, "WORKER_THREADS"),
     ],
     ids=[
         "debug",
@@ -93,6 +95,7 @@ def start(**env: str) -> subprocess.CompletedProcess[str]:
         "consolidate-similarity",
         "consolidate-similarity-above-1",
         "consolidate-similarity-nan",
+        "worker-threads",
     ],
 )
 def test_bad_value_stops_start_up_naming_the_variable(env: dict[str, str], named: str) -> None:
@@ -130,6 +133,25 @@ def test_redis_url_is_the_production_mode() -> None:
         "database": "django.db.backends.postgresql",
         "embedded_worker": False,
     }
+
+
+def test_the_worker_runs_phases_on_worker_threads_threads() -> None:
+    """`celery worker` (Procfile) takes its pool and its size from the settings."""
+    script = (
+        "import django; django.setup(); from config.celery import app; "
+        "print(app.conf.worker_pool, app.conf.worker_concurrency)"
+    )
+    env = {**os.environ, **BLANK, "DJANGO_SETTINGS_MODULE": "config.settings.base", "DEBUG": "true"}
+    for threads, expected in (("", "threads 16"), ("48", "threads 48")):
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=settings.BASE_DIR,
+            env={**env, "WORKER_THREADS": threads},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.stdout.strip() == expected, result.stderr
 
 
 # What a browser sees: headers of an API answer over HTTPS and over plain HTTP, made with

@@ -329,6 +329,20 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A worker runs its jobs on a pool of threads: a phase spends nearly all its time waiting
+# on the network (the model's stream), so one process holds many runs at once. Not too
+# many: its Python runs on one core, and measured (bench/bench_concurrency.py, RESULTS.md)
+# one process showed 10 runs streaming 50 tokens/s each with a token p99 of 85 ms on the
+# page, 15 with 0.3 s, 20 with 2.4 s. A phase streams only part of its time (tools, git,
+# tests, the model's pauses), hence 16; more runs at once: more worker processes. Each
+# running phase holds a database connection: the workers' threads together, plus the web
+# processes', must stay under PostgreSQL's max_connections. `--concurrency` overrides it.
+WORKER_THREADS = env_int("WORKER_THREADS", default=16, minimum=1)
+CELERY_WORKER_POOL = "threads"
+CELERY_WORKER_CONCURRENCY = WORKER_THREADS
+# The longest a job may run. Only the prefork pool enforces Celery's limits (it kills the
+# child); threads cannot be killed, so a pipeline phase enforces its own through its
+# lease (PIPELINE_PHASE_TIME_LIMIT, pipelines/leases.py). Kept for a prefork worker.
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", default=30 * 60, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
 CELERY_TIMEZONE = TIME_ZONE
@@ -386,11 +400,14 @@ CLAUDE_CLI_TIMEOUT_SECONDS = env_int("CLAUDE_CLI_TIMEOUT_SECONDS", default=600, 
 # the CLI's own folder it sees only these folders, read-only (e.g. a Node.js outside /usr).
 CLAUDE_CLI_SANDBOX_PATHS = env_list("CLAUDE_CLI_SANDBOX_PATHS", [])
 # A working phase whose worker has not renewed its lease for this long is re-queued.
-# Workers renew every quarter of it, from a thread of their own (pipelines/leases.py).
+# Workers renew every quarter of it, from one thread per process (pipelines/leases.py).
 PIPELINE_LEASE_SECONDS = env_int("PIPELINE_LEASE_SECONDS", default=10, minimum=5)
 # How often the sweeper (a loop in the celery beat process) looks for such phases: a
 # killed worker's phase runs again within about the lease plus this.
 PIPELINE_SWEEP_SECONDS = env_int("PIPELINE_SWEEP_SECONDS", default=2, minimum=1)
+# A phase running longer than this is no longer renewed: its lease runs out, it stops at
+# its next check and the sweeper hands the run on (the thread pool has no time limits).
+PIPELINE_PHASE_TIME_LIMIT = env_int("PIPELINE_PHASE_TIME_LIMIT", default=CELERY_TASK_TIME_LIMIT, minimum=10)
 # Runs at once (in a working phase: planning to fixing) per user and per project (a
 # project may set its own); a run over either limit waits queued, oldest first
 # (pipelines/queue.py). Runs awaiting approval or paused do not count.

@@ -13,6 +13,7 @@ from tests.fake_anthropic import (
     Hang,
     HttpError,
     MidStreamError,
+    Paced,
     RawToolInputReply,
     TextReply,
     ToolReply,
@@ -156,3 +157,50 @@ def test_cancel_aborts_a_silent_server(fake_llm) -> None:
     with pytest.raises((Cancelled, ProviderError)):
         _provider(fake_llm, timeout=30).complete(_request(), on_chunk=lambda c: None, should_cancel=cancel.is_set)
     assert time.monotonic() - started < 1.5
+
+
+def test_a_thread_keeps_its_client_between_calls_and_a_cancelled_call_closes_it(fake_llm) -> None:
+    """A worker thread runs call after call: building a client each time cost ~25 ms of
+    CPU (its SSL context). Each thread keeps its own, so that a cancel, which closes the
+    client to abort the request, cuts off no other thread's stream."""
+    from llm.providers import anthropic as module
+
+    provider = _provider(fake_llm)
+    ok = ToolReply(input={"subtasks": []})
+    fake_llm.script(ok, ok)
+    provider.complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
+    first = module._thread_clients.kept[1]
+    provider.complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
+    assert module._thread_clients.kept[1] is first and not first.is_closed()
+
+    other: list[object] = []
+
+    def on_another_thread() -> None:
+        _provider(fake_llm).complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
+        other.append(module._thread_clients.kept[1])
+
+    fake_llm.script(ok)
+    thread = threading.Thread(target=on_another_thread)
+    thread.start()
+    thread.join(10)
+    assert other and other[0] is not first
+
+    fake_llm.script(ToolReply(text="word " * 200, input={"subtasks": []}, chunk_size=5, chunk_delay=0.05), ok)
+    with pytest.raises(Cancelled):
+        provider.complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: len(fake_llm.requests) > 3)
+    assert first.is_closed() and not other[0].is_closed(), "the cancel closed this thread's client only"
+    provider.complete(_request(), on_chunk=lambda c: None, should_cancel=lambda: False)
+    assert not module._thread_clients.kept[1].is_closed(), "the next call builds a new one"
+
+
+def test_a_paced_reply_streams_one_stamped_token_at_a_time_then_its_tool_call(fake_llm) -> None:
+    """The fake's pacing (bench/bench_concurrency.py): each text delta is one token,
+    stamped with the time it was written, then the reply's tool call."""
+    import re
+
+    fake_llm.script(Paced(ToolReply(input={"subtasks": []}), tokens=20, tokens_per_second=1000, stamped=True))
+    chunks: list[str] = []
+    result = _provider(fake_llm).complete(_request(), on_chunk=chunks.append, should_cancel=lambda: False)
+    stamps = [float(stamp) for chunk in chunks for stamp in re.findall(r"\[t=(\d+\.\d+)\]", chunk)]
+    assert len(stamps) == 20 and stamps == sorted(stamps)
+    assert result.tool_input == {"subtasks": []}

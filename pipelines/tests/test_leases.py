@@ -72,7 +72,8 @@ def test_a_claimed_lease_is_renewed_by_its_thread_while_the_phase_is_busy(task, 
     finally:
         lease.release()
     assert _lease_row(run) == ("", None)
-    assert not lease._renewer.is_alive()
+    assert not leases._renewer.holds(lease)
+    wait_until(lambda: leases._renewer.thread is None, timeout=5, why=lambda: "the renewer outlived its last lease")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -83,8 +84,7 @@ def test_a_worker_that_lost_its_lease_writes_nothing(task, owner, settings, queu
     assert stale.claim()
     # The worker stalls (a paused VM): its lease runs out and the sweeper hands the
     # phase on, and another worker claims it.
-    stale._released.set()  # its renewals stop, as in a stopped process
-    stale._renewer.join(5)
+    leases._renewer.discard(stale)  # its renewals stop, as in a stopped process
     PipelineRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert runs_sweep() == [run.pk]
     successor = Lease(run)
@@ -106,12 +106,65 @@ def test_a_worker_that_lost_its_lease_writes_nothing(task, owner, settings, queu
     assert PipelineRun.objects.get(pk=run.pk).status == RunStatus.CODING
 
 
+@pytest.mark.django_db(transaction=True)
+def test_one_thread_renews_every_lease_of_the_process(project, owner, settings, queued) -> None:
+    """A thread-pool worker runs dozens of phases at once: their leases share one renewing
+    thread (and its one database connection) instead of a thread and a connection each."""
+    settings.PIPELINE_LEASE_SECONDS = 5
+    settings.RUNS_AT_ONCE_PER_USER = settings.RUNS_AT_ONCE_PER_PROJECT = 6
+    runs = [_planning(TaskFactory(project=project, title=f"Task {n}"), owner) for n in range(6)]
+    held = [Lease(run) for run in runs]
+    assert all(lease.claim() for lease in held)
+    try:
+        first = {run.pk: _lease_row(run)[1] for run in runs}
+        renewers = [thread for thread in threading.enumerate() if thread.name == "lease-renewer"]
+        assert len(renewers) == 1
+        wait_until(
+            lambda: all(_lease_row(run)[1] > first[run.pk] for run in runs),
+            timeout=10,
+            why=lambda: "not every lease was renewed",
+        )
+        assert [thread for thread in threading.enumerate() if thread.name == "lease-renewer"] == renewers
+        assert all(lease.check() for lease in held)
+    finally:
+        for lease in held:
+            lease.release()
+    assert all(_lease_row(run) == ("", None) for run in runs)
+    wait_until(lambda: not renewers[0].is_alive(), timeout=5, why=lambda: "the renewer outlived its last lease")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_phase_past_its_time_limit_is_renewed_no_more_and_stops_writing(
+    task, owner, settings, queued, caplog
+) -> None:
+    """The worker's thread pool has no time limits (a thread cannot be killed): a phase
+    that runs too long loses its lease instead, stops at its next check, and the sweeper
+    hands the run on."""
+    settings.PIPELINE_LEASE_SECONDS = 5
+    run = _planning(task, owner)
+    lease = Lease(run)
+    assert lease.claim()
+    try:
+        _, expiry = _lease_row(run)
+        lease.deadline = time.monotonic() - 1  # as if PIPELINE_PHASE_TIME_LIMIT had passed
+        with caplog.at_level(logging.WARNING, logger="pipelines.leases"):
+            wait_until(lambda: not leases._renewer.holds(lease), timeout=5, why=lambda: "still renewed")
+        assert f"Run {run.pk}: phase planning ran longer than" in caplog.text
+        assert _lease_row(run) == (lease.token, expiry), "not renewed"
+        lease._confirmed -= lease.seconds  # the lease's period passes unrenewed
+        assert not lease.check()
+        PipelineRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+        assert runs_sweep() == [run.pk], "the sweeper hands the run on"
+    finally:
+        lease.release()
+
+
 @pytest.mark.django_db
 def test_a_lease_not_renewed_for_a_whole_period_is_no_longer_held(task, owner) -> None:
     run = _planning(task, owner)
     lease = Lease(run)
     assert lease.claim()
-    assert lease._renewer is None, "inside the test's transaction check() renews"
+    assert not lease.renewed_in_background, "inside the test's transaction check() renews"
     lease._confirmed -= lease.seconds
     assert not lease.check(), "a worker that could not renew for a whole lease stops writing"
     assert not lease.confirm()
