@@ -36,6 +36,7 @@ class EventType(StrEnum):
     PIPELINE_COMPLETE = "pipeline-complete"
     RUN_UPDATE = "run-update"
     SUBTASK_CHANGE = "subtask-change"
+    PULL_REQUEST = "pull-request"
 
 
 # The message type consumers implement a handler for (``event_message``).

@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from core.models import TimeStampedModel
+from repos.forges import ForgeKind, PullRequestState
 
 
 class RunStatus(models.TextChoices):
@@ -232,3 +233,43 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.type}"
+
+
+class PullRequest(TimeStampedModel):
+    """A run's pull (merge) request on the project's forge (pipelines.pull_requests):
+    its number and link there, and the state the forge last reported."""
+
+    run = models.OneToOneField(PipelineRun, on_delete=models.CASCADE, related_name="pull_request")
+    forge_kind = models.CharField(max_length=16, choices=ForgeKind.choices)
+    number = models.PositiveIntegerField(help_text="The forge's number (GitLab: the merge request's iid).")
+    url = models.URLField(max_length=1000)
+    state = models.CharField(max_length=16, choices=PullRequestState.choices, default=PullRequestState.OPEN)
+    head_branch = models.CharField(max_length=255)
+    base_branch = models.CharField(max_length=255)
+    pushed_to = models.CharField(max_length=1000, help_text="The remote the branch was pushed to.")
+    opened_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    state_checked_at = models.DateTimeField(null=True, blank=True)
+    # The last failure to ask the forge about it (it is asked again at the next poll).
+    error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["state", "state_checked_at"])]
+
+    def __str__(self) -> str:
+        return f"#{self.number} ({self.state})"
+
+
+class ForgeDelivery(models.Model):
+    """A webhook delivery already applied: a replay (same delivery id) changes nothing."""
+
+    repository = models.ForeignKey("repos.Repository", on_delete=models.CASCADE, related_name="+")
+    delivery_id = models.CharField(max_length=100)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["repository", "delivery_id"], name="pipelines_forge_delivery_once")
+        ]
+
+    def __str__(self) -> str:
+        return self.delivery_id

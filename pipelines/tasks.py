@@ -33,3 +33,10 @@ def pipeline_cleanup_worktrees() -> int:
     from .services import runs_cleanup_worktrees
 
     return runs_cleanup_worktrees()
+
+
+@shared_task(ignore_result=True)
+def pipeline_poll_pull_requests() -> int:
+    from .pull_requests import pull_requests_poll
+
+    return pull_requests_poll()

@@ -468,6 +468,13 @@ GIT_CLONE_TIMEOUT_SECONDS = env_int("GIT_CLONE_TIMEOUT_SECONDS", default=600, mi
 # internal address are refused, except in these networks (CIDRs, comma-separated), e.g.
 # the company's own git server: 10.20.0.0/16.
 CLONE_ALLOWED_NETWORKS = env_ip_networks("CLONE_ALLOWED_NETWORKS")
+# Open pull requests are asked about at most this often (webhooks usually report first).
+PULL_REQUEST_POLL_SECONDS = env_int("PULL_REQUEST_POLL_SECONDS", default=300, minimum=10)
+PULL_REQUEST_POLL_BATCH = 50
+CELERY_BEAT_SCHEDULE["pipeline-poll-pull-requests"] = {
+    "task": "pipelines.tasks.pipeline_poll_pull_requests",
+    "schedule": 60.0,
+}
 CELERY_BEAT_SCHEDULE["pipeline-cleanup-worktrees"] = {
     "task": "pipelines.tasks.pipeline_cleanup_worktrees",
     "schedule": 3600.0,

@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from core.api import StrictCharField
 
-from ..models import PipelineRun, RunStatus
+from ..models import PipelineRun, PullRequest, RunStatus
 from ..queue import run_queue_position
 from ..selectors import run_allowed_actions, run_recalled
 
@@ -128,3 +128,23 @@ class DiffSerializer(serializers.Serializer[Any]):
     tree = serializers.ListField(child=serializers.DictField(), help_text="Folders and files, nested.")
     stats = DiffStatsSerializer()
     rejected = RejectedPathSerializer(many=True, help_text="Changes refused for unsafe paths.")
+
+
+class PullRequestSerializer(serializers.ModelSerializer[PullRequest]):
+    run = serializers.IntegerField(source="run_id", read_only=True)
+
+    class Meta:
+        model = PullRequest
+        fields = [
+            "run",
+            "forge_kind",
+            "number",
+            "url",
+            "state",
+            "head_branch",
+            "base_branch",
+            "error",
+            "state_checked_at",
+            "created_at",
+        ]
+        read_only_fields = fields

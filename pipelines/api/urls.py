@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import events, views
+from . import events, views, webhooks
 
 urlpatterns = [
     path("tasks/<str:task_id>/start-pipeline", views.StartPipelineApi.as_view(), name="task-start-pipeline"),
@@ -16,4 +16,6 @@ urlpatterns = [
     path("runs/<str:run_id>/approve", views.RunApproveApi.as_view(), name="run-approve"),
     path("runs/<str:run_id>/patch", views.RunPatchApi.as_view(), name="run-patch"),
     path("runs/<str:run_id>/discard-branch", views.RunDiscardBranchApi.as_view(), name="run-discard-branch"),
+    path("runs/<str:run_id>/pull-request", views.RunPullRequestApi.as_view(), name="run-pull-request"),
+    path("forges/webhooks/<str:repository_id>", webhooks.forge_webhook, name="forge-webhook"),
 ]

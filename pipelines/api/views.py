@@ -15,10 +15,11 @@ from core.api import ApiView, error_responses
 from core.exceptions import NotFound
 from tasks.selectors import task_get_for_user
 
-from ..models import PipelineRun
+from ..models import PipelineRun, PullRequest
+from ..pull_requests import pull_request_for_user, run_open_pull_request
 from ..selectors import run_diff, run_get_for_user, run_list_for_task, run_patch
 from ..services import run_approve, run_cancel, run_discard_branch, run_request_changes, run_retry, run_start
-from .serializers import DiffSerializer, RequestChangesSerializer, RunSerializer
+from .serializers import DiffSerializer, PullRequestSerializer, RequestChangesSerializer, RunSerializer
 
 API_KEY_HEADER = "X-Anthropic-Key"
 API_KEY_PARAMETER = OpenApiParameter(
@@ -175,3 +176,35 @@ class RunDiscardBranchApi(ApiView):
     def post(self, request: Request, run_id: str) -> Response:
         run = run_get_for_user(user=request_user(request), run_id=run_id)
         return Response(RunSerializer(run_discard_branch(run=run, actor=request_user(request))).data)
+
+
+class RunPullRequestApi(ApiView):
+    @extend_schema(
+        operation_id="runs_pull_request_retrieve",
+        summary="The run's pull request on the forge: its number, link and state",
+        responses={200: PullRequestSerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
+        return Response(PullRequestSerializer(pull_request_for_user(user=request_user(request), run_id=run.pk)).data)
+
+    @extend_schema(
+        operation_id="runs_pull_request_open",
+        summary="Push the run's branch and open its pull request on the project's forge",
+        description="Only a run awaiting approval, on a repository with a forge and a token set "
+        "(`PUT /api/projects/{id}/repository/forge`). Opening again returns the open one. Merged on the forge, "
+        "the run is approved and the task moves to done; closed unmerged, the run is cancelled and the task goes "
+        "back. A refused push or forge is 400 `pull_request_failed` with `extra.reason` (push_failed, "
+        "forge_token_refused, forge_forbidden, forge_not_found, forge_refused, …); an unreachable or failing "
+        "forge is 503 with `extra.retryable` true. Nothing is lost: the run and its branch stay.",
+        request=None,
+        responses={201: PullRequestSerializer, 200: PullRequestSerializer, **error_responses(400, 401, 404, 409, 503)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        user = request_user(request)
+        run = run_get_for_user(user=user, run_id=run_id)
+        existed = PullRequest.objects.filter(run=run).exists()
+        pull_request = run_open_pull_request(run=run, actor=user)
+        return Response(
+            PullRequestSerializer(pull_request).data, status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED
+        )
