@@ -150,3 +150,21 @@ def test_the_board_shows_the_failed_runs_chip_and_cost_in_its_column(fake_llm, t
     cost = Task.objects.get(pk=task.pk).total_cost
     assert cost and cost > 0
     assert "card-cost" in backlog
+
+
+def test_the_migration_gives_active_runs_the_column_their_card_left(fake_llm, task: Task, owner) -> None:
+    import importlib
+
+    from django.apps import apps
+
+    fake_llm.script(ToolReply(input=PLAN), *OVERLOADED)
+    paused = drive_in_process(run_start(task=task, user=owner))  # moved its card Backlog → Spec → Building
+    waiting = run_start(task=TaskFactory(project=task.project, status=TaskStatus.SPEC), user=owner)
+    PipelineRun.objects.update(started_from_column="")
+    Task.objects.filter(pk=task.pk).update(pipeline_state={"run_id": paused.pk, "status": "paused"})
+    migration = importlib.import_module("pipelines.migrations.0010_run_started_from_column")
+    migration.backfill(apps, None)
+    paused.refresh_from_db()
+    waiting.refresh_from_db()
+    assert (paused.started_from_column, waiting.started_from_column) == (TaskStatus.BACKLOG, TaskStatus.SPEC)
+    assert Task.objects.get(pk=task.pk).pipeline_state["cost_usd"] == f"{paused.cost_usd:.6f}"
