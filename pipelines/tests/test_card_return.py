@@ -98,6 +98,20 @@ def test_a_paused_run_keeps_its_card_until_it_is_cancelled(fake_llm, task: Task,
     assert column_of(task) == TaskStatus.BACKLOG
 
 
+def test_a_run_out_of_budget_pauses_and_keeps_its_card(fake_llm, task: Task, owner, settings, client) -> None:
+    settings.RUN_TOKEN_BUDGET = 1000
+    settings.LLM_MAX_TOKENS = 900
+    fake_llm.script(ToolReply(input=PLAN, input_tokens=50, output_tokens=60))  # no room for the Coder's call
+    run = drive_in_process(run_start(task=task, user=owner))
+    assert (run.status, run.phase) == (RunStatus.PAUSED, RunStatus.CODING)
+    assert column_of(task) == TaskStatus.BUILDING
+    client.force_login(owner)
+    building = client.get(reverse("tasks:card", args=[task.pk])).content.decode()
+    assert 'data-status="building"' in building and "run-chip-paused" in building
+    run_cancel(run=run, actor=owner)
+    assert column_of(task) == TaskStatus.BACKLOG
+
+
 def test_a_superseded_run_returns_the_card_and_the_new_run_starts_from_there(fake_llm, task: Task, owner) -> None:
     old = awaiting_approval(fake_llm, task, owner)
     new = run_retry(run=old, actor=owner)

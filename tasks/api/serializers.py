@@ -54,7 +54,11 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
     subtasks = SubtasksField(
         read_only=True, help_text="Ordered subtasks from the Planner: `{id, title, description, order}`."
     )
-    pipeline_state = PipelineStateField(read_only=True, help_text="Summary of the latest pipeline run.")
+    pipeline_state = PipelineStateField(
+        read_only=True,
+        help_text="Summary of the latest pipeline run: `run_id`, `run_number`, `status`, `phase`, `iteration`, "
+        "`cost_usd`. `latest_run` gives the same, typed.",
+    )
     latest_run = serializers.SerializerMethodField(
         help_text="The latest pipeline run's state and cost; null before the task's first run."
     )
