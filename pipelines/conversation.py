@@ -357,10 +357,13 @@ def _record_call(
         event_type=EventType.RUN_UPDATE,
         data={
             "run_id": run.pk,
+            "task_id": run.task_id,
             "input_tokens": run.input_tokens,
             "output_tokens": run.output_tokens,
             "cost_usd": str(Decimal(run.cost_usd).quantize(Decimal("0.0001"))),
         },
+        # The board shows the cost on the task's card (static/js/board_live.js).
+        board=True,
     )
 
 

@@ -8,6 +8,7 @@ from django.db.models import Q
 
 from core.models import TimeStampedModel
 from repos.forges import ForgeKind, PullRequestState
+from tasks.models import TaskStatus
 
 
 class RunStatus(models.TextChoices):
@@ -64,6 +65,10 @@ TASK_STATUS_FOR_RUN: dict[str, str] = {
     RunStatus.AWAITING_APPROVAL: "review",
     RunStatus.APPROVED: "done",
 }
+# The columns a run moves its card through while it is active. A run that ends failed or
+# cancelled takes its card back to the column it was started from only from one of these:
+# a card a person has meanwhile moved to Backlog or Done stays where they put it.
+RUN_CARD_COLUMNS = frozenset(TASK_STATUS_FOR_RUN[status] for status in ACTIVE_STATUSES if status in TASK_STATUS_FOR_RUN)
 
 MAX_REVIEW_ITERATIONS = 3
 
@@ -124,6 +129,10 @@ class PipelineRun(TimeStampedModel):
     lease_owner = models.CharField(max_length=64, blank=True, editable=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    # The board column the task was in when the run was started: a run that fails or is
+    # cancelled returns the card there (pipelines.services.run_transition). Blank for runs
+    # started before it was recorded: their card stays where the run left it.
+    started_from_column = models.CharField(max_length=16, choices=TaskStatus.choices, blank=True, editable=False)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

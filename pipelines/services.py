@@ -31,6 +31,7 @@ from .lessons import lessons_on_approval
 from .models import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
+    RUN_CARD_COLUMNS,
     RUN_TRANSITIONS,
     TASK_STATUS_FOR_RUN,
     WORKING_STATUSES,
@@ -122,13 +123,45 @@ def _start_waiting_runs(owner_id: int) -> None:
 
 
 def _pipeline_state(run: PipelineRun) -> dict[str, Any]:
+    """The task's summary of its latest run (``Task.pipeline_state``: the board card's
+    chip, the API's ``latest_run``)."""
     return {
         "run_id": run.pk,
         "run_number": run.number,
         "status": run.status,
         "phase": run.phase,
         "iteration": run.iteration,
+        "cost_usd": _cost_text(run.cost_usd),
     }
+
+
+def _cost_text(cost: Decimal | int | str) -> str:
+    return str(Decimal(cost).quantize(Decimal("0.000001")))
+
+
+def _phase_change_data(run: PipelineRun) -> dict[str, Any]:
+    # ``task_id``: the board updates that one card (static/js/board_live.js).
+    return {
+        "phase": run.phase,
+        "status": run.status,
+        "iteration": run.iteration,
+        "run_id": run.pk,
+        "task_id": run.task_id,
+    }
+
+
+def _card_column(*, run: PipelineRun, from_status: str, to_status: str, card_column: str) -> str | None:
+    """The board column the task moves to as its run goes to ``to_status`` (None: it stays).
+
+    A run that fails or is cancelled takes its card back to the column it was started
+    from, with its chip saying why — except a run that never left the queue (it never
+    moved the card) and a card a person has meanwhile taken out of the run's columns.
+    """
+    if to_status in (RunStatus.FAILED, RunStatus.CANCELLED):
+        if from_status == RunStatus.QUEUED or card_column not in RUN_CARD_COLUMNS:
+            return None
+        return run.started_from_column or None
+    return TASK_STATUS_FOR_RUN.get(to_status)
 
 
 def run_transition(
@@ -195,7 +228,7 @@ def run_transition(
             run=run, from_status=from_status, to_status=to_status, reason=reason[:500], actor=actor
         )
         task = Task.objects.select_related("project").get(pk=run.task_id)
-        column = TASK_STATUS_FOR_RUN.get(to_status)
+        column = _card_column(run=run, from_status=from_status, to_status=to_status, card_column=task.status)
         if column and task.status != column:
             previous = task.status
             task_move(task=task, status=column, by_pipeline=True, actor=actor, reason=f"run {run.number}: {to_status}")
@@ -206,12 +239,15 @@ def run_transition(
                 data={"task_id": task.pk, "new_status": column, "old_status": previous},
                 board=True,
             )
+        # Read under the row lock the update took: the in-memory cost may be behind the
+        # worker's latest call (a person's cancel holds a copy read before it).
+        run.cost_usd = PipelineRun.objects.filter(pk=run.pk).values_list("cost_usd", flat=True).get()
         Task.objects.filter(pk=task.pk).update(pipeline_state=_pipeline_state(run))
         event_publish(
             task=task,
             run=run,
             event_type=EventType.PHASE_CHANGE,
-            data={"phase": run.phase, "status": to_status, "iteration": run.iteration, "run_id": run.pk},
+            data=_phase_change_data(run),
             board=True,
         )
         if to_status in (RunStatus.PAUSED, RunStatus.FAILED) and run.error:
@@ -328,8 +364,16 @@ def run_start(*, task: Task, user: User | None, api_key: str | None = None) -> P
         try:
             with transaction.atomic():
                 number = (PipelineRun.objects.filter(task=task).aggregate(last=Max("number"))["last"] or 0) + 1
+                # The column as it is now, not as the caller saw it: a retry of a run
+                # awaiting approval has just sent the card back (run_retry).
+                column = Task.objects.filter(pk=task.pk).values_list("status", flat=True).get()
                 run = PipelineRun.objects.create(
-                    task=task, number=number, started_by=user, api_key_encrypted=encrypted_key, **options
+                    task=task,
+                    number=number,
+                    started_by=user,
+                    api_key_encrypted=encrypted_key,
+                    started_from_column=column,
+                    **options,
                 )
                 RunTransition.objects.create(
                     run=run, from_status="", to_status=RunStatus.QUEUED, reason="started", actor=user
@@ -342,7 +386,7 @@ def run_start(*, task: Task, user: User | None, api_key: str | None = None) -> P
                     task=task,
                     run=run,
                     event_type=EventType.PHASE_CHANGE,
-                    data={"phase": run.phase, "status": run.status, "iteration": 0, "run_id": run.pk},
+                    data=_phase_change_data(run),
                     board=True,
                 )
             break
@@ -526,6 +570,21 @@ def run_usage_add(
             cost_usd=F("cost_usd") + cost,
         )
         task_cost_add(task_id=run.task_id, amount=cost)
+        _latest_run_cost_refresh(run=run)
+
+
+def _latest_run_cost_refresh(*, run: PipelineRun) -> None:
+    """Copy the run's cost into its task's ``pipeline_state`` while it is the task's
+    latest run. Called holding the run's row (just updated), so no transition of this
+    run writes the state meanwhile; the update is conditioned on the state still naming
+    this run, so a new run started meanwhile keeps its own."""
+    state = Task.objects.filter(pk=run.task_id).values_list("pipeline_state", flat=True).get()
+    if not isinstance(state, dict) or state.get("run_id") != run.pk:
+        return
+    cost = PipelineRun.objects.filter(pk=run.pk).values_list("cost_usd", flat=True).get()
+    Task.objects.filter(pk=run.task_id, pipeline_state__run_id=run.pk).update(
+        pipeline_state={**state, "cost_usd": _cost_text(cost)}
+    )
 
 
 def task_cost_refresh(*, task_id: int) -> None:

@@ -9,6 +9,7 @@ urlpatterns = [
     path("", views.board, name="board"),
     path("tasks/new", views.task_create, name="create"),
     path("tasks/<id:task_id>", views.task_detail, name="detail"),
+    path("tasks/<id:task_id>/card", views.task_card, name="card"),
     path("tasks/<id:task_id>/move", views.task_move, name="move"),
     path("tasks/<id:task_id>/delete", views.task_delete, name="delete"),
 ]

@@ -185,6 +185,15 @@ def _edit_form(task: Task) -> TaskForm:
 
 
 @login_required
+@require_GET
+def task_card(request: HttpRequest, task_id: int) -> HttpResponse:
+    """One board card, as the board shows it: the live board fetches it again when the
+    task's run changes (static/js/board_live.js)."""
+    task = task_get_for_user(user=request_user(request), task_id=task_id)
+    return render(request, "tasks/_card.html", {"task": task})
+
+
+@login_required
 @require_http_methods(["GET", "POST"])
 def task_detail(request: HttpRequest, task_id: int) -> HttpResponse:
     task = task_get_for_user(user=request_user(request), task_id=task_id)

@@ -128,7 +128,7 @@ def test_fails_after_three_reviews(fake_llm, task, owner) -> None:
     complete = RunEvent.objects.filter(task=task, type="pipeline-complete").get()
     assert complete.data["result"] == "failed"
     task.refresh_from_db()
-    assert task.status == "building"
+    assert task.status == "backlog", "back to the column the run was started from"
 
 
 def test_transient_errors_are_retried_then_succeed(fake_llm, task, owner) -> None:

@@ -25,12 +25,44 @@ class PipelineStateField(serializers.JSONField):
     pass
 
 
+def _usd_field(help_text: str) -> serializers.DecimalField:
+    """An amount in USD as the pipeline keeps it (six decimals), read-only, null when unknown."""
+    return serializers.DecimalField(
+        max_digits=12, decimal_places=6, read_only=True, allow_null=True, help_text=help_text
+    )
+
+
+class LatestRunSerializer(serializers.Serializer):
+    """The task's latest pipeline run, read from its summary (``Task.pipeline_state``,
+    kept by the pipeline at every change of the run's status and every agent call it
+    pays for): no query per task."""
+
+    id = serializers.IntegerField(source="run_id", help_text="The run's id (`/api/runs/{id}`).")
+    number = serializers.IntegerField(source="run_number", help_text="1 for the task's first run, then 2, 3…")
+    status = serializers.CharField(
+        help_text="queued, planning, coding, verifying, reviewing, fixing, awaiting_approval, paused, approved, "
+        "failed or cancelled (the run's `status`)."
+    )
+    phase = serializers.CharField(help_text="The working phase it is in, or was in when it paused or ended.")
+    cost_usd = _usd_field(
+        "What the run's agent calls cost so far, in USD; null for a run summarised before costs were."
+    )
+
+
 class TaskSerializer(serializers.ModelSerializer[Task]):
     project = serializers.IntegerField(source="project_id", read_only=True, help_text="The project's id.")
     subtasks = SubtasksField(
         read_only=True, help_text="Ordered subtasks from the Planner: `{id, title, description, order}`."
     )
-    pipeline_state = PipelineStateField(read_only=True, help_text="Summary of the latest pipeline run.")
+    pipeline_state = PipelineStateField(
+        read_only=True,
+        help_text="Summary of the latest pipeline run: `run_id`, `run_number`, `status`, `phase`, `iteration`, "
+        "`cost_usd`. `latest_run` gives the same, typed.",
+    )
+    latest_run = serializers.SerializerMethodField(
+        help_text="The latest pipeline run's state and cost; null before the task's first run."
+    )
+    total_cost = _usd_field("What all the task's pipeline runs cost, in USD; null before its first run.")
 
     class Meta:
         model = Task
@@ -45,10 +77,19 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
             "position",
             "subtasks",
             "pipeline_state",
+            "latest_run",
+            "total_cost",
             "created_at",
             "updated_at",
         )
         read_only_fields = fields
+
+    @extend_schema_field(LatestRunSerializer(allow_null=True))
+    def get_latest_run(self, task: Task) -> dict[str, Any] | None:
+        state = task.pipeline_state
+        if not isinstance(state, dict) or "run_id" not in state:
+            return None
+        return LatestRunSerializer({"cost_usd": None, "run_number": None, "phase": "", **state}).data
 
 
 class _TaskFieldsSerializer(serializers.Serializer):

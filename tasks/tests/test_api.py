@@ -32,6 +32,8 @@ FIELDS = {
     "position",
     "subtasks",
     "pipeline_state",
+    "latest_run",
+    "total_cost",
     "created_at",
     "updated_at",
 }

@@ -156,3 +156,25 @@ def test_on_a_linked_repository_the_agents_read_the_code_the_tests_run_and_appro
         "Add a feature module (implementation)",
     ]
     assert (folder / "src" / "feature.py").exists()  # the user's checkout follows
+
+
+def test_the_board_follows_a_failing_runs_card_live_chip_and_cost(page, live_app: LiveApp) -> None:
+    # The Planner answers without subtasks twice, slowly enough to watch the board: the run fails.
+    invalid = ToolReply(input={"nothing": True}, text="Planning, badly. " * 12, chunk_size=4, chunk_delay=0.05)
+    live_app.llm.script(invalid, invalid)
+    register(page, live_app)
+    card = create_task(page, "Come back when it fails")
+    drag(page, card, "spec")
+    page.locator(".column[data-status=spec] .card", has_text="Come back when it fails").wait_for()
+    page.click(".card-title:text('Come back when it fails')")
+    page.click("#pipeline-panel .start-form button[type=submit]")
+    page.goto(live_app.url + "/")
+    planning = page.locator(".column[data-status=spec] .card", has_text="Come back when it fails")
+    planning.locator(".run-chip-planning").wait_for(timeout=15_000)
+    # Without a reload: the first call's cost shows while the second still streams...
+    page.locator(".column[data-status=spec] .card:has(.run-chip-planning) .card-cost").wait_for(timeout=15_000)
+    # ... then the chip turns to failed, and the card stays in Spec, where it was started from.
+    page.locator(".column[data-status=spec] .card .run-chip-failed").wait_for(timeout=30_000)
+    failed = page.locator(".column[data-status=spec] .card", has_text="Come back when it fails")
+    assert failed.locator(".card-cost").inner_text().startswith("$")
+    page.screenshot(path=str(ARTIFACTS / "board-failed-run.png"), full_page=True)
