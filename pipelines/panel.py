@@ -14,7 +14,7 @@ from django.urls import reverse
 from tasks.models import Task
 
 from .forms import RequestChangesForm, StartRunForm
-from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, RunStatus
+from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, PullRequest, RunStatus
 from .queue import queue_place_label, run_queue_position
 from .selectors import (
     LOG_AGENTS,
@@ -263,6 +263,14 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "steps": _steps(run, stopped_in, with_tests=with_tests),
         "with_tests": with_tests,
         "repository": repository,
+        "pull_request": PullRequest.objects.filter(run=run).first() if run else None,
+        "can_open_pull_request": bool(
+            run
+            and run.status == RunStatus.AWAITING_APPROVAL
+            and run.branch
+            and repository
+            and repository.forge_configured
+        ),
         "status_tone": STATUS_TONE.get(run.status, "neutral") if run else "neutral",
         "iteration_label": _iteration_label(run) if run else "",
         "active_agent": active_agent,

@@ -36,6 +36,7 @@ from repos.forges import (
 )
 from repos.models import Repository
 from repos.services import branch_push
+from tasks.models import Task
 
 from .events import EventType, event_publish
 from .lessons import lessons_on_approval
@@ -166,7 +167,12 @@ def run_open_pull_request(*, run: PipelineRun, actor: User | None = None) -> Pul
 
 
 def _publish(pull_request: PullRequest) -> None:
+    """Tell the card (the task's run summary) and the pages: its state changed."""
     run = pull_request.run
+    summary = {"number": pull_request.number, "url": pull_request.url, "state": pull_request.state}
+    state = Task.objects.filter(pk=run.task_id).values_list("pipeline_state", flat=True).get()
+    if state.get("run_id") == run.pk:
+        Task.objects.filter(pk=run.task_id).update(pipeline_state={**state, "pull_request": summary})
     event_publish(
         task=run.task,
         run=run,

@@ -14,6 +14,7 @@ urlpatterns = [
     path("runs/<id:run_id>/retry", views.run_retry, name="retry"),
     path("runs/<id:run_id>/request-changes", views.run_request_changes, name="request_changes"),
     path("runs/<id:run_id>/approve", views.run_approve, name="approve"),
+    path("runs/<id:run_id>/pull-request", views.run_open_pull_request_view, name="open_pull_request"),
     path("runs/<id:run_id>/patch", views.run_patch, name="patch"),
     path("runs/<id:run_id>/discard-branch", views.run_discard_branch, name="discard_branch"),
     # Under /memory/ since it shows what the agents remembered (the context store).

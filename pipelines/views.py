@@ -29,6 +29,7 @@ from .forms import RequestChangesForm, StartRunForm
 from .lineage import context_run_get_for_user, lineage_rows
 from .models import RunStatus
 from .panel import panel_context
+from .pull_requests import run_open_pull_request
 from .selectors import run_get_for_user
 
 RUN_STARTED = "Run {number} started. The Planner goes first."
@@ -50,6 +51,9 @@ def _respond(request: HttpRequest, task: Task) -> HttpResponse:
         response = redirect(reverse("tasks:detail", args=[task.pk]) + "#pipeline")
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+PULL_REQUEST_OPENED = "Pull request #{number} is open on the forge: merged there, the task moves to Done."
 
 
 def _act(request: HttpRequest, task: Task, action: Callable[[], str]) -> HttpResponse:
@@ -155,6 +159,18 @@ def run_approve(request: HttpRequest, run_id: int) -> HttpResponse:
         return RUN_APPROVED
 
     return _act(request, run.task, approve)
+
+
+@login_required
+@require_POST
+def run_open_pull_request_view(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = run_get_for_user(user=request_user(request), run_id=run_id)
+
+    def open_pull_request() -> str:
+        pull_request = run_open_pull_request(run=run, actor=request_user(request))
+        return PULL_REQUEST_OPENED.format(number=pull_request.number)
+
+    return _act(request, run.task, open_pull_request)
 
 
 @login_required

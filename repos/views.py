@@ -10,9 +10,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.selectors import request_user
+from core.crypto import decrypt_secret
 from core.forms import add_service_errors
 from projects.models import Project
 from projects.selectors import project_get_for_user
@@ -43,6 +45,10 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
         "settings_form": forms.get("settings_form"),
         "forge_form": forms.get("forge_form"),
     }
+    if repository and repository.forge_kind and repository.forge_webhook_secret_encrypted:
+        # The forge's webhook settings: the owner pastes these in (pull requests' states).
+        context["webhook_url"] = request.build_absolute_uri(reverse("api:forge-webhook", args=[repository.pk]))
+        context["webhook_secret"] = decrypt_secret(repository.forge_webhook_secret_encrypted)
     if repository and context["forge_form"] is None:
         context["forge_form"] = ForgeForm(
             initial={

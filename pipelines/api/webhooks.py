@@ -10,6 +10,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from core.converters import parse_id
+from core.exception_handlers import error_body
 from core.exceptions import ApplicationError
 
 from ..pull_requests import pull_request_webhook
@@ -23,5 +24,5 @@ def forge_webhook(request: HttpRequest, repository_id: str) -> JsonResponse:
             repository_id=parse_id(repository_id), body=request.body, headers=request.headers
         )
     except ApplicationError as error:
-        return JsonResponse({"detail": error.message, "code": error.code}, status=error.status_code)
+        return JsonResponse(error_body(error.message, error.code, error.extra), status=error.status_code)
     return JsonResponse({"outcome": outcome})

@@ -164,7 +164,7 @@ def test_closed_unmerged_found_by_polling_sends_the_task_back(fake_llm, forge, l
 def test_failures_say_what_to_do_and_lose_nothing(fake_llm, forge, linked, remote, task, owner, owner_client) -> None:  # type: ignore[no-untyped-def]
     run = awaiting_run(fake_llm, task, owner)
     no_forge = owner_client.post(f"/api/runs/{run.pk}/pull-request")
-    assert no_forge.status_code == 409 and "Pull requests" in no_forge.json()["detail"]
+    assert no_forge.status_code == 400 and "Pull requests" in no_forge.json()["message"]
 
     set_forge(linked, forge, remote, "github", owner)
     forge.tokens.clear()  # the token was revoked on the forge
@@ -175,7 +175,7 @@ def test_failures_say_what_to_do_and_lose_nothing(fake_llm, forge, linked, remot
     forge.fail_next = [503]
     down = owner_client.post(f"/api/runs/{run.pk}/pull-request")
     assert down.status_code == 503 and down.json()["extra"]["retryable"] is True
-    assert "Try again later; the branch stays pushed" in down.json()["detail"]
+    assert "Try again later; the branch stays pushed" in down.json()["message"]
     run.refresh_from_db()
     assert run.status == RunStatus.AWAITING_APPROVAL and not PullRequest.objects.exists()
     assert git(remote, "rev-parse", run.branch)  # pushed, kept
@@ -201,3 +201,33 @@ def test_a_run_not_awaiting_approval_cannot_open_one(fake_llm, forge, linked, re
         run_open_pull_request(run=run, actor=owner)
     assert "awaiting approval" in str(error.value)
     assert not isinstance(error.value, PullRequestFailed) and not forge.requests
+
+
+def test_from_the_pages(fake_llm, forge, linked, remote, task, owner, client) -> None:  # type: ignore[no-untyped-def]
+    repository = set_forge(linked, forge, remote, "github", owner)
+    run = awaiting_run(fake_llm, task, owner)
+    client.force_login(owner)
+    settings_page = client.get(f"/projects/{task.project_id}/repository").content.decode()
+    secret = decrypt_secret(repository.forge_webhook_secret_encrypted)
+    assert f"/api/forges/webhooks/{repository.pk}" in settings_page and secret in settings_page
+    assert TOKEN not in settings_page
+
+    page = client.get(f"/tasks/{task.pk}").content.decode()
+    assert "Open pull request" in page
+    opened = client.post(f"/runs/{run.pk}/pull-request", follow=True).content.decode()
+    assert "Pull request #1 is open on the forge" in opened
+    assert forge.html_url("github", "team/calc", 1) in opened and "Open pull request" not in opened
+    board = client.get("/").content.decode()
+    assert "PR #1 · open" in board
+    # Merged on the forge: the card says so, in the Done column.
+    forge.set_state("team/calc", 1, "merged")
+    pull_requests_poll(older_than_seconds=0)
+    task.refresh_from_db()
+    assert task.status == "done" and task.pipeline_state["pull_request"]["state"] == "merged"
+    assert "PR #1 · merged" in client.get(f"/tasks/{task.pk}/card").content.decode()
+
+
+def test_other_users_do_not_see_the_webhook_secret(forge, linked, remote, owner, other_user, client) -> None:  # type: ignore[no-untyped-def]
+    repository = set_forge(linked, forge, remote, "github", owner)
+    client.force_login(other_user)
+    assert client.get(f"/projects/{repository.project_id}/repository").status_code == 404

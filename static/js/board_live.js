@@ -3,7 +3,7 @@
  * Opens ws(s)://<host>/ws/projects/<id>. When a task changes column (task-status) the
  * board partial is fetched again through htmx — debounced, so a burst of events costs
  * one request. When a task's run changes phase, spends (each agent call) or finishes
- * (phase-change, run-update, pipeline-complete; their data name the task), only that
+ * (phase-change, run-update, pipeline-complete, pull-request; their data name the task), only that
  * card is fetched again (its data-card-url), debounced per card: its run chip and cost.
  * While a card is being dragged or the quick-add field holds text, the refresh waits.
  * A dropped socket reconnects (AutoCoder.liveSocket, static/js/app.js).
@@ -16,7 +16,7 @@
 
   var DEBOUNCE_MS = 300;
   var BOARD_TYPES = { "task-status": 1 };
-  var CARD_TYPES = { "phase-change": 1, "run-update": 1, "pipeline-complete": 1 };
+  var CARD_TYPES = { "phase-change": 1, "run-update": 1, "pipeline-complete": 1, "pull-request": 1 };
   var timer = null;
   var cardTimers = {};
 
