@@ -253,9 +253,7 @@ def _line_comments_block(comments: Sequence[Mapping[str, Any]]) -> str:
     for comment in comments:
         quote = str(comment.get("quote") or "")
         fence = _fence(quote)
-        parts.append(
-            f"## {comment['path']}, line {comment['lines']}\n{fence}\n{quote}\n{fence}\nComment: {comment['body']}"
-        )
+        parts.append(f"## {comment['path']}, {comment['lines']}\n{fence}\n{quote}\n{fence}\nComment: {comment['body']}")
     return "\n\n".join(parts)
 
 

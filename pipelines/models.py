@@ -270,3 +270,8 @@ class RunLineComment(TimeStampedModel):
     @property
     def lines_label(self) -> str:
         return str(self.line_start) if self.line_start == self.line_end else f"{self.line_start}–{self.line_end}"
+
+    @property
+    def lines_phrase(self) -> str:
+        """'line 7' or 'lines 7–9', as a sentence names them."""
+        return f"line{'' if self.line_start == self.line_end else 's'} {self.lines_label}"

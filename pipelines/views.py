@@ -39,7 +39,7 @@ CHANGES_REQUESTED = "Changes requested: the Coder is working on your feedback."
 CHANGES_REQUESTED_WITH_COMMENTS = (
     "Changes requested: the Coder is working on your feedback and {count} line comment{plural}."
 )
-LINE_COMMENT_ADDED = "Comment added to {path}, line {lines}. It goes to the Coder with your request for changes."
+LINE_COMMENT_ADDED = "Comment added to {path}, {lines}. It goes to the Coder with your request for changes."
 LINE_COMMENT_SAVED = "Comment saved."
 LINE_COMMENT_DELETED = "Comment deleted."
 RUN_APPROVED = "Approved. The task moved to Done."
@@ -162,7 +162,7 @@ def run_line_comment_create(request: HttpRequest, run_id: int) -> HttpResponse:
 
     def create() -> str:
         comment = line_comments.line_comment_create(run=run, author=request_user(request), **form.cleaned_data)
-        return LINE_COMMENT_ADDED.format(path=comment.path, lines=comment.lines_label)
+        return LINE_COMMENT_ADDED.format(path=comment.path, lines=comment.lines_phrase)
 
     return _act(request, run.task, create)
 

@@ -83,7 +83,7 @@ def test_line_comments_reach_the_coder_with_file_lines_and_quoted_code(fake_llm,
     assert f"{COMMENT} (on app/long.py)" in distiller.prompt_text
     prompt = coder.prompt_text
     assert "# Changes requested by the person reviewing\nTidy it up" in prompt
-    assert "## app/long.py, line 14–15\n```\nline_14 = 14\nline_15 = 'fifteen'\n```\nComment: " + COMMENT in prompt
+    assert "## app/long.py, lines 14–15\n```\nline_14 = 14\nline_15 = 'fifteen'\n```\nComment: " + COMMENT in prompt
 
     comment = RunLineComment.objects.get()
     assert comment.feedback_round == 1
@@ -237,7 +237,7 @@ def test_the_page_renders_the_form_pending_comments_and_the_history(fake_llm, aw
     assert answer.status_code == 200
     refreshed = answer.content.decode()
     assert 'data-testid="line-comment"' in refreshed and COMMENT in refreshed
-    assert "app/long.py, line 14–15" in refreshed
+    assert "app/long.py, lines 14–15" in refreshed
     assert reverse("pipelines:line_comment_edit", args=[awaiting_run.pk, RunLineComment.objects.get().pk]) in refreshed
     assert 'data-testid="pending-line-comments"' in refreshed
     # A bad one is refused with the reason in the panel, and nothing is written.
