@@ -20,7 +20,7 @@ from pipelines.line_comments import (
     run_request_changes_with_line_comments,
 )
 from pipelines.models import PipelineRun, RunLineComment, RunStatus
-from pipelines.services import run_start
+from pipelines.services import StaleRun, run_cancel, run_start
 from pipelines.tests.repositories import CALC_FILES
 from tests.fake_anthropic import ToolReply, coder_replaces
 from tests.workers import drive_in_process
@@ -156,6 +156,7 @@ def test_api_create_list_edit_delete(awaiting_run, owner_client) -> None:
             "line_end",
             LINE_NOT_IN_DIFF.format(line=19, path="app/long.py"),
         ),
+        ({"path": "app/long.py", "line_start": 21}, "line_start", LINE_NOT_IN_DIFF.format(line=21, path="app/long.py")),
         ({"path": "app/long.py", "line_start": 16, "line_end": 14}, "line_end", LINES_REVERSED),
         ({"path": "app/long.py", "line_start": 0}, "line_start", None),
         ({"path": "app/long.py", "line_start": "fifteen"}, "line_start", None),
@@ -173,6 +174,20 @@ def test_api_refuses_bad_input_with_field_errors(awaiting_run, owner_client, fie
     if message:
         assert errors[field] == [message]
     assert not RunLineComment.objects.exists()
+
+
+def test_a_refused_request_for_changes_sends_no_comment(awaiting_run, owner, owner_client) -> None:
+    line_comment_create(run=awaiting_run, author=owner, path="app/long.py", line_start=15, body=COMMENT)
+    refused = owner_client.post(f"/api/runs/{awaiting_run.pk}/request-changes", {"feedback": "  "}, format="json")
+    assert refused.status_code == 400
+    assert RunLineComment.objects.get().feedback_round is None
+    # The run was cancelled meanwhile (another tab): the compare-and-set fails, and the
+    # comment is not stamped as sent to a Coder that never got it.
+    run_cancel(run=PipelineRun.objects.get(pk=awaiting_run.pk), actor=owner)
+    with pytest.raises(StaleRun):
+        run_request_changes_with_line_comments(run=awaiting_run, feedback="Too late", actor=owner)
+    comment = RunLineComment.objects.get()
+    assert (comment.feedback_round, comment.sent_at) == (None, None)
 
 
 def test_a_body_too_long_for_the_service_is_a_field_error(awaiting_run, owner) -> None:
