@@ -255,6 +255,7 @@ def test_the_page_renders_the_form_pending_comments_and_the_history(fake_llm, aw
     assert "app/long.py, lines 14–15" in refreshed
     assert reverse("pipelines:line_comment_edit", args=[awaiting_run.pk, RunLineComment.objects.get().pk]) in refreshed
     assert 'data-testid="pending-line-comments"' in refreshed
+    assert "Approve with 1 line comment not sent?" in refreshed  # approving would drop it: asked first
     # A bad one is refused with the reason in the panel, and nothing is written.
     refused = browser.post(create_url, {"path": "app/long.py", "line_start": 3, "body": "No"}, HTTP_HX_REQUEST="true")
     assert LINE_NOT_IN_DIFF.format(line=3, path="app/long.py") in refused.content.decode()
