@@ -11,7 +11,7 @@ from accounts.selectors import request_user
 from core.admin import admin_change_link
 from core.exceptions import ApplicationError
 
-from .models import AgentCall, PipelineRun, RunEvent, RunTransition
+from .models import AgentCall, PipelineRun, RunEvent, RunLineComment, RunTransition
 from .services import run_cancel, run_retry
 
 
@@ -51,6 +51,13 @@ class AgentCallInline(_ReadOnlyInline):
     readonly_fields = fields
 
 
+class RunLineCommentInline(_ReadOnlyInline):
+    model = RunLineComment
+    fields = ("created_at", "author", "path", "line_start", "line_end", "body", "feedback_round")
+    readonly_fields = fields
+    show_change_link = False
+
+
 class RunEventInline(_ReadOnlyInline):
     model = RunEvent
     fields = ("id", "created_at", "type", "data")
@@ -77,7 +84,7 @@ class PipelineRunAdmin(admin.ModelAdmin):
     search_fields = ("task__title", "task__project__name", "task__project__owner__email", "error")
     readonly_fields = [field.name for field in PipelineRun._meta.fields if field.name != "api_key_encrypted"]
     exclude = ("api_key_encrypted",)
-    inlines = [RunTransitionInline, AgentCallInline, RunEventInline]
+    inlines = [RunTransitionInline, AgentCallInline, RunLineCommentInline, RunEventInline]
     actions = ("cancel_runs", "retry_runs")
     date_hierarchy = "created_at"
 

@@ -8,6 +8,8 @@ rules a schema cannot say); an invalid answer is retried once with the errors.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,10 +216,12 @@ def coder_editing_prompt(
     findings: list[dict[str, Any]],
     feedback: str,
     branch_diff: str,
+    line_comments: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The Coder's task when it edits the worktree: the task, the plan, what the branch
     already changed, and in fix rounds the findings (failing tests included) and the
-    person's requested changes."""
+    person's requested changes with their comments on lines (``{"path", "lines",
+    "quote", "body"}``, pipelines.line_comments)."""
     parts = [_task_block(title, description), "# Plan\n" + json.dumps(plan, indent=2)]
     if branch_diff:
         parts.append("# Already changed on your branch (committed; the files hold it)\n" + branch_diff)
@@ -225,10 +229,31 @@ def coder_editing_prompt(
         parts.append("# Review findings to fix\n" + json.dumps(findings, indent=2))
     if feedback:
         parts.append("# Changes requested by the person reviewing\n" + feedback)
+    if line_comments:
+        parts.append(_line_comments_block(line_comments))
     parts.append(
         "Make the changes in the repository, subtask by subtask: call start_subtask as you begin each "
         "one. Then answer with a short summary."
     )
+    return "\n\n".join(parts)
+
+
+def _fence(code: str) -> str:
+    """A Markdown fence longer than any run of backticks in ``code``."""
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _line_comments_block(comments: Sequence[Mapping[str, Any]]) -> str:
+    parts = [
+        "# Comments on lines of your changes, by the person reviewing\n"
+        "Each names a file and lines of it as your branch had them when the comment was written, "
+        "quotes them, and says what to change there. Address every one."
+    ]
+    for comment in comments:
+        quote = str(comment.get("quote") or "")
+        fence = _fence(quote)
+        parts.append(f"## {comment['path']}, {comment['lines']}\n{fence}\n{quote}\n{fence}\nComment: {comment['body']}")
     return "\n\n".join(parts)
 
 

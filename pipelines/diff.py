@@ -52,6 +52,8 @@ class DiffRow:
     old_line: int | None
     new_line: int | None
     html: str
+    # The new file's line as plain text (add and context rows): what a line comment quotes.
+    text: str = ""
 
 
 @dataclass
@@ -63,6 +65,11 @@ class FileDiff:
     removed: int
     unified: str
     rows: list[DiffRow] = field(default_factory=list)
+
+    def new_lines_shown(self) -> dict[int, str]:
+        """The new file's lines the diff shows (added and context), by number: the lines
+        a person can comment on."""
+        return {row.new_line: row.text for row in self.rows if row.new_line is not None}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +132,11 @@ class ChangeSetDiff:
         }
 
 
+def _plain(diff_line: str) -> str:
+    """A diff line's text without its marker and line ending."""
+    return diff_line[1:].rstrip("\r\n")
+
+
 def _file_diff(path: str, action: str, old: str, new: str) -> FileDiff:
     old_label = "/dev/null" if action == "create" else f"a/{path}"
     new_label = "/dev/null" if action == "delete" else f"b/{path}"
@@ -144,7 +156,9 @@ def _file_diff(path: str, action: str, old: str, new: str) -> FileDiff:
             old_no, new_no = int(match.group(1)), int(match.group(2))
             rows.append(DiffRow("hunk", None, None, line.rstrip("\n")))
         elif line.startswith("+"):
-            rows.append(DiffRow("add", None, new_no, new_html[new_no - 1] if new_no - 1 < len(new_html) else ""))
+            rows.append(
+                DiffRow("add", None, new_no, new_html[new_no - 1] if new_no - 1 < len(new_html) else "", _plain(line))
+            )
             new_no += 1
             added += 1
         elif line.startswith("-"):
@@ -152,7 +166,9 @@ def _file_diff(path: str, action: str, old: str, new: str) -> FileDiff:
             old_no += 1
             removed += 1
         else:
-            rows.append(DiffRow("ctx", old_no, new_no, new_html[new_no - 1] if new_no - 1 < len(new_html) else ""))
+            rows.append(
+                DiffRow("ctx", old_no, new_no, new_html[new_no - 1] if new_no - 1 < len(new_html) else "", _plain(line))
+            )
             old_no += 1
             new_no += 1
     return FileDiff(path, action, language_for(path), added, removed, unified, rows)

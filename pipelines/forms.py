@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
+from .line_comments import BODY_REQUIRED, LINE_COMMENT_BODY_MAX_LENGTH
 from .services import FEEDBACK_REQUIRED
 
 FEEDBACK_MAX_LENGTH = 10_000
@@ -28,3 +29,22 @@ class RequestChangesForm(forms.Form):
         error_messages={"required": FEEDBACK_REQUIRED},
         widget=forms.Textarea(attrs={"rows": 3}),
     )
+
+
+class LineCommentBodyForm(forms.Form):
+    """A line comment's text: a new one's or a pending one's edit."""
+
+    body = forms.CharField(
+        max_length=LINE_COMMENT_BODY_MAX_LENGTH,
+        strip=True,
+        error_messages={"required": BODY_REQUIRED},
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+
+
+class LineCommentForm(LineCommentBodyForm):
+    """A comment on lines of a file in the diff (the page's "+" on a line number)."""
+
+    path = forms.CharField(max_length=1000)
+    line_start = forms.IntegerField(min_value=1, max_value=2_147_483_647)
+    line_end = forms.IntegerField(min_value=1, max_value=2_147_483_647, required=False)

@@ -100,18 +100,20 @@ def already_learned(run: PipelineRun, key: str) -> bool:
     return any(isinstance(entry, dict) and entry.get("key") == key for entry in run.lessons or [])
 
 
-def feedback_moment(run: PipelineRun) -> Moment | None:
-    """The person's request for changes the run is working on, unless already learned."""
+def feedback_moment(run: PipelineRun, line_comment_texts: list[str] | None = None) -> Moment | None:
+    """The person's request for changes the run is working on, with what its comments on
+    lines said (pipelines.line_comments.line_comment_lesson_texts), unless already learned."""
     feedback = (run.feedback or "").strip()
     if not feedback:
         return None
-    key = f"feedback:{_digest(feedback)}"
+    texts = [feedback, *(text for text in line_comment_texts or [] if text.strip())]
+    key = f"feedback:{_digest(chr(10).join(texts))}"
     if already_learned(run, key):
         return None
     return Moment(
         key=key,
         kind=LessonKind.FEEDBACK,
-        texts=[feedback],
+        texts=texts,
         agents=(agents.CODER,),
         source=MemorySource.FEEDBACK,
         decay_policy=DecayPolicy.REINFORCEABLE,

@@ -282,3 +282,46 @@ class ForgeDelivery(models.Model):
 
     def __str__(self) -> str:
         return self.delivery_id
+
+
+class RunLineComment(TimeStampedModel):
+    """A person's comment on lines of a run's diff, collected while the run awaits
+    approval and sent to the Coder with the next request for changes.
+
+    Lines are the new file's (as the diff numbers them) and ``quote`` keeps the code as
+    it read when the comment was written: the Coder's next round rewrites the file, and
+    the review history must still show what the comment was about.
+    """
+
+    run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="line_comments")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    path = models.CharField(max_length=1000)
+    line_start = models.PositiveIntegerField()
+    line_end = models.PositiveIntegerField()
+    quote = models.TextField(blank=True, help_text="The commented lines as they read when the comment was written.")
+    body = models.TextField()
+    # Which request for changes carried it to the Coder (1 for the run's first, …);
+    # null while pending: only pending comments can be edited or deleted.
+    feedback_round = models.PositiveSmallIntegerField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["path", "line_start", "line_end", "created_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(line_start__gte=1, line_end__gte=models.F("line_start")),
+                name="pipelines_line_comment_lines_ordered",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.lines_label} on run {self.run_id}"
+
+    @property
+    def lines_label(self) -> str:
+        return str(self.line_start) if self.line_start == self.line_end else f"{self.line_start}–{self.line_end}"
+
+    @property
+    def lines_phrase(self) -> str:
+        """'line 7' or 'lines 7–9', as a sentence names them."""
+        return f"line{'' if self.line_start == self.line_end else 's'} {self.lines_label}"

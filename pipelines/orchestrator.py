@@ -35,6 +35,7 @@ from .events import AgentLogStream
 from .learning import learn
 from .leases import Lease
 from .lessons import REVIEWER_SOURCE, feedback_moment, findings_moment
+from .line_comments import line_comment_lesson_texts, line_comments_for_coder
 from .lineage import context_record_agent_call
 from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, RunStatus
 from .recall import recall_for_phase
@@ -146,7 +147,8 @@ def _code(run: PipelineRun, lease: Lease) -> None:
     workspace.workspace_reset(run, worktree)
     # A person asked for changes: the next tasks of the project learn it now, not only
     # once this run ends (it may never pass).
-    learn(run, lease, feedback_moment(run))
+    line_comments = line_comments_for_coder(run=run) if run.feedback else []
+    learn(run, lease, feedback_moment(run, line_comment_lesson_texts(line_comments)))
     findings = run.review_findings if run.status == RunStatus.FIXING else []
     task = run.task
     prompt = agents.coder_editing_prompt(
@@ -156,6 +158,7 @@ def _code(run: PipelineRun, lease: Lease) -> None:
         findings=findings,
         feedback=run.feedback,
         branch_diff=workspace.workspace_diff_text(run),
+        line_comments=line_comments,
     )
     # Recalled once for the phase: the system prompt of every turn is the same cached prefix.
     recall = recall_for_phase(run, agents.CODER)

@@ -14,7 +14,8 @@ from django.urls import reverse
 from tasks.models import Task
 
 from .forms import RequestChangesForm, StartRunForm
-from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, PullRequest, RunStatus
+from .line_comments import LINE_COMMENT_BODY_MAX_LENGTH, line_comments_for_run
+from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, PullRequest, RunLineComment, RunStatus
 from .queue import queue_place_label, run_queue_position
 from .selectors import (
     LOG_AGENTS,
@@ -150,6 +151,33 @@ def _reviews(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return reviews[::-1]
 
 
+def _line_comment_rounds(comments: list[RunLineComment], reviews: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sent line comments by the request for changes that carried them, newest
+    first, each round with the reviews that followed it (oldest first): the round that
+    addressed them and how its review went."""
+    rounds: dict[int, list[RunLineComment]] = {}
+    for comment in comments:
+        if comment.feedback_round is not None:
+            rounds.setdefault(comment.feedback_round, []).append(comment)
+    return [
+        {
+            "round": number,
+            "comments": rounds[number],
+            "reviews": [review for review in reversed(reviews) if review["after_feedback"] == number],
+        }
+        for number in sorted(rounds, reverse=True)
+    ]
+
+
+def _pending_by_line(comments: list[RunLineComment]) -> dict[str, dict[int, list[RunLineComment]]]:
+    """Pending comments as the diff places them: under the last line they are about."""
+    placed: dict[str, dict[int, list[RunLineComment]]] = {}
+    for comment in comments:
+        if comment.feedback_round is None:
+            placed.setdefault(comment.path, {}).setdefault(comment.line_end, []).append(comment)
+    return placed
+
+
 def _recalled(run: PipelineRun) -> list[dict[str, Any]]:
     """What each agent of the run was given from memory, named as on the panes, each
     memory with a link to the run it came from."""
@@ -234,6 +262,10 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         run_diff(run=run) if run and (run.file_changes or (run.branch and run.head_commit != run.base_commit)) else None
     )
     totals = run_totals_for_task(task=task) if run and run.number > 1 else None
+    reviews = _reviews(run.review_history) if run and isinstance(run.review_history, list) else []
+    line_comments = list(line_comments_for_run(run=run)) if run else []
+    can_comment = bool(diff and run and run.status == RunStatus.AWAITING_APPROVAL)
+    pending_comments = [comment for comment in line_comments if comment.feedback_round is None] if can_comment else []
     repository = getattr(task.project, "repository", None)
     with_tests = bool((run and run.verify_result) or (repository and repository.test_command.strip()))
     logs = []
@@ -280,7 +312,12 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         if run and run.status == RunStatus.QUEUED
         else "",
         "subtasks": _subtasks(run),
-        "reviews": _reviews(run.review_history) if run and isinstance(run.review_history, list) else [],
+        "reviews": reviews,
+        "can_comment": can_comment,
+        "pending_comments": pending_comments,
+        "pending_by_line": _pending_by_line(pending_comments),
+        "line_comment_rounds": _line_comment_rounds(line_comments, reviews),
+        "line_comment_max_length": LINE_COMMENT_BODY_MAX_LENGTH,
         "recalled": _recalled(run) if run else [],
         "lessons": _lessons(run) if run else [],
         "diff": diff,

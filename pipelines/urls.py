@@ -13,6 +13,13 @@ urlpatterns = [
     path("runs/<id:run_id>/cancel", views.run_cancel, name="cancel"),
     path("runs/<id:run_id>/retry", views.run_retry, name="retry"),
     path("runs/<id:run_id>/request-changes", views.run_request_changes, name="request_changes"),
+    path("runs/<id:run_id>/line-comments", views.run_line_comment_create, name="line_comment_create"),
+    path("runs/<id:run_id>/line-comments/<id:comment_id>/edit", views.run_line_comment_edit, name="line_comment_edit"),
+    path(
+        "runs/<id:run_id>/line-comments/<id:comment_id>/delete",
+        views.run_line_comment_delete,
+        name="line_comment_delete",
+    ),
     path("runs/<id:run_id>/approve", views.run_approve, name="approve"),
     path("runs/<id:run_id>/pull-request", views.run_open_pull_request_view, name="open_pull_request"),
     path("runs/<id:run_id>/patch", views.run_patch, name="patch"),

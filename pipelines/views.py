@@ -24,8 +24,8 @@ from core.exceptions import ApplicationError
 from tasks.models import Task
 from tasks.selectors import task_get_for_user
 
-from . import services
-from .forms import RequestChangesForm, StartRunForm
+from . import line_comments, services
+from .forms import LineCommentBodyForm, LineCommentForm, RequestChangesForm, StartRunForm
 from .lineage import context_run_get_for_user, lineage_rows
 from .models import RunStatus
 from .panel import panel_context
@@ -37,6 +37,12 @@ RUN_RESUMED = "Run {number} resumed: {phase} again."
 RUN_RESTARTED = "Run {number} started again from planning."
 RUN_CANCELLED = "Run {number} cancelled."
 CHANGES_REQUESTED = "Changes requested: the Coder is working on your feedback."
+CHANGES_REQUESTED_WITH_COMMENTS = (
+    "Changes requested: the Coder is working on your feedback and {count} line comment{plural}."
+)
+LINE_COMMENT_ADDED = "Comment added to {path}, {lines}. It goes to the Coder with your request for changes."
+LINE_COMMENT_SAVED = "Comment saved."
+LINE_COMMENT_DELETED = "Comment deleted."
 RUN_APPROVED = "Approved. The task moved to Done."
 RUN_APPROVED_MERGED = "Approved and merged into {base} ({commit}). The task moved to Done."
 BRANCH_DISCARDED = "Branch {branch} deleted."
@@ -69,7 +75,7 @@ def _act(request: HttpRequest, task: Task, action: Callable[[], str]) -> HttpRes
     return _respond(request, task)
 
 
-def _form_error(form: StartRunForm | RequestChangesForm) -> str:
+def _form_error(form: StartRunForm | RequestChangesForm | LineCommentBodyForm) -> str:
     return " ".join(str(error) for errors in form.errors.values() for error in errors)
 
 
@@ -138,10 +144,61 @@ def run_request_changes(request: HttpRequest, run_id: int) -> HttpResponse:
         return _respond(request, run.task)
 
     def request_changes() -> str:
-        services.run_request_changes(run=run, feedback=form.cleaned_data["feedback"], actor=request_user(request))
+        pending = len(line_comments.line_comments_pending(run=run))
+        line_comments.run_request_changes_with_line_comments(
+            run=run, feedback=form.cleaned_data["feedback"], actor=request_user(request)
+        )
+        if pending:
+            return CHANGES_REQUESTED_WITH_COMMENTS.format(count=pending, plural="" if pending == 1 else "s")
         return CHANGES_REQUESTED
 
     return _act(request, run.task, request_changes)
+
+
+@login_required
+@require_POST
+def run_line_comment_create(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = run_get_for_user(user=request_user(request), run_id=run_id)
+    form = LineCommentForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _form_error(form))
+        return _respond(request, run.task)
+
+    def create() -> str:
+        comment = line_comments.line_comment_create(run=run, author=request_user(request), **form.cleaned_data)
+        return LINE_COMMENT_ADDED.format(path=comment.path, lines=comment.lines_phrase)
+
+    return _act(request, run.task, create)
+
+
+@login_required
+@require_POST
+def run_line_comment_edit(request: HttpRequest, run_id: int, comment_id: int) -> HttpResponse:
+    run = run_get_for_user(user=request_user(request), run_id=run_id)
+    comment = line_comments.line_comment_get_for_run(run=run, comment_id=comment_id)
+    form = LineCommentBodyForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _form_error(form))
+        return _respond(request, run.task)
+
+    def edit() -> str:
+        line_comments.line_comment_update(comment=comment, body=form.cleaned_data["body"])
+        return LINE_COMMENT_SAVED
+
+    return _act(request, run.task, edit)
+
+
+@login_required
+@require_POST
+def run_line_comment_delete(request: HttpRequest, run_id: int, comment_id: int) -> HttpResponse:
+    run = run_get_for_user(user=request_user(request), run_id=run_id)
+    comment = line_comments.line_comment_get_for_run(run=run, comment_id=comment_id)
+
+    def delete() -> str:
+        line_comments.line_comment_delete(comment=comment)
+        return LINE_COMMENT_DELETED
+
+    return _act(request, run.task, delete)
 
 
 @login_required

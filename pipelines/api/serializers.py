@@ -6,7 +6,8 @@ from rest_framework import serializers
 
 from core.api import StrictCharField
 
-from ..models import PipelineRun, PullRequest, RunStatus
+from ..line_comments import LINE_COMMENT_BODY_MAX_LENGTH
+from ..models import PipelineRun, PullRequest, RunLineComment, RunStatus
 from ..queue import run_queue_position
 from ..selectors import run_allowed_actions, run_recalled
 
@@ -148,3 +149,65 @@ class PullRequestSerializer(serializers.ModelSerializer[PullRequest]):
             "created_at",
         ]
         read_only_fields = fields
+
+
+# The largest line number the database stores (a PositiveIntegerField on every database):
+# a bigger one is a 400, not an overflow.
+LINE_NUMBER_MAX = 2_147_483_647
+
+
+class LineCommentSerializer(serializers.ModelSerializer[RunLineComment]):
+    lines = serializers.CharField(source="lines_label", read_only=True, help_text='"7" or "7–9".')
+    author = serializers.SerializerMethodField(help_text="The email of who wrote it (null once they are deleted).")
+    pending = serializers.SerializerMethodField(help_text="Not sent yet: it can still be edited or deleted.")
+
+    class Meta:
+        model = RunLineComment
+        fields = [
+            "id",
+            "path",
+            "line_start",
+            "line_end",
+            "lines",
+            "quote",
+            "body",
+            "author",
+            "pending",
+            "feedback_round",
+            "sent_at",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+        extra_kwargs = {
+            "feedback_round": {
+                "help_text": "Which request for changes sent it to the Coder (1 = the run's first); "
+                "null while pending. The reviews after that feedback round checked it was addressed."
+            },
+            "quote": {"help_text": "The commented lines of the new file, as they read when it was written."},
+        }
+
+    def get_author(self, comment: RunLineComment) -> str | None:
+        return comment.author.email if comment.author else None
+
+    def get_pending(self, comment: RunLineComment) -> bool:
+        return comment.feedback_round is None
+
+
+class LineCommentCreateSerializer(serializers.Serializer[Any]):
+    path = StrictCharField(max_length=1000, help_text="A file of the run's diff, as the diff names it.")
+    line_start = serializers.IntegerField(
+        min_value=1, max_value=LINE_NUMBER_MAX, help_text="First line, numbered as in the new file."
+    )
+    line_end = serializers.IntegerField(
+        min_value=1,
+        max_value=LINE_NUMBER_MAX,
+        required=False,
+        allow_null=True,
+        help_text="Last line of a range (default: line_start). Every line must be in the file's changed hunks.",
+    )
+    body = StrictCharField(max_length=LINE_COMMENT_BODY_MAX_LENGTH, trim_whitespace=True)
+
+
+class LineCommentUpdateSerializer(serializers.Serializer[Any]):
+    body = StrictCharField(max_length=LINE_COMMENT_BODY_MAX_LENGTH, trim_whitespace=True)

@@ -14,6 +14,12 @@ urlpatterns = [
     path("runs/<str:run_id>/retry", views.RunRetryApi.as_view(), name="run-retry"),
     path("runs/<str:run_id>/request-changes", views.RunRequestChangesApi.as_view(), name="run-request-changes"),
     path("runs/<str:run_id>/approve", views.RunApproveApi.as_view(), name="run-approve"),
+    path("runs/<str:run_id>/line-comments", views.RunLineCommentListApi.as_view(), name="run-line-comments"),
+    path(
+        "runs/<str:run_id>/line-comments/<str:comment_id>",
+        views.RunLineCommentDetailApi.as_view(),
+        name="run-line-comment",
+    ),
     path("runs/<str:run_id>/patch", views.RunPatchApi.as_view(), name="run-patch"),
     path("runs/<str:run_id>/discard-branch", views.RunDiscardBranchApi.as_view(), name="run-discard-branch"),
     path("runs/<str:run_id>/pull-request", views.RunPullRequestApi.as_view(), name="run-pull-request"),

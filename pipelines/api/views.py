@@ -15,11 +15,27 @@ from core.api import ApiView, error_responses
 from core.exceptions import NotFound
 from tasks.selectors import task_get_for_user
 
+from ..line_comments import (
+    line_comment_create,
+    line_comment_delete,
+    line_comment_get_for_run,
+    line_comment_update,
+    line_comments_for_run,
+    run_request_changes_with_line_comments,
+)
 from ..models import PipelineRun, PullRequest
 from ..pull_requests import pull_request_for_user, run_open_pull_request
 from ..selectors import run_diff, run_get_for_user, run_list_for_task, run_patch
-from ..services import run_approve, run_cancel, run_discard_branch, run_request_changes, run_retry, run_start
-from .serializers import DiffSerializer, PullRequestSerializer, RequestChangesSerializer, RunSerializer
+from ..services import run_approve, run_cancel, run_discard_branch, run_retry, run_start
+from .serializers import (
+    DiffSerializer,
+    LineCommentCreateSerializer,
+    LineCommentSerializer,
+    LineCommentUpdateSerializer,
+    PullRequestSerializer,
+    RequestChangesSerializer,
+    RunSerializer,
+)
 
 API_KEY_HEADER = "X-Anthropic-Key"
 API_KEY_PARAMETER = OpenApiParameter(
@@ -114,6 +130,8 @@ class RunRequestChangesApi(ApiView):
     @extend_schema(
         operation_id="runs_request_changes",
         summary="Send a run awaiting approval back to the Coder with feedback",
+        description="The run's pending line comments go with the feedback (file, lines and the quoted code): "
+        "they are stamped with this request's `feedback_round` and can no longer change.",
         request=RequestChangesSerializer,
         responses={202: RunSerializer, **error_responses(400, 401, 404, 409)},
     )
@@ -121,7 +139,9 @@ class RunRequestChangesApi(ApiView):
         run = run_get_for_user(user=request_user(request), run_id=run_id)
         body = RequestChangesSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        updated = run_request_changes(run=run, feedback=body.validated_data["feedback"], actor=request_user(request))
+        updated = run_request_changes_with_line_comments(
+            run=run, feedback=body.validated_data["feedback"], actor=request_user(request)
+        )
         return Response(RunSerializer(updated).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -208,3 +228,58 @@ class RunPullRequestApi(ApiView):
         return Response(
             PullRequestSerializer(pull_request).data, status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED
         )
+
+
+LINE_COMMENT_CLOSED = {409: "The run no longer awaits approval, or the comment was already sent to the Coder."}
+
+
+class RunLineCommentListApi(ApiView):
+    @extend_schema(
+        operation_id="runs_line_comments_list",
+        summary="The run's comments on lines of its diff, pending and sent, by file and line",
+        responses={200: LineCommentSerializer(many=True), **error_responses(401, 404)},
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
+        return Response(LineCommentSerializer(line_comments_for_run(run=run), many=True).data)
+
+    @extend_schema(
+        operation_id="runs_line_comments_create",
+        summary="Comment on a line or a range of lines of a file in the diff of a run awaiting approval",
+        description="Lines are numbered as in the new file and must all be shown by the diff (the file's "
+        "changed hunks with their context). The lines are quoted with the comment. It stays pending "
+        "(editable, deletable) until the next request for changes sends it to the Coder.",
+        request=LineCommentCreateSerializer,
+        responses={201: LineCommentSerializer, **error_responses(400, 401, 404, 409, descriptions=LINE_COMMENT_CLOSED)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
+        body = LineCommentCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        comment = line_comment_create(run=run, author=request_user(request), **body.validated_data)
+        return Response(LineCommentSerializer(comment).data, status=status.HTTP_201_CREATED)
+
+
+class RunLineCommentDetailApi(ApiView):
+    @extend_schema(
+        operation_id="runs_line_comments_update",
+        summary="Change a pending line comment's text",
+        request=LineCommentUpdateSerializer,
+        responses={200: LineCommentSerializer, **error_responses(400, 401, 404, 409, descriptions=LINE_COMMENT_CLOSED)},
+    )
+    def patch(self, request: Request, run_id: str, comment_id: str) -> Response:
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
+        comment = line_comment_get_for_run(run=run, comment_id=comment_id)
+        body = LineCommentUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(LineCommentSerializer(line_comment_update(comment=comment, **body.validated_data)).data)
+
+    @extend_schema(
+        operation_id="runs_line_comments_destroy",
+        summary="Delete a pending line comment",
+        responses={204: None, **error_responses(401, 404, 409, descriptions=LINE_COMMENT_CLOSED)},
+    )
+    def delete(self, request: Request, run_id: str, comment_id: str) -> Response:
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
+        line_comment_delete(comment=line_comment_get_for_run(run=run, comment_id=comment_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)

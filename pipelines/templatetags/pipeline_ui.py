@@ -100,3 +100,11 @@ def run_panel(context: Context, task: Task) -> dict[str, Any]:
     """
     page: dict[Any, Any] = context.flatten()
     return {**page, **panel_context(task=task)}
+
+
+@register.simple_tag
+def line_comments_at(placed: dict[str, dict[int, list[Any]]], path: str, line: int | None) -> list[Any]:
+    """The pending comments the diff shows under ``line`` of ``path`` (panel._pending_by_line)."""
+    if line is None:
+        return []
+    return (placed or {}).get(path, {}).get(line, [])

@@ -415,8 +415,10 @@ def test_task_page_shows_the_diff(owner_client, task: Task, awaiting_run: Pipeli
     assert html.count('class="tree-file"') == 2
     # Rows with line numbers and Pygments-highlighted code.
     assert '<tr class="diff-row diff-hunk">' in html
+    # (Awaiting approval, each new-file line has a "+" to comment on it: test_line_comments.py.)
     assert re.search(
-        r'<tr class="diff-row diff-add"><td class="ln"></td><td class="ln">1</td>'
+        r'<tr class="diff-row diff-add" data-new-line="1"><td class="ln"></td>'
+        r'<td class="ln"><button [^>]*>\+</button>1</td>'
         r'<td class="diff-code"><span class="k">def</span><span class="w"> </span><span class="nf">load</span>',
         html,
     )
