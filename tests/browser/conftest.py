@@ -82,6 +82,8 @@ def live_app() -> Iterator[LiveApp]:
         "REPOS_ROOT": str(folder / "repos"),
         "WORKTREES_ROOT": str(folder / "worktrees"),
         "LOG_LEVEL": "WARNING",
+        # The fake forge of the team-workflow test listens on 127.0.0.1.
+        "CLONE_ALLOWED_NETWORKS": "127.0.0.0/8",
     }
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=BASE_DIR, env=env, check=True, timeout=120

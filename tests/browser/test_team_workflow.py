@@ -1,0 +1,126 @@
+"""The team workflow, as a person does it in the browser: link a repository whose remote
+is a bare repository on the server and a forge (the fake one), comment on two lines of
+the diff, request changes, see the round that addressed both, open a pull request, and
+see the task move to Done when the forge reports it merged (by its signed webhook)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from tests.browser.conftest import ARTIFACTS, CHROMIUM, LiveApp
+from tests.browser.pages import create_task, register
+from tests.fake_forge import FakeForge
+
+if not os.path.exists(CHROMIUM):
+    # .ci/run installs Chromium and fails if this skip appears there.
+    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "ghp_browser-forge-token"
+
+
+def git(folder, *command: str) -> str:  # type: ignore[no-untyped-def]
+    done = subprocess.run(
+        ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com", *command],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def _plus(file, line: int):  # type: ignore[no-untyped-def]
+    row = file.locator(f"tr[data-new-line='{line}']")
+    row.hover()
+    return row.locator("[data-line-comment-add]")
+
+
+def test_comments_then_a_pull_request_merged_on_the_forge(page, live_app: LiveApp) -> None:  # type: ignore[no-untyped-def]
+    from repos.management.commands.repos_demo import FILES
+
+    stamp = time.time_ns()
+    folder = live_app.repos_root / f"shop-{stamp}"
+    for name, content in FILES.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(content)
+    for command in (["init", "-q", "--initial-branch=main"], ["add", "-A"], ["commit", "-qm", "Start"]):
+        git(folder, *command)
+    remote = live_app.repos_root / f"shop-{stamp}-remote.git"
+    git(live_app.repos_root, "clone", "-q", "--bare", str(folder), str(remote))
+    forge = FakeForge().start()
+    forge.add_repository("team/shop", git_dir=remote)
+    forge.add_token(TOKEN)
+    try:
+        register(page, live_app)
+        page.click("nav >> text=Projects")
+        page.click("text=Repository")
+        page.fill("input[name=path]", folder.name)
+        page.click("button:has-text('Link repository')")
+        page.locator("#repository-status").wait_for()
+
+        pull_requests = page.locator("#pull-requests")
+        pull_requests.locator("input[name=push_url]").fill(str(remote))
+        pull_requests.locator("select[name=forge_kind]").select_option("github")
+        pull_requests.locator("input[name=forge_api_url]").fill(forge.api_url("github"))
+        pull_requests.locator("input[name=forge_repository]").fill("team/shop")
+        pull_requests.locator("input[name=token]").fill(TOKEN)
+        pull_requests.locator("button[type=submit]").click()
+        page.locator("text=Pull request settings saved.").wait_for()
+        assert TOKEN not in page.content()
+        hook = page.locator("[data-testid=forge-webhook]").inner_text()
+        webhook_url = re.search(r"https?://\S+/api/forges/webhooks/\d+", hook).group(0)  # type: ignore[union-attr]
+        secret = page.locator("[data-testid=forge-webhook] dd code").nth(1).inner_text()
+
+        page.goto(live_app.url + "/")
+        create_task(page, "Add a feature module")
+        page.click(".card-title:text('Add a feature module')")
+        page.click("#pipeline-panel .start-form button[type=submit]")
+        page.locator(".run-alert-ready").wait_for(timeout=40_000)
+
+        # Two comments on two lines of the diff, then a request for changes.
+        file = page.locator("#pipeline-diff .diff-file").first
+        form = page.locator("[data-testid=line-comment-form]")
+        for line, words in ((1, "Say what this module is for"), (2, "Name this better")):
+            _plus(file, line).click()
+            form.locator("textarea").fill(words)
+            form.locator("button[type=submit]").click()
+            page.locator("[data-testid=line-comment]", has_text=words).wait_for()
+        page.fill("#pipeline-panel textarea[name=feedback]", "Please address my two comments")
+        page.click("#pipeline-panel button:has-text('Request changes')")
+        history = page.locator("[data-testid=line-comment-history]")
+        history.wait_for(timeout=40_000)
+        page.locator(".run-alert-ready").wait_for(timeout=40_000)  # the Coder's round, reviewed again
+        assert history.locator("[data-testid=sent-line-comment]").count() == 2
+        assert "Sent with request for changes 1" in history.inner_text()
+        # The Coder got both, with the quoted code.
+        coder_prompts = [r.prompt_text for r in live_app.llm.requests if "Say what this module is for" in r.prompt_text]
+        assert coder_prompts and "Name this better" in coder_prompts[-1]
+
+        page.click("#pipeline-panel button:has-text('Open pull request')")
+        link = page.locator("[data-testid=run-pull-request] a")
+        link.wait_for()
+        assert link.inner_text() == "#1" and link.get_attribute("href") == forge.html_url("github", "team/shop", 1)
+        branch = forge.repositories["team/shop"].pulls[1].head
+        assert git(remote, "rev-parse", branch) == git(folder, "rev-parse", branch)
+        page.locator("#pipeline-panel").screenshot(path=str(ARTIFACTS / "pull-request.png"))
+
+        # Merged on the forge: its webhook tells the server, and the task is Done.
+        forge.set_state("team/shop", 1, "merged")
+        body, headers = forge.webhook("github", "team/shop", 1, secret=secret)
+        request = urllib.request.Request(webhook_url, body, {**headers, "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        page.goto(live_app.url + "/")
+        done = page.locator(".column[data-status=done] .card", has_text="Add a feature module")
+        done.wait_for()
+        assert "PR #1 · merged" in done.inner_text()
+    finally:
+        forge.stop()
