@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
+from pathlib import Path
 
 from tests.browser.conftest import LiveApp
 
@@ -39,3 +41,22 @@ def drag(page, card, status: str) -> None:
 def log_text(page, agent: str) -> str:
     # text_content: a folded pane (a closed <details>) has no innerText.
     return page.locator(f"[data-log-pane={agent}] [data-log-body]").text_content() or ""
+
+
+def git(folder: Path, *command: str) -> str:
+    """git in ``folder`` as a developer on the server would run it; its output."""
+    done = subprocess.run(
+        ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com", *command],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def line_comment_plus(file, line: int):  # type: ignore[no-untyped-def]
+    """The "+" beside a new-file line number of a diff file (shown on hover)."""
+    row = file.locator(f"tr[data-new-line='{line}']")
+    row.hover()
+    return row.locator("[data-line-comment-add]")

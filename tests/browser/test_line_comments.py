@@ -9,19 +9,13 @@ import os
 import pytest
 
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, LiveApp
-from tests.browser.pages import create_task, register
+from tests.browser.pages import create_task, line_comment_plus, register
 
 if not os.path.exists(CHROMIUM):
     # .ci/run installs Chromium and fails if this skip appears there.
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
 pytestmark = pytest.mark.slow
-
-
-def _plus(file, line: int):
-    row = file.locator(f"tr[data-new-line='{line}']")
-    row.hover()
-    return row.locator("[data-line-comment-add]")
 
 
 def test_comment_on_a_line_and_a_range_then_request_changes(page, live_app: LiveApp) -> None:
@@ -32,7 +26,7 @@ def test_comment_on_a_line_and_a_range_then_request_changes(page, live_app: Live
     page.locator(".run-alert-ready").wait_for(timeout=30_000)
 
     file = page.locator("#pipeline-diff .diff-file[data-path='src/feature.py']")
-    _plus(file, 1).click()
+    line_comment_plus(file, 1).click()
     form = page.locator("[data-testid=line-comment-form]")
     assert form.locator("[data-line-comment-where]").inner_text() == "Comment on src/feature.py, line 1"
     form.locator("textarea").fill("Add a docstring")
@@ -40,8 +34,8 @@ def test_comment_on_a_line_and_a_range_then_request_changes(page, live_app: Live
     page.locator("[data-testid=line-comment]", has_text="Add a docstring").wait_for()
 
     # A range: a click, then a shift-click on another line of the same file.
-    _plus(file, 1).click()
-    _plus(file, 2).click(modifiers=["Shift"])
+    line_comment_plus(file, 1).click()
+    line_comment_plus(file, 2).click(modifiers=["Shift"])
     assert form.locator("[data-line-comment-where]").inner_text() == "Comment on src/feature.py, lines 1–2"
     assert file.locator("tr.is-selected").count() == 2
     form.locator("textarea").fill("Return a constant")

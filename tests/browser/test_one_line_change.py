@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, LiveApp
-from tests.browser.pages import create_task, log_text, register
+from tests.browser.pages import create_task, git, log_text, register
 from tests.fake_anthropic import FakeAnthropicServer, Held, TextReply, ToolReply
 from tests.processes import ApiClient, wait_for
 
@@ -75,17 +74,6 @@ def make_repository(root: Path) -> tuple[Path, str]:
     for command in (["init", "-q", "--initial-branch=main"], ["add", "-A"], ["commit", "-qm", "Inventory"]):
         git(folder, *command)
     return folder, git(folder, "rev-parse", "HEAD").strip()
-
-
-def git(folder: Path, *command: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com", *command],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout
 
 
 def script_the_agents(llm: FakeAnthropicServer) -> Held:

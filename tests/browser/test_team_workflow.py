@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 import urllib.request
 
 import pytest
 
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, LiveApp
-from tests.browser.pages import create_task, register
+from tests.browser.pages import create_task, line_comment_plus, register
+from tests.browser.pages import git as run_git
 from tests.fake_forge import FakeForge
 
 if not os.path.exists(CHROMIUM):
@@ -26,23 +26,6 @@ pytestmark = pytest.mark.slow
 TOKEN = "ghp_browser-forge-token"
 
 
-def git(folder, *command: str) -> str:  # type: ignore[no-untyped-def]
-    done = subprocess.run(
-        ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com", *command],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
-def _plus(file, line: int):  # type: ignore[no-untyped-def]
-    row = file.locator(f"tr[data-new-line='{line}']")
-    row.hover()
-    return row.locator("[data-line-comment-add]")
-
-
 def test_comments_then_a_pull_request_merged_on_the_forge(page, live_app: LiveApp) -> None:  # type: ignore[no-untyped-def]
     from repos.management.commands.repos_demo import FILES
 
@@ -52,9 +35,9 @@ def test_comments_then_a_pull_request_merged_on_the_forge(page, live_app: LiveAp
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(content)
     for command in (["init", "-q", "--initial-branch=main"], ["add", "-A"], ["commit", "-qm", "Start"]):
-        git(folder, *command)
+        run_git(folder, *command)
     remote = live_app.repos_root / f"shop-{stamp}-remote.git"
-    git(live_app.repos_root, "clone", "-q", "--bare", str(folder), str(remote))
+    run_git(live_app.repos_root, "clone", "-q", "--bare", str(folder), str(remote))
     forge = FakeForge().start()
     forge.add_repository("team/shop", git_dir=remote)
     forge.add_token(TOKEN)
@@ -89,7 +72,7 @@ def test_comments_then_a_pull_request_merged_on_the_forge(page, live_app: LiveAp
         file = page.locator("#pipeline-diff .diff-file").first
         form = page.locator("[data-testid=line-comment-form]")
         for line, words in ((1, "Say what this module is for"), (2, "Name this better")):
-            _plus(file, line).click()
+            line_comment_plus(file, line).click()
             form.locator("textarea").fill(words)
             form.locator("button[type=submit]").click()
             page.locator("[data-testid=line-comment]", has_text=words).wait_for()
@@ -109,7 +92,7 @@ def test_comments_then_a_pull_request_merged_on_the_forge(page, live_app: LiveAp
         link.wait_for()
         assert link.inner_text() == "#1" and link.get_attribute("href") == forge.html_url("github", "team/shop", 1)
         branch = forge.repositories["team/shop"].pulls[1].head
-        assert git(remote, "rev-parse", branch) == git(folder, "rev-parse", branch)
+        assert run_git(remote, "rev-parse", branch) == run_git(folder, "rev-parse", branch)
         page.locator("#pipeline-panel").screenshot(path=str(ARTIFACTS / "pull-request.png"))
 
         # Merged on the forge: its webhook tells the server, and the task is Done.
