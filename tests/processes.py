@@ -244,6 +244,8 @@ def stack_env(*, port: int, redis_url: str, queue: str, llm_url: str, workdir: P
             "DATABASE_URL": subprocess_database_url(),
             "REDIS_URL": redis_url,
             "CELERY_QUEUE": queue,
+            # Redis pub/sub is shared by every client of the server: this stack's own.
+            "CHANNEL_LAYER_PREFIX": queue,
             "HOST": "127.0.0.1",
             "PORT": str(port),
             "SESSION_COOKIE_SECURE": "false",
