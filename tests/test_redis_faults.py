@@ -17,6 +17,7 @@ settings, which separate processes share): it needs only ``redis-server`` on thi
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -95,7 +96,9 @@ def test_redis_stopped_mid_run_then_started_again(
         TextReply("Created app/x.py."),
         ToolReply(input=PASS, text="Looks right. ", chunk_size=4),
     )
-    staying = open_task_socket(stack, api.token, task["id"])
+    pages = contextlib.ExitStack()
+    # A page that keeps its socket open through the outage.
+    staying = pages.enter_context(open_task_socket(stack, api.token, task["id"]))
     with open_task_socket(stack, api.token, task["id"]) as socket_:
         status, run = api.post(f"/api/tasks/{task['id']}/start-pipeline")
         assert status == 202, run
@@ -162,7 +165,7 @@ def test_redis_stopped_mid_run_then_started_again(
 
     # The page that never closed its socket: live events before the outage, the missed
     # ones sent once the layer was subscribed again, live ones after; each once, in order.
-    with staying:
+    with pages:
         kept = receive_until(staying, lambda m: m["type"] == "pipeline-complete", timeout=10)
     everything = list(RunEvent.objects.filter(task_id=task["id"]).order_by("id").values_list("id", "type"))
     assert [(m["id"], m["type"]) for m in kept] == everything
