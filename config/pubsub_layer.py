@@ -57,8 +57,10 @@ class _PubSubTellingResubscriptions(PubSub):
             self._on_resubscribed()
 
 
-class _ShardConnection(RedisSingleShardConnection):  # type: ignore[misc]
+class _ShardConnection(RedisSingleShardConnection):
     channel_layer: _CatchUpLoopLayer
+    _redis: aioredis.Redis | None
+    _pubsub: PubSub | None
 
     def _ensure_redis(self) -> None:
         if self._redis is None:
@@ -80,11 +82,12 @@ class _ShardConnection(RedisSingleShardConnection):  # type: ignore[misc]
                 layer.deliver(channel, message["data"])
 
 
-class _CatchUpLoopLayer(RedisPubSubLoopLayer):  # type: ignore[misc]
+class _CatchUpLoopLayer(RedisPubSubLoopLayer):
     """The upstream per-loop layer, with ``capacity`` and the catch-up signal."""
 
     channels: dict[str, asyncio.Queue[bytes]]
     groups: dict[str, set[str]]
+    _shards: list[RedisSingleShardConnection]
 
     def __init__(self, hosts: Any = None, capacity: int = DEFAULT_CAPACITY, **kwargs: Any) -> None:
         super().__init__(hosts, **kwargs)
@@ -115,7 +118,7 @@ class _CatchUpLoopLayer(RedisPubSubLoopLayer):  # type: ignore[misc]
                 queue.put_nowait(notice)
 
 
-class CatchUpPubSubChannelLayer(RedisPubSubChannelLayer):  # type: ignore[misc]
+class CatchUpPubSubChannelLayer(RedisPubSubChannelLayer):
     """``channels_redis.pubsub.RedisPubSubChannelLayer`` with ``capacity`` and the
     ``layer.resubscribed`` signal (see the module's docstring). Same configuration."""
 
