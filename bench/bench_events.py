@@ -1,26 +1,32 @@
 """Live event latency: an agent-log chunk published by the worker during a real pipeline
-run → received by M websocket clients connected to a real daphne, for M = 1, 50, 200,
-against a raw Redis pub/sub round trip measured in the same run.
+run → received by the websocket clients watching it through a real daphne: M clients on
+one run for M = 1, 50, 200, then N concurrent runs with 2 clients each (N = 50), against
+a raw Redis pub/sub round trip measured in the same run.
 
 --db sqlite: the embedded topology (one daphne process, worker and channel layer in it).
 --db postgres: the production topology (daphne + a separate Celery worker process,
-PostgreSQL, Redis as broker and channel layer).
+PostgreSQL, Redis as broker and channel layer), once per channel layer (--layers): the
+product's "pubsub" (config/pubsub_layer.py) and channels-redis's "per-socket" layer, the
+baseline it replaced, each with its own daphne and worker (CHANNEL_LAYER=…).
 
 Latency = the client's clock at receipt − the event's own timestamp (set when the worker
 publishes it, before its transaction commits); same machine, same clock.
 
 Run: .venv/bin/python bench/bench_events.py [--db sqlite|postgres] [--clients 1,50,200]
+     [--runs 50] [--layers pubsub,per-socket]
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -28,9 +34,20 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-from _common import PG_BENCH_URL, ROOT, _recreate_postgres, p50, parser, pct, table
+from _common import PG_ADMIN_URL, ROOT, _recreate_postgres, p50, parser, pct, table
 
 REDIS_URL = "redis://127.0.0.1:6379/8"
+# A database of this script's own: the other scripts' "bench" is dropped and created again
+# by whichever of them starts, and other benchmarks may run on this machine meanwhile.
+PG_DATABASE = "bench_events"
+# A run's last event when it stops short: an error of one of these types (after its
+# phase-change to that status).
+STOPPED = {"paused", "failed", "cancelled"}
+# 50 worker threads held 50 PostgreSQL connections and, with the other processes on the
+# machine, went past max_connections (100): a phase failed and, without beat's sweeper
+# here, its run never finished. The runs all start together; at most this many phases
+# run at once.
+WORKER_THREADS_MAX = 24
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
 # The Coder's first turn: it creates app/x.py.
 CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
@@ -57,7 +74,7 @@ def http(url: str, body: dict | None = None, token: str = "") -> dict:
 class App:
     """The app's processes for one topology, against the fake LLM."""
 
-    def __init__(self, db: str, llm_url: str) -> None:
+    def __init__(self, db: str, llm_url: str, layer: str = "", worker_threads: int = 4) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
@@ -68,6 +85,13 @@ class App:
             "ANTHROPIC_API_KEY": "sk-ant-bench",
             "LOG_LEVEL": "WARNING",
             "SESSION_COOKIE_SECURE": "false",
+            # Fresh each time: a repository left by an earlier, interrupted run (same
+            # project id, other commits) makes the Coder's git reset fail.
+            "REPOS_ROOT": tempfile.mkdtemp(prefix="bench-events-repos-"),
+            "WORKTREES_ROOT": tempfile.mkdtemp(prefix="bench-events-worktrees-"),
+            # Concurrent runs are what is measured: no run waits for a place in line.
+            "RUNS_AT_ONCE_PER_USER": "1000",
+            "RUNS_AT_ONCE_PER_PROJECT": "1000",
         }
         if db == "sqlite":
             path = Path("/tmp/bench-events.sqlite3")
@@ -75,15 +99,19 @@ class App:
                 Path(str(path) + suffix).unlink(missing_ok=True)
             self.env |= {"DATABASE_URL": f"sqlite:///{path}", "REDIS_URL": "", "EMBEDDED_WORKER": ""}
         else:
-            _recreate_postgres("bench")
+            _recreate_postgres(PG_DATABASE)
             queue = f"bench-events-{uuid.uuid4().hex[:8]}"
             self.env |= {
-                "DATABASE_URL": PG_BENCH_URL,
+                "DATABASE_URL": PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + PG_DATABASE,
                 "REDIS_URL": REDIS_URL,
                 "EMBEDDED_WORKER": "false",
                 "CELERY_QUEUE": queue,
+                "CHANNEL_LAYER": layer,
+                # Redis pub/sub is shared by all of the server's databases: names of our own.
+                "CHANNEL_LAYER_PREFIX": queue,
             }
         self.db = db
+        self.worker_threads = worker_threads
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
@@ -92,7 +120,19 @@ class App:
         daphne = [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "config.asgi:application"]
         self.processes.append(subprocess.Popen(daphne, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
         if self.db != "sqlite":
-            worker = [python, "-m", "celery", "-A", "config", "worker", "--pool=threads", "-c", "4", "-l", "WARNING"]
+            worker = [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--pool=threads",
+                "-c",
+                str(self.worker_threads),
+                "-l",
+                "WARNING",
+            ]
             self.processes.append(subprocess.Popen(worker, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
         deadline = time.monotonic() + 60
         while True:
@@ -116,14 +156,23 @@ class App:
                 process.kill()
 
 
-async def watch(ws_url: str, token: str, origin: str, clients: int, start: object) -> list[float]:
+async def watch(
+    watched: list[tuple[str, int]], token: str, origin: str, start: object, stopped: set[str]
+) -> list[float]:
+    """Open ``count`` sockets on each ``ws_url``, call ``start`` (which starts the runs),
+    and read every socket until its run completes: the agent-log latencies of all."""
     from websockets.asyncio.client import connect
 
     latencies: list[float] = []
-    sockets = [
-        await connect(ws_url, additional_headers={"Authorization": f"Token {token}"}, origin=origin, max_size=None)
-        for _ in range(clients)
-    ]
+    ws_url_of: dict[int, str] = {}
+    sockets = []
+    for ws_url, count in watched:
+        for _ in range(count):
+            ws = await connect(
+                ws_url, additional_headers={"Authorization": f"Token {token}"}, origin=origin, max_size=None
+            )
+            ws_url_of[id(ws)] = ws_url
+            sockets.append(ws)
 
     async def read(ws: object) -> None:
         while True:
@@ -134,9 +183,13 @@ async def watch(ws_url: str, token: str, origin: str, clients: int, start: objec
                 latencies.append(received - sent)
             if message["type"] == "pipeline-complete":
                 return
+            if message["type"] == "error" and message["data"].get("type") in STOPPED:
+                # A run that stopped short (see the table's notes) sends nothing more.
+                stopped.add(ws_url_of[id(ws)])
+                return
 
     await asyncio.get_running_loop().run_in_executor(None, start)  # type: ignore[arg-type]
-    await asyncio.wait_for(asyncio.gather(*(read(ws) for ws in sockets)), timeout=180)
+    await asyncio.wait_for(asyncio.gather(*(read(ws) for ws in sockets)), timeout=600)
     for ws in sockets:
         await ws.close()
     return latencies
@@ -168,84 +221,143 @@ def redis_round_trip(n: int = 2000) -> list[float]:
     return samples
 
 
-def main() -> None:
-    p = parser(__doc__ or "")
-    p.add_argument("--clients", default="1,50,200")
-    args = p.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from tests.fake_anthropic import EDITOR, FakeAnthropicServer, TextReply, ToolReply
+def load() -> str:
+    return "load average " + " ".join(f"{value:.2f}" for value in os.getloadavg())
 
-    llm = FakeAnthropicServer().start()
-    app = App(args.db, llm.url)
+
+def measure_layer(args: object, layer: str, llm: object, baseline_p50: float) -> list[list[object]]:
+    """The rows of one app (one channel layer): each viewer count on one run, then the
+    concurrent runs."""
+    from llm.demo.model import default_reply
+    from tests.fake_anthropic import EDITOR, TextReply, ToolReply
+
+    runs = int(args.runs)  # type: ignore[attr-defined]
+    app = App(args.db, llm.url, layer=layer, worker_threads=min(max(4, runs), WORKER_THREADS_MAX))  # type: ignore[attr-defined]
     app.start()
-    baseline = redis_round_trip()
-    rows = []
+    rows: list[list[object]] = []
     try:
         email = f"bench-{uuid.uuid4().hex[:6]}@example.com"
         http(app.url + "/api/auth/register", {"email": email, "password": "bench password 123"})
         token = http(app.url + "/api/auth/token", {"email": email, "password": "bench password 123"})["token"]
-        for clients in [int(c) for c in args.clients.split(",")]:
+
+        def one_round(label: str, tasks: list[int], viewers: int) -> None:
+            def start() -> None:
+                for task_id in tasks:
+                    http(app.url + f"/api/tasks/{task_id}/start-pipeline", {}, token)
+
+            ws_base = app.url.replace("http", "ws")
+            watched = [(f"{ws_base}/ws/tasks/{task_id}", viewers) for task_id in tasks]
+            stopped: set[str] = set()
+            latencies = asyncio.run(watch(watched, token, app.url, start, stopped))
+            published = [persisted_agent_logs(app.url + f"/api/tasks/{task_id}/events", token) for task_id in tasks]
+            expected = sum(published) * viewers
+            rows.append(
+                [
+                    layer or "embedded",
+                    label,
+                    sum(published),
+                    len(latencies),
+                    expected - len(latencies),
+                    p50(latencies) * 1000,
+                    pct(latencies, 99) * 1000,
+                    f"{p50(latencies) * 1000 / baseline_p50:.0f}x",
+                    load(),
+                    len(stopped),
+                ]
+            )
+
+        for clients in [int(c) for c in args.clients.split(",") if c]:  # type: ignore[attr-defined]
             task = http(app.url + "/api/tasks", {"title": f"Events to {clients}"}, token)
             # ~4 s of streamed tokens per agent: the worker flushes ~20 events a second.
             text = "token " * 700
-            llm.script(
+            llm.script(  # type: ignore[attr-defined]
                 ToolReply(input=PLAN, text=text, chunk_size=6, chunk_delay=0.006),
                 ToolReply(name=EDITOR, input=CREATE_X, text=text, chunk_size=6, chunk_delay=0.006),
                 TextReply("Created app/x.py."),
                 ToolReply(input=PASS, text=text, chunk_size=6, chunk_delay=0.006),
             )
+            one_round(f"1 run × {clients}", [task["id"]], clients)
 
-            def start(task_id: int = task["id"]) -> None:
-                http(app.url + f"/api/tasks/{task_id}/start-pipeline", {}, token)
+        if runs:
+            # Scripted replies would be shared out among the runs in arrival order: every
+            # request gets the demo model's answer instead, streamed slowly (a chunk every
+            # 0.1 s, ~3 s a reply) so that the runs overlap for their whole length.
+            def streamed(request: object) -> object:
+                return dataclasses.replace(default_reply(request), text="token " * 30, chunk_size=6, chunk_delay=0.1)  # type: ignore[arg-type]
 
-            ws_url = app.url.replace("http", "ws") + f"/ws/tasks/{task['id']}"
-            latencies = asyncio.run(watch(ws_url, token, app.url, clients, start))
-            published = persisted_agent_logs(app.url + f"/api/tasks/{task['id']}/events", token)
-            rows.append(
-                [
-                    clients,
-                    published,
-                    len(latencies),
-                    published * clients - len(latencies),
-                    p50(latencies) * 1000,
-                    pct(latencies, 99) * 1000,
-                    p50(baseline) * 1000,
-                    pct(baseline, 99) * 1000,
-                    f"{p50(latencies) / p50(baseline):.1f}x",
-                ]
-            )
+            llm.fallback = streamed  # type: ignore[attr-defined]
+            try:
+                tasks = [http(app.url + "/api/tasks", {"title": f"Run {n}"}, token)["id"] for n in range(runs)]
+                one_round(f"{runs} runs × {args.viewers_per_run}", tasks, int(args.viewers_per_run))  # type: ignore[attr-defined]
+            finally:
+                llm.fallback = default_reply  # type: ignore[attr-defined]
     finally:
         app.stop()
+    return rows
+
+
+def main() -> None:
+    p = parser(__doc__ or "")
+    p.add_argument("--clients", default="1,50,200", help="viewers of one run, one run per value")
+    p.add_argument("--runs", default="50", help="concurrent runs of the last row (0: none)")
+    p.add_argument("--viewers-per-run", default="2")
+    p.add_argument("--layers", default="pubsub,per-socket", help="production topology only")
+    args = p.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from tests.fake_anthropic import FakeAnthropicServer
+
+    llm = FakeAnthropicServer().start()
+    baseline = redis_round_trip()
+    baseline_p50 = p50(baseline) * 1000
+    layers = [""] if args.db == "sqlite" else args.layers.split(",")
+    before = load()
+    rows: list[list[object]] = []
+    try:
+        for layer in layers:
+            rows += measure_layer(args, layer, llm, baseline_p50)
+    finally:
         llm.stop()
     topology = (
         "embedded (one daphne process: worker thread + in-memory channel layer), SQLite"
         if args.db == "sqlite"
-        else "production (daphne + Celery worker process, channels-redis), PostgreSQL + Redis"
+        else "production (daphne + Celery worker process, Redis channel layer), PostgreSQL + Redis"
     )
     table(
         f"Live event latency — {topology}",
         [
-            "clients",
+            "channel layer",
+            "runs × viewers",
             "events published",
-            "received (all clients)",
+            "received (all viewers)",
             "lost",
             "p50 ms",
             "p99 ms",
-            "Redis pub/sub p50 ms",
-            "Redis p99 ms",
-            "p50 ratio",
+            "p50 vs Redis pub/sub",
+            "load after the row",
+            "runs stopped short",
         ],
         rows,
         [
-            "Events: agent-log chunks of one real pipeline run per row (three agents streaming ~4 s each; the "
-            "worker coalesces tokens into at most ~20 events a second per agent), received by every client.",
+            f"Baseline, same run: 2,000 publishes of 200 bytes through Redis pub/sub to one subscriber: p50 "
+            f"{baseline_p50:.3f} ms, p99 {pct(baseline, 99) * 1000:.3f} ms. Machine {before} before the first row.",
+            "Channel layers: pubsub = config.pubsub_layer.CatchUpPubSubChannelLayer (one Redis publish per group "
+            "and event, each daphne process fans out to its sockets); per-socket = channels_redis.core."
+            "RedisChannelLayer (a Redis list per socket: one push per socket and event, one pop per socket), the "
+            "baseline it replaced. Each layer gets its own daphne and worker, one after the other.",
+            "Events: agent-log chunks. 1 run × M: one real pipeline run watched by M sockets (three agents "
+            "streaming ~4 s each; the worker coalesces tokens into at most ~20 events a second per agent). "
+            "N runs × 2: N runs started together, each watched by 2 sockets, the demo model's replies streamed "
+            "a chunk every 0.1 s (worker: min(N, 24) threads: all runs are active at once, at most 24 "
+            "phases execute at once).",
             "Latency: client receipt − the event's timestamp, taken when the worker publishes it (this includes "
-            "the event's database write and commit). Baseline: 2,000 publishes of 200 bytes through Redis pub/sub "
-            "to one subscriber, measured in the same run.",
-            "Published: the run's agent-log events as persisted (the SSE endpoint with follow=false); lost: "
-            "published × clients − received. A channel layer drops what arrives for a client with "
+            "the event's database write and commit).",
+            "Published: the runs' agent-log events as persisted (the SSE endpoint with follow=false); lost: "
+            "published × viewers − received. Both layers drop what arrives for a socket with "
             "CHANNEL_LAYER_CAPACITY (2,000) messages waiting; beyond what the machine can send, events queue "
             "and latency grows instead. The clients run in this process, on the same two cores as the app.",
+            "Runs stopped short: runs that paused or failed before completing (their events up to then still "
+            "count). Concurrent runs of one project can fail creating their git worktree "
+            "(`.git/worktrees/<name>/locked`: No such file or directory), a race outside the channel layer.",
         ],
     )
 

@@ -8,7 +8,9 @@ refuses anonymous users, asks the subclass which group the socket follows (a sel
 NotFound, or None, closes it: not there and not yours are the same; a refused socket is
 accepted and closed at once with its close code, so that the page learns it), joins the group,
 accepts, lets the subclass replay a backlog, then pings every ``keepalive_seconds`` so
-that proxies keep an idle socket open. What a client sends is ignored.
+that proxies keep an idle socket open. What a client sends is ignored. When the channel
+layer says it lost Redis for a while (``layer_resubscribed``), the socket is closed with
+1012 so that the page reconnects and catches up, unless the subclass replays in place.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ KEEPALIVE_SECONDS = 30.0
 # The pages' scripts (static/js/app.js, liveSocket) do not reconnect after these.
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+# "Service restart": the page's script reconnects, and a page catches up when it does.
+CLOSE_CATCH_UP = 1012
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
@@ -86,6 +90,13 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         # The stream is one-way; anything a client sends is ignored (not echoed, not parsed).
         return
+
+    async def layer_resubscribed(self, message: dict[str, Any]) -> None:
+        """The channel layer lost Redis and is subscribed again (core.live
+        RESUBSCRIBED_MESSAGE_TYPE): events published in between never came. By default
+        the socket is closed so that the page reconnects and catches up as after any
+        drop; a consumer that can replay what it missed does that instead."""
+        await self.close(code=CLOSE_CATCH_UP)
 
     async def send_event(self, event: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(event))

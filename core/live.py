@@ -25,6 +25,11 @@ from channels.layers import get_channel_layer
 #: refusing): live delivery is best effort, and the caller must get on with its run.
 SEND_TIMEOUT_SECONDS = 5.0
 
+#: What the production channel layer (config.pubsub_layer) sends each socket in a group
+#: once it is subscribed to Redis again after losing it: messages published meanwhile
+#: never reached this process. Consumers handle it in ``layer_resubscribed``.
+RESUBSCRIBED_MESSAGE_TYPE = "layer.resubscribed"
+
 
 class _SenderLoop:
     def __init__(self) -> None:

@@ -3,7 +3,9 @@
 Consumers (core.consumers.LiveConsumer: login, close codes, keepalive) check access
 through a selector, join the group and forward events; nothing else. On connect they
 replay what was persisted after ``?last_event_id=`` (a reloaded page shows the whole
-history), then forward live events, skipping any already replayed.
+history), then forward live events, skipping any already replayed. A task's socket replays in place
+too when the channel layer says it lost Redis for a while; a board's is closed, and the
+page reloads its state when it reconnects.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class _EventsConsumer(LiveConsumer):
     # A task's events come from one worker in id order; a board mixes tasks, whose
     # events may commit out of id order, so it must not skip by id.
     skip_seen = True
+    # Whether backlog() can send what the socket missed (else it is closed to catch up).
+    replays = True
     last_id = 0
 
     @property
@@ -42,6 +46,16 @@ class _EventsConsumer(LiveConsumer):
         self.last_id = after_id
         for message in await self.backlog(after_id):
             await self._forward(message)
+
+    async def layer_resubscribed(self, message: dict[str, Any]) -> None:
+        if not self.replays:
+            await super().layer_resubscribed(message)
+            return
+        # Events published while the layer was not subscribed are stored: send them
+        # from the last one this socket saw, in place. Live ones that follow are
+        # skipped by id if the replay already sent them.
+        for event in await self.backlog(self.last_id):
+            await self._forward(event)
 
     async def event_message(self, message: dict[str, Any]) -> None:
         await self._forward(message["event"])
@@ -74,6 +88,7 @@ class ProjectBoardConsumer(_EventsConsumer):
     page renders the current state)."""
 
     skip_seen = False
+    replays = False
 
     async def resolve_group(self, user: Any) -> str | None:
         project = await database_sync_to_async(project_get_for_user)(user=user, project_id=self.object_id)

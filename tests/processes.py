@@ -134,6 +134,13 @@ class RedisServer:
             self.process.kill()
             self.process.wait(5)
 
+    def kill(self) -> None:
+        """SIGKILL, as the OOM killer sends: clients get no goodbye."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.kill()
+        self.process.wait(10)
+
     def answers(self) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
@@ -244,6 +251,8 @@ def stack_env(*, port: int, redis_url: str, queue: str, llm_url: str, workdir: P
             "DATABASE_URL": subprocess_database_url(),
             "REDIS_URL": redis_url,
             "CELERY_QUEUE": queue,
+            # Redis pub/sub is shared by every client of the server: this stack's own.
+            "CHANNEL_LAYER_PREFIX": queue,
             "HOST": "127.0.0.1",
             "PORT": str(port),
             "SESSION_COOKIE_SECURE": "false",
@@ -316,6 +325,9 @@ def open_task_socket(stack: ProductionStack, token: str, task_id: int, last_even
         additional_headers={"Authorization": f"Token {token}"},
         proxy=None,
         open_timeout=10,
+        # A test may read a socket long after its events came: buffer them all, rather
+        # than stop reading (and answering pings) once 16 wait.
+        max_queue=None,
     )
 
 

@@ -5,7 +5,11 @@ private ``redis-server`` of this test, which it stops with SIGTERM while the Pla
 streaming. Meanwhile reads keep answering, /healthz says the broker is down, and a start
 is refused with 503 and leaves nothing behind. With Redis back the run finishes without
 anyone touching it, and a websocket that reconnects from the last event it saw gets
-exactly the events it missed.
+exactly the events it missed. The channel layer is the production one (pub/sub,
+config/pubsub_layer.py), which loses what is published while a web process is not
+subscribed: a page that kept its socket open through the outage is sent the events it
+missed once the layer is subscribed again, and ends with every event of the run, once
+each, in order.
 
 The database is whatever the test run uses (PostgreSQL, or the SQLite file of the test
 settings, which separate processes share): it needs only ``redis-server`` on this machine.
@@ -13,6 +17,7 @@ settings, which separate processes share): it needs only ``redis-server`` on thi
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -74,8 +79,9 @@ def stack(fake_llm: FakeAnthropicServer, redis_server: RedisServer, tmp_path: Pa
         stack.kill()
 
 
+@pytest.mark.parametrize("how", ["terminated", "killed"])
 def test_redis_stopped_mid_run_then_started_again(
-    stack: ProductionStack, redis_server: RedisServer, fake_llm: FakeAnthropicServer
+    how: str, stack: ProductionStack, redis_server: RedisServer, fake_llm: FakeAnthropicServer
 ) -> None:
     stack.wait_healthy()
     api = ApiClient(stack.base_url)
@@ -90,6 +96,9 @@ def test_redis_stopped_mid_run_then_started_again(
         TextReply("Created app/x.py."),
         ToolReply(input=PASS, text="Looks right. ", chunk_size=4),
     )
+    pages = contextlib.ExitStack()
+    # A page that keeps its socket open through the outage.
+    staying = pages.enter_context(open_task_socket(stack, api.token, task["id"]))
     with open_task_socket(stack, api.token, task["id"]) as socket_:
         status, run = api.post(f"/api/tasks/{task['id']}/start-pipeline")
         assert status == 202, run
@@ -101,7 +110,10 @@ def test_redis_stopped_mid_run_then_started_again(
         )
         last_seen = seen[-1]["id"]
 
-        redis_server.stop()
+        if how == "killed":
+            redis_server.kill()
+        else:
+            redis_server.stop()
         stopped_at = time.monotonic()
 
         # Reads come from the database only.
@@ -150,6 +162,14 @@ def test_redis_stopped_mid_run_then_started_again(
     stored = RunEvent.objects.filter(task_id=task["id"], type="agent-log", data__agent="planner").order_by("id")
     assert "".join(streamed) == "".join(event.data["chunk"] for event in stored)
     assert "".join(streamed).startswith("thinking " * 160)
+
+    # The page that never closed its socket: live events before the outage, the missed
+    # ones sent once the layer was subscribed again, live ones after; each once, in order.
+    with pages:
+        kept = receive_until(staying, lambda m: m["type"] == "pipeline-complete", timeout=10)
+    everything = list(RunEvent.objects.filter(task_id=task["id"]).order_by("id").values_list("id", "type"))
+    assert [(m["id"], m["type"]) for m in kept] == everything
+    assert "sockets told to catch up" in stack.log.read_text(errors="replace")
 
 
 def test_a_phase_ending_while_redis_is_down_is_requeued_by_the_sweeper(

@@ -21,6 +21,8 @@ BLANK = {
     for name in (
         "DEBUG",
         "SECRET_KEY",
+        "CHANNEL_LAYER",
+        "CHANNEL_LAYER_PREFIX",
         "DATABASE_URL",
         "REDIS_URL",
         "EMBEDDED_WORKER",
@@ -47,6 +49,7 @@ from django.conf import settings as s
 print(json.dumps({
     "broker": s.CELERY_BROKER_URL,
     "channel_layer": s.CHANNEL_LAYERS["default"]["BACKEND"],
+    "channel_layer_prefix": s.CHANNEL_LAYERS["default"].get("CONFIG", {}).get("prefix"),
     "cache": s.CACHES["default"]["BACKEND"],
     "database": s.DATABASES["default"]["ENGINE"],
     "embedded_worker": s.EMBEDDED_WORKER,
@@ -74,6 +77,7 @@ def start(**env: str) -> subprocess.CompletedProcess[str]:
         ({"DEBUG": "false"}, "SECRET_KEY"),
         ({"DEBUG": "false", "SECRET_KEY": "short"}, "SECRET_KEY"),
         ({"DEBUG": "true", "EMBEDDED_WORKER": "sometimes"}, "EMBEDDED_WORKER"),
+        ({"DEBUG": "true", "CHANNEL_LAYER": "fanout"}, "CHANNEL_LAYER"),
         ({"DEBUG": "true", "LLM_RETRY_DELAYS": "2,soon"}, "LLM_RETRY_DELAYS"),
         ({"DEBUG": "true", "LLM_RETRY_DELAYS": "-1"}, "LLM_RETRY_DELAYS"),
         ({"DEBUG": "true", "TRUSTED_PROXIES": "10.0.0.1,proxy.internal"}, "TRUSTED_PROXIES"),
@@ -89,6 +93,7 @@ def start(**env: str) -> subprocess.CompletedProcess[str]:
         "secret-key-unset",
         "secret-key-short",
         "embedded-worker",
+        "channel-layer",
         "retry-delays",
         "retry-delays-negative",
         "trusted-proxies",
@@ -112,6 +117,7 @@ def test_no_environment_but_debug_is_the_embedded_mode() -> None:
     assert json.loads(result.stdout) == {
         "broker": "memory://localhost/",
         "channel_layer": "config.embedded.EmbeddedChannelLayer",
+        "channel_layer_prefix": None,
         "cache": "django.core.cache.backends.locmem.LocMemCache",
         "database": "django.db.backends.sqlite3",
         "embedded_worker": True,
@@ -128,7 +134,9 @@ def test_redis_url_is_the_production_mode() -> None:
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "broker": "redis://redis:6379/0",
-        "channel_layer": "channels_redis.core.RedisChannelLayer",
+        "channel_layer": "config.pubsub_layer.CatchUpPubSubChannelLayer",
+        # Pub/sub channels are shared by every database of a Redis server.
+        "channel_layer_prefix": "autocoder:0:",
         "cache": "django.core.cache.backends.redis.RedisCache",
         "database": "django.db.backends.postgresql",
         "embedded_worker": False,
@@ -152,6 +160,14 @@ def test_the_worker_runs_phases_on_worker_threads_threads() -> None:
             timeout=60,
         )
         assert result.stdout.strip() == expected, result.stderr
+
+
+def test_the_per_socket_channel_layer_is_still_a_choice() -> None:
+    result = start(DEBUG="true", REDIS_URL="redis://redis:6379/3", CHANNEL_LAYER="per-socket")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["channel_layer"] == "channels_redis.core.RedisChannelLayer"
+    assert report["channel_layer_prefix"] == "autocoder"
 
 
 # What a browser sees: headers of an API answer over HTTPS and over plain HTTP, made with

@@ -9,6 +9,7 @@ websocket client for the live events, as a script on another machine would.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -116,6 +117,39 @@ def test_make_up_prod_topology_runs_a_pipeline_over_http_and_websocket(
     left = stack.terminate()
     assert stack.process is not None and stack.process.returncode == 0, "supervisord exited"
     assert left == set(), [command_line(pid) for pid in left]
+
+
+VIEWERS = 100
+
+
+def test_one_run_s_events_reach_every_one_of_many_pages_once_each_in_order(
+    stack: ProductionStack, fake_llm: FakeAnthropicServer
+) -> None:
+    """Many pages watching one run: each event is published once (the pub/sub layer) and
+    daphne hands it to every socket; every page gets the whole run, nothing lost."""
+    stack.wait_healthy()
+    api = ApiClient(stack.base_url)
+    api.sign_up("ada@example.com", "a long enough password")
+    _, task = api.post("/api/tasks", {"title": "Add x", "description": "x should exist", "category": "feature"})
+    fake_llm.script(
+        ToolReply(input=PLAN, text="Planning the work step by step. " * 8, chunk_size=6, chunk_delay=0.01),
+        ToolReply(name=EDITOR, input=CREATE_X, text="Writing app/x.py. ", chunk_size=4),
+        TextReply("Created app/x.py."),
+        ToolReply(input=PASS, text="Looks right. ", chunk_size=4),
+    )
+    with contextlib.ExitStack() as opened:
+        pages = [opened.enter_context(open_task_socket(stack, api.token, task["id"])) for _ in range(VIEWERS)]
+        status, run = api.post(f"/api/tasks/{task['id']}/start-pipeline")
+        assert status == 202, run
+        seen = [
+            receive_until(page, lambda m: m["type"] == "pipeline-complete", timeout=60, why=stack.log_tail)
+            for page in pages
+        ]
+
+    stored = list(RunEvent.objects.filter(task_id=task["id"]).order_by("id").values_list("id", "type"))
+    assert sum(kind == "agent-log" for _, kind in stored) > 1
+    for messages in seen:
+        assert [(m["id"], m["type"]) for m in messages] == stored
 
 
 def test_a_killed_worker_comes_back_its_run_goes_on_within_15_s_and_the_web_keeps_serving(

@@ -9,6 +9,8 @@ Two topologies share this file (docs/ARCHITECTURE.md, Topologies):
 
 from __future__ import annotations
 
+from urllib.parse import urlparse
+
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -133,6 +135,24 @@ EMBEDDED_WORKER = env_bool("EMBEDDED_WORKER", default=EMBEDDED)
 # silently (both layers do). The default of 100 dropped live events for slow clients:
 # bench/bench_events.py with 200 clients received 176 of 243 each.
 CHANNEL_LAYER_CAPACITY = env_int("CHANNEL_LAYER_CAPACITY", default=2000)
+# With Redis: "pubsub" publishes a group message once and each daphne process hands it to
+# its own sockets (config/pubsub_layer.py); "per-socket" is channels-redis's list-per-socket
+# layer, one Redis round trip per socket and message: 200 pages on one run saw p99 11 s
+# under load (bench/RESULTS.md, "Live events to many viewers"). Kept as the benchmark's
+# baseline and a fallback.
+CHANNEL_LAYER = env_str("CHANNEL_LAYER", "pubsub")
+CHANNEL_LAYER_BACKENDS = {
+    "pubsub": "config.pubsub_layer.CatchUpPubSubChannelLayer",
+    "per-socket": "channels_redis.core.RedisChannelLayer",
+}
+if CHANNEL_LAYER not in CHANNEL_LAYER_BACKENDS:
+    raise ImproperlyConfigured(f"CHANNEL_LAYER={CHANNEL_LAYER!r} is invalid: expected pubsub or per-socket.")
+# Redis pub/sub channels belong to the whole server, not to a database: two deployments on
+# redis://…/0 and redis://…/1 would see each other's "task-1". The database's number is
+# part of the prefix, and two on the same database need prefixes of their own.
+CHANNEL_LAYER_PREFIX = env_str("CHANNEL_LAYER_PREFIX", "autocoder")
+if REDIS_URL and CHANNEL_LAYER == "pubsub":
+    CHANNEL_LAYER_PREFIX += f":{urlparse(REDIS_URL).path.strip('/') or '0'}:"
 
 if REDIS_URL:
     CACHES = {
@@ -144,12 +164,12 @@ if REDIS_URL:
     }
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": CHANNEL_LAYER_BACKENDS[CHANNEL_LAYER],
             "CONFIG": {
                 # A pooled connection goes stale when Redis restarts: retry a command once
                 # on a fresh connection instead of failing the websocket handshake.
                 "hosts": [{"address": REDIS_URL, "retry_on_error": [RedisConnectionError]}],
-                "prefix": "autocoder",
+                "prefix": CHANNEL_LAYER_PREFIX,
                 "capacity": CHANNEL_LAYER_CAPACITY,
             },
         }

@@ -10,8 +10,10 @@ from django.conf import settings
 from django.test import Client
 
 from accounts.services import api_token_create
-from core.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from core.consumers import CLOSE_CATCH_UP, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from core.live import RESUBSCRIBED_MESSAGE_TYPE
 from pipelines.events import CONSUMER_MESSAGE_TYPE, EventType, event_publish, project_group, task_group
+from pipelines.models import RunEvent
 from tests.factories import TaskFactory
 from tests.sockets import open_socket
 
@@ -181,3 +183,36 @@ def test_a_refused_socket_is_closed_with_its_code_after_the_handshake(other_user
     not_theirs = async_to_sync(refusal)(_token_header(other_user))
     assert anonymous == (True, {"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED})
     assert not_theirs == (True, {"type": "websocket.close", "code": CLOSE_NOT_FOUND})
+
+
+def test_told_the_layer_lost_redis_a_task_socket_sends_the_stored_events_it_missed(owner, task) -> None:
+    seen = event_publish(task=task, run=None, event_type=EventType.AGENT_LOG, data={"agent": "coder", "chunk": "1"})
+    header = _token_header(owner)
+
+    async def scenario() -> list[dict]:
+        communicator, connected, _ = await _connect(f"/ws/tasks/{task.pk}", header)
+        assert connected
+        assert (await communicator.receive_json_from(timeout=2))["id"] == seen.pk
+        # Stored while the layer was not subscribed: never sent live.
+        missed = await RunEvent.objects.acreate(task=task, run=None, type="phase-change", data={"status": "coding"})
+        assert await communicator.receive_nothing(timeout=0.3)
+        await get_channel_layer().group_send(task_group(task.pk), {"type": RESUBSCRIBED_MESSAGE_TYPE})
+        received = [await communicator.receive_json_from(timeout=2)]
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+        assert received[0]["id"] == missed.pk
+        return received
+
+    assert [m["type"] for m in async_to_sync(scenario)()] == ["phase-change"]
+
+
+def test_told_the_layer_lost_redis_a_board_socket_closes_for_the_page_to_reload(owner, project) -> None:
+    header = _token_header(owner)
+
+    async def scenario() -> dict:
+        communicator, connected, _ = await _connect(f"/ws/projects/{project.pk}", header)
+        assert connected
+        await get_channel_layer().group_send(project_group(project.pk), {"type": RESUBSCRIBED_MESSAGE_TYPE})
+        return await communicator.receive_output(timeout=2)
+
+    assert async_to_sync(scenario)() == {"type": "websocket.close", "code": CLOSE_CATCH_UP}
