@@ -46,13 +46,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from _common import ROOT, _recreate_postgres, p50, parser, pct, table
+from _common import PG_ADMIN_URL, PG_SERVER, ROOT, _recreate_postgres, p50, parser, pct, table
 
 REDIS_URL = "redis://127.0.0.1:6379/11"
 # A database of its own, not _common's "bench": bench_events.py may be recreating that one
 # at the same moment (the benchmarks of different branches run side by side here).
 DATABASE = "bench_concurrency"
-DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{DATABASE}"
+DATABASE_URL = f"{PG_SERVER}/{DATABASE}"
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
 STAMP = re.compile(r"\[t=(\d+\.\d+)\]")
 P99_GOAL_MS = 100.0
@@ -140,7 +140,7 @@ def bench_connections() -> tuple[int, int]:
     """(connections to the bench database, free connections on the server)."""
     import psycopg
 
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         limit = int(conn.execute("SHOW max_connections").fetchone()[0])  # type: ignore[index]
         used = int(conn.execute("SELECT count(*) FROM pg_stat_activity").fetchone()[0])  # type: ignore[index]
         mine = int(
