@@ -6,16 +6,21 @@ Git is slow I/O: nothing here runs git inside a database transaction.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import re
 import secrets
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
@@ -416,6 +421,24 @@ def repository_unlink(*, repository: Repository) -> None:
 # --- A run's worktree and branch ---------------------------------------------------------
 
 
+@contextmanager
+def worktrees_locked(repo: Path) -> Iterator[None]:
+    """One process at a time adds, removes or prunes a repository's worktrees: a prune
+    while another process's ``worktree add`` is half done deletes that worktree's
+    admin folder ("could not open '.git/worktrees/<name>/locked'", seen with 50 runs
+    started at once). The lock file lives under WORKTREES_ROOT (shared by the workers),
+    never in the user's repository."""
+    locks = Path(settings.WORKTREES_ROOT) / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:32]
+    with open(locks / f"{name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def worktree_create(*, repository: Repository, branch: str, path: Path) -> str:
     """A worktree at ``path`` on a new ``branch`` from the base branch; returns the
     commit the branch starts from. Idempotent: an existing worktree or branch of an
@@ -423,17 +446,18 @@ def worktree_create(*, repository: Repository, branch: str, path: Path) -> str:
     repository_folder_check(repository=repository)
     repo = Path(repository.path)
     base = repository.base_branch
-    if path.exists() and git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo):
-        current = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, check=False).stdout.strip()
-        if current == branch:
+    with worktrees_locked(repo):
+        if path.exists() and git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo):
+            current = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, check=False).stdout.strip()
+            if current == branch:
+                return git_output(["merge-base", base, branch], cwd=repo)
+        run_git(["worktree", "prune"], cwd=repo)
+        if git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo):
+            run_git(["worktree", "add", "--quiet", str(path), branch], cwd=repo)
             return git_output(["merge-base", base, branch], cwd=repo)
-    run_git(["worktree", "prune"], cwd=repo)
-    if git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo):
-        run_git(["worktree", "add", "--quiet", str(path), branch], cwd=repo)
-        return git_output(["merge-base", base, branch], cwd=repo)
-    base_commit = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo)
-    run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo)
-    return base_commit
+        base_commit = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo)
+        run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo)
+        return base_commit
 
 
 def worktree_commit(*, worktree: Path, message: str) -> str | None:
@@ -567,11 +591,14 @@ def branch_delete(*, repository: Repository, branch: str, force: bool = False) -
 
 def worktree_remove(*, repository: Repository, path: Path) -> None:
     repo = Path(repository.path)
-    if path.exists():
-        removed = run_git(["worktree", "remove", "--force", "--force", str(path)], cwd=repo, check=False)
-        if removed.returncode != 0:
-            shutil.rmtree(path, ignore_errors=True)
-    if repo.is_dir():
+    if not repo.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    with worktrees_locked(repo):
+        if path.exists():
+            removed = run_git(["worktree", "remove", "--force", "--force", str(path)], cwd=repo, check=False)
+            if removed.returncode != 0:
+                shutil.rmtree(path, ignore_errors=True)
         run_git(["worktree", "prune"], cwd=repo, check=False)
 
 

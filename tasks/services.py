@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 
 from core.exceptions import InvalidTransition
 from projects.models import Project
@@ -96,17 +96,25 @@ def task_move(
     if status not in TaskStatus.values:
         raise InvalidTransition(f"Unknown status {status!r}.", extra={"allowed": list(TaskStatus.values)})
     with transaction.atomic():
-        current = Task.objects.select_for_update().get(pk=task.pk)
+        # The card and the target column's cards, locked in one statement in id order:
+        # locking the card first and its new column after deadlocked two cards crossing
+        # between two columns (50 runs started at once on PostgreSQL, bench_events.py).
+        locked = list(
+            Task.objects.select_for_update()
+            .filter(Q(pk=task.pk) | Q(project_id=task.project_id, status=status))
+            .order_by("id")
+        )
+        current = next((row for row in locked if row.pk == task.pk), None)
+        if current is None:
+            raise Task.DoesNotExist(f"Task {task.pk} does not exist.")
         from_status = current.status
         if status != from_status and not by_pipeline and status not in MANUAL_TRANSITIONS[from_status]:
             raise InvalidTransition(
                 invalid_move_message(from_status, status), extra={"allowed": allowed_moves(from_status)}
             )
-        siblings = list(
-            Task.objects.select_for_update()
-            .filter(project_id=current.project_id, status=status)
-            .exclude(pk=current.pk)
-            .order_by("position", "id")
+        siblings = sorted(
+            (row for row in locked if row.pk != current.pk and row.status == status),
+            key=lambda row: (row.position, row.pk),
         )
         index = len(siblings) if position is None else max(0, min(position, len(siblings)))
         siblings.insert(index, current)

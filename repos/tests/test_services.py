@@ -288,3 +288,56 @@ def test_worktrees_disk_usage_counts_the_repositorys_worktrees_only(
     assert repository_worktrees_disk_usage(repository=linked) == used + 10_000
     git(repo, "worktree", "remove", "--force", str(worktree))
     assert repository_worktrees_disk_usage(repository=linked) == 0
+
+
+def test_worktrees_of_one_repository_are_added_and_removed_one_process_at_a_time(
+    tmp_path: Path, settings, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Eight runs starting at once, worktrees being removed meanwhile: every add works
+    (a prune during another add used to delete that add's admin folder)."""
+    import threading
+
+    from repos.services import worktree_create, worktree_remove, worktrees_locked
+
+    settings.REPOS_ROOT = str(tmp_path / "repos")
+    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
+    repo = make_repo(tmp_path / "repos" / "app")
+    repository = Repository(path=str(repo), base_branch="main")
+    # Threads have database connections of their own, which do not see this test's rows:
+    # the folder's ownership is checked elsewhere (test_ownership.py).
+    monkeypatch.setattr(services, "repository_folder_check", lambda **_: None)
+    errors: list[BaseException] = []
+
+    def start(n: int) -> None:
+        try:
+            path = tmp_path / "worktrees" / f"run-{n}"
+            worktree_create(repository=repository, branch=f"autocoder/run-{n}", path=path)
+            if n % 2:
+                worktree_remove(repository=repository, path=path)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    listed = git(repo, "worktree", "list")
+    assert all(f"run-{n}" in listed for n in range(0, 8, 2))
+    assert not any(f"run-{n} " in listed for n in range(1, 8, 2))
+
+    # While the lock is held, another add waits.
+    held = threading.Event()
+    with worktrees_locked(repo):
+        waiter = threading.Thread(
+            target=lambda: (
+                worktree_create(repository=repository, branch="autocoder/late", path=tmp_path / "worktrees" / "late"),
+                held.set(),
+            )
+        )
+        waiter.start()
+        waiter.join(1.0)
+        assert not held.is_set() and not (tmp_path / "worktrees" / "late").exists()
+    waiter.join(60)
+    assert held.is_set() and (tmp_path / "worktrees" / "late" / "a.txt").exists()
