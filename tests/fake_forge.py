@@ -8,16 +8,28 @@ like the forges do (401 unknown token, 403 no write access), refuses a second op
 request for the same head (422 GitHub, 409 GitLab and Gitea), records every request, and
 can fail on demand. Tests merge or close a pull request as a person on the forge would,
 and build the webhook delivery the forge would send (``webhook``).
+
+Run on its own (the README's pull-request walk-through), it serves until Ctrl-C:
+
+    python -m tests.fake_forge --port 8091 --token T --repository team/app=/path/to/bare.git
+
+and ``POST /_control/state`` with {"kind", "repository", "number", "state"} and, to be told
+like a real forge tells, {"webhook": URL, "secret": S} plays the person on the forge: the
+pull request is merged or closed and the signed delivery is POSTed to the webhook URL.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import hashlib
 import hmac
 import json
 import re
 import subprocess
 import threading
+import urllib.error
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -74,14 +86,14 @@ class FakeForge:
     def add_token(self, token: str, *, write: bool = True) -> None:
         self.tokens[token] = write
 
-    def start(self) -> FakeForge:
+    def start(self, port: int = 0) -> FakeForge:
         forge = self
 
         class Handler(_Handler):
             pass
 
         Handler.forge = forge
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
@@ -168,7 +180,31 @@ class FakeForge:
             "target_branch": pull.base,
         }
 
+    def control(self, body: dict[str, Any]) -> tuple[int, Any]:
+        """A person on the forge: set a pull request's state and, given a webhook URL
+        and secret, deliver the signed event to it as the forge would."""
+        try:
+            kind, repository, number = str(body["kind"]), str(body["repository"]), int(body["number"])
+            with self._lock:
+                self.set_state(repository, number, str(body["state"]))
+        except (KeyError, TypeError, ValueError) as error:
+            return 400, {"message": f"kind, repository, number and state are required ({error})"}
+        answer: dict[str, Any] = {"state": body["state"]}
+        if body.get("webhook"):
+            delivery, headers = self.webhook(kind, repository, number, str(body.get("secret", "")))
+            request = urllib.request.Request(
+                str(body["webhook"]), delivery, {**headers, "Content-Type": "application/json"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    answer["webhook_status"] = response.status
+            except urllib.error.HTTPError as error:
+                answer["webhook_status"] = error.code
+        return 200, answer
+
     def handle(self, method: str, path: str, headers: dict[str, str], body: Any) -> tuple[int, Any]:
+        if method == "POST" and path == "/_control/state":
+            return self.control(body)
         with self._lock:
             self.requests.append(Recorded(method, path, headers, body))
             if self.fail_next:
@@ -288,3 +324,28 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._answer("POST")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.fake_forge", description=__doc__)
+    parser.add_argument("--port", type=int, default=8091)
+    parser.add_argument("--token", action="append", default=[], help="an access token the forge accepts")
+    parser.add_argument(
+        "--repository", action="append", default=[], help="owner/name[=bare git dir whose branches it checks]"
+    )
+    args = parser.parse_args(argv)
+    forge = FakeForge()
+    for token in args.token:
+        forge.add_token(token)
+    for spec in args.repository:
+        name, _, git_dir = spec.partition("=")
+        forge.add_repository(name, git_dir=Path(git_dir) if git_dir else None)
+    forge.start(port=args.port)
+    print(f"Fake forge on http://127.0.0.1:{forge.port}: API base URLs {', '.join(map(forge.api_url, PREFIXES))}")
+    with contextlib.suppress(KeyboardInterrupt):
+        threading.Event().wait()
+    forge.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
 from rest_framework import serializers
 
 from core.api import StrictCharField
+from core.crypto import decrypt_secret
 
 from ..forges import ForgeKind
 from ..models import MergeStrategy, Repository
@@ -32,8 +34,27 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
     worktrees_bytes = serializers.IntegerField(read_only=True, help_text="Disk used by the runs' worktrees.")
     forge_token_saved = serializers.SerializerMethodField(help_text="Whether an access token is saved (never shown).")
 
+    forge_webhook_url = serializers.SerializerMethodField(
+        help_text="Where the forge sends its pull-request events (set it on the forge's webhook settings)."
+    )
+    forge_webhook_secret = serializers.SerializerMethodField(
+        help_text="The secret the forge signs them with (GitLab: its secret token); the server made it."
+    )
+
     def get_forge_token_saved(self, repository: Repository) -> bool:
         return bool(repository.forge_token_encrypted)
+
+    def get_forge_webhook_url(self, repository: Repository) -> str | None:
+        if not (repository.forge_kind and repository.forge_webhook_secret_encrypted):
+            return None
+        path = reverse("api:forge-webhook", args=[repository.pk])
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request is not None else path
+
+    def get_forge_webhook_secret(self, repository: Repository) -> str | None:
+        if not repository.forge_kind:
+            return None
+        return decrypt_secret(repository.forge_webhook_secret_encrypted) or None
 
     class Meta:
         model = Repository
@@ -53,6 +74,8 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
             "forge_api_url",
             "forge_repository",
             "forge_token_saved",
+            "forge_webhook_url",
+            "forge_webhook_secret",
             "created_at",
             "updated_at",
         ]

@@ -26,10 +26,10 @@ from .serializers import (
 )
 
 
-def _body(repository: Repository) -> dict[str, Any]:
+def _body(repository: Repository, request: Request | None = None) -> dict[str, Any]:
     repository.state = asdict(repository_state(repository=repository))  # type: ignore[attr-defined]
     repository.worktrees_bytes = repository_worktrees_disk_usage(repository=repository)  # type: ignore[attr-defined]
-    return RepositorySerializer(repository).data
+    return RepositorySerializer(repository, context={"request": request}).data
 
 
 class RepositoryApi(ApiView):
@@ -39,7 +39,7 @@ class RepositoryApi(ApiView):
         responses={200: RepositorySerializer, **error_responses(401, 404)},
     )
     def get(self, request: Request, project_id: str) -> Response:
-        return Response(_body(repository_get_for_user(user=request_user(request), project_id=project_id)))
+        return Response(_body(repository_get_for_user(user=request_user(request), project_id=project_id), request))
 
     @extend_schema(
         operation_id="projects_repository_link",
@@ -102,4 +102,4 @@ class RepositoryForgeApi(ApiView):
         repository = repository_get_for_user(user=user, project_id=project_id)
         body = RepositoryForgeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(_body(repository_set_forge(repository=repository, user=user, **body.validated_data)))
+        return Response(_body(repository_set_forge(repository=repository, user=user, **body.validated_data), request))

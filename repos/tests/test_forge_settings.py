@@ -61,6 +61,8 @@ def test_set_over_the_api_token_write_only_and_encrypted(owner_client, project, 
     linked.refresh_from_db()
     assert TOKEN not in linked.forge_token_encrypted and decrypt_secret(linked.forge_token_encrypted) == TOKEN
     assert decrypt_secret(linked.forge_webhook_secret_encrypted)  # made for the webhook
+    assert data["forge_webhook_secret"] == decrypt_secret(linked.forge_webhook_secret_encrypted)
+    assert data["forge_webhook_url"] == f"http://testserver/api/forges/webhooks/{linked.pk}"
     secret = linked.forge_webhook_secret_encrypted
 
     # Absent token: kept; the webhook secret stays the same.
@@ -73,6 +75,7 @@ def test_set_over_the_api_token_write_only_and_encrypted(owner_client, project, 
     # Off: no forge, no token.
     off = owner_client.put(forge_url(project), {"forge_kind": "", "token": ""}, format="json")
     assert off.status_code == 200 and off.json()["forge_kind"] == "" and off.json()["forge_token_saved"] is False
+    assert off.json()["forge_webhook_url"] is None and off.json()["forge_webhook_secret"] is None
 
 
 def test_bad_settings_are_400_with_field_errors_and_change_nothing(
