@@ -63,6 +63,11 @@ class Repository(TimeStampedModel):
         return self.push_url or self.origin_url
 
     @property
+    def push_url_display(self) -> str:
+        """The push URL as users name it: a local one relative to REPOS_ROOT."""
+        return display_path(self.push_url) if self.push_url.startswith("/") else self.push_url
+
+    @property
     def forge_configured(self) -> bool:
         return bool(self.forge_kind and self.forge_api_url and self.forge_repository and self.forge_token_encrypted)
 

@@ -52,7 +52,7 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
     if repository and context["forge_form"] is None:
         context["forge_form"] = ForgeForm(
             initial={
-                "push_url": repository.push_url,
+                "push_url": repository.push_url_display,
                 "forge_kind": repository.forge_kind,
                 "forge_api_url": repository.forge_api_url,
                 "forge_repository": repository.forge_repository,

@@ -32,6 +32,11 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
     )
     state = RepositoryStateSerializer(read_only=True, help_text="The checkout as it is now.")
     worktrees_bytes = serializers.IntegerField(read_only=True, help_text="Disk used by the runs' worktrees.")
+    push_url = serializers.CharField(
+        source="push_url_display",
+        read_only=True,
+        help_text="Where run branches are pushed (a local one relative to the repositories folder); empty: origin_url.",
+    )
     forge_token_saved = serializers.SerializerMethodField(help_text="Whether an access token is saved (never shown).")
 
     forge_webhook_url = serializers.SerializerMethodField(

@@ -55,7 +55,8 @@ def test_set_over_the_api_token_write_only_and_encrypted(owner_client, project, 
     response = owner_client.put(forge_url(project), body, format="json")
     assert response.status_code == 200, response.json()
     data = response.json()
-    assert (data["push_url"], data["forge_kind"], data["forge_api_url"]) == (str(bare.resolve()), "github", PUBLIC_API)
+    assert (data["push_url"], data["forge_kind"], data["forge_api_url"]) == ("remote.git", "github", PUBLIC_API)
+    assert str(repo.parent) not in response.content.decode()  # no server paths
     assert data["forge_repository"] == "team/app" and data["forge_token_saved"] is True
     assert TOKEN not in response.content.decode()
     linked.refresh_from_db()
