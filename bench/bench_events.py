@@ -356,8 +356,7 @@ def main() -> None:
             "CHANNEL_LAYER_CAPACITY (2,000) messages waiting; beyond what the machine can send, events queue "
             "and latency grows instead. The clients run in this process, on the same two cores as the app.",
             "Runs stopped short: runs that paused or failed before completing (their events up to then still "
-            "count). Concurrent runs of one project can fail creating their git worktree "
-            "(`.git/worktrees/<name>/locked`: No such file or directory), a race outside the channel layer.",
+            "count).",
         ],
     )
 
