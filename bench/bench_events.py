@@ -355,8 +355,7 @@ def main() -> None:
             "published × viewers − received. Both layers drop what arrives for a socket with "
             "CHANNEL_LAYER_CAPACITY (2,000) messages waiting; beyond what the machine can send, events queue "
             "and latency grows instead. The clients run in this process, on the same two cores as the app.",
-            "Runs stopped short: runs that paused or failed before completing (their events up to then still "
-            "count).",
+            "Runs stopped short: runs that paused or failed before completing (their events up to then still count).",
         ],
     )
 
