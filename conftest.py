@@ -18,6 +18,51 @@ from tests.fake_anthropic import FakeAnthropicServer
 from tests.paths import searchable_by_sandbox
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Temporary folders under a base of the session's own, searchable by the sandbox's
+    accounts (0711), instead of pytest's /tmp/pytest-of-<user>: every pytest session
+    that starts makes that one private again, and a test's git, which runs as another
+    account, then could not reach its repositories. xdist's workers put theirs inside
+    the controller's (``popen-gwN``); the controller removes it at the end."""
+    import tempfile
+
+    if config.option.basetemp or hasattr(config, "workerinput"):
+        return
+    base = Path(tempfile.mkdtemp(prefix="autocoder-pytest-"))
+    base.chmod(0o711)
+    config.option.basetemp = str(base)
+    config._autocoder_basetemp = base  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    base = getattr(config, "_autocoder_basetemp", None)
+    if base is not None:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _git_trusts_the_storage_account(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The tests' own git (run as root, to make and inspect repositories) works in
+    folders the server's confined git made: owned by the storage account, which git
+    calls "dubious ownership". As a person working in a linked folder would, the tests
+    trust them in a global config of their own (which, unlike command-line config,
+    also reaches the upload-pack of a local clone), including the usual one."""
+    import os
+
+    config = tmp_path_factory.mktemp("git") / "config"
+    config.write_text("[safe]\n\tdirectory = *\n[include]\n\tpath = ~/.gitconfig\n")
+    previous = os.environ.get("GIT_CONFIG_GLOBAL")
+    os.environ["GIT_CONFIG_GLOBAL"] = str(config)
+    yield
+    if previous is None:
+        os.environ.pop("GIT_CONFIG_GLOBAL", None)
+    else:
+        os.environ["GIT_CONFIG_GLOBAL"] = previous
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _drop_test_queue() -> Iterator[None]:
     """With Redis, delete the queue that collected the jobs no test worker took."""

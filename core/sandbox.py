@@ -10,9 +10,11 @@ and mount namespaces:
   ``/workspace`` — nothing else: no other repository, no database file, no unix socket,
   no ``/proc`` of any process outside the sandbox;
 - inside it is uid/gid 65534 with no capabilities; outside, when the server runs as
-  root, bwrap itself is started as ``SANDBOX_UID``/``SANDBOX_GID`` (an unprivileged
-  account), so that files it creates are not root's and the process limit counts
-  against that account, not root's;
+  root, bwrap itself is started as an unprivileged account of its own: each sandbox
+  that runs at the same moment gets a distinct uid from a pool
+  (``SANDBOX_UID_POOL_START``, ``SANDBOX_UID_POOL_SIZE``), so that files it creates are
+  not root's, one run's processes never count against another's process limit, and no
+  sandbox can signal or read another's files;
 - bwrap is started from an empty environment (bwrap is PID 1 inside, and its
   ``/proc/1/environ`` is readable from inside), and the command gets a scrubbed one
   through ``--setenv``;
@@ -23,18 +25,31 @@ It fails closed: :func:`sandbox_status` probes that a sandbox can be made (bwrap
 installed, namespaces allowed) and the runner refuses to start a command when it
 cannot. ``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` is the operator's explicit way out.
 
-After a command, the worktree is taken back: owned by the server again, with no setuid
-or setgid bits, and with its ``.git`` pointer file as git wrote it (a command that
-replaced it with a directory of its own, hooks and ``core.fsmonitor`` included, would
-otherwise run code as the server at its next ``git status``).
+After a command, the worktree is taken back: owned by the storage account again, with
+no setuid or setgid bits, and with its ``.git`` pointer file as git wrote it — the same
+bytes in a file of its own (a command that replaced it with a directory of its own, or
+kept a hard link to it to write through later, would otherwise point git elsewhere).
+
+**Git runs here too** (:func:`run_confined`). Everything a user's repository holds is
+hostile: its config (filters, ``core.alternateRefsCommand``, ``core.sshCommand``…), its
+attributes, the nested repositories in its folders, the config of a local push target.
+Rather than override those one key at a time, no git command that reads a repository
+or worktree runs with the server's rights: each runs in bubblewrap as the *storage
+account* (``SANDBOX_UID``/``SANDBOX_GID`` when the server is root), which owns the
+repositories and worktrees AutoCoder works in, seeing only the folders that command
+needs (bound at their own paths), with no network unless it clones or pushes, and an
+empty environment. A program a repository manages to start can then touch only that
+repository. See ARCHITECTURE.md, "Where each behaviour lives".
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import re
+import secrets
 import shutil
 import stat
 import subprocess
@@ -80,10 +95,10 @@ PROBE_TTL_SECONDS = 60.0
 _ABSOLUTE_PATH = re.compile(r"/[^\s:'\"]+")
 
 SANDBOX_UNAVAILABLE = (
-    "The sandbox for test commands cannot be made on this server: {reason} Test commands do not run "
-    "until it can. Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow user namespaces "
-    "(in Docker: security_opt seccomp=unconfined, apparmor=unconfined and systempaths=unconfined on the "
-    "worker, as docker-compose.yml does); see the README, 'The sandbox'."
+    "The sandbox for git and test commands cannot be made on this server: {reason} Neither git nor test "
+    "commands run until it can. Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow user "
+    "namespaces (in Docker: security_opt seccomp=unconfined, apparmor=unconfined and systempaths=unconfined on "
+    "the web and worker services, as docker-compose.yml does); see the README, 'The sandbox'."
 )
 SANDBOX_DISABLED_WARNING = (
     "[sandbox: DISABLED by UNSAFE_RUN_TESTS_WITHOUT_SANDBOX — this command runs as the server's own user "
@@ -93,9 +108,11 @@ BWRAP_MISSING = "bwrap (bubblewrap) is not installed or SANDBOX_BWRAP does not n
 PROBE_FAILED = "bwrap could not start a sandbox ({detail})."
 PROBE_TIMED_OUT = "bwrap did not start a sandbox within 10 s."
 WORKTREES_UNREACHABLE = (
-    "the sandbox's account (SANDBOX_UID {uid}) cannot reach WORKTREES_ROOT: every folder above it must be "
-    "searchable by that account (chmod o+x)."
+    "the sandbox's accounts (SANDBOX_UID {uid} and the pool from SANDBOX_UID_POOL_START) cannot reach {setting}: "
+    "every folder above it must be searchable by them (chmod o+x)."
 )
+NO_FREE_SLOT = "Every sandbox slot ({size}, SANDBOX_UID_POOL_SIZE) is in use; try again when a command ends."
+SLOT_WAIT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -143,12 +160,100 @@ def _bwrap_path() -> str | None:
     return found if found and os.access(found, os.X_OK) else None
 
 
-def _outside_ids() -> tuple[int, int] | None:
-    """The uid/gid bwrap starts as: an unprivileged account when the server is root,
-    else the server's own (which cannot switch users)."""
+def storage_ids() -> tuple[int, int] | None:
+    """The account that owns the repositories and worktrees AutoCoder works in, and that
+    git runs as (:func:`run_confined`): ``SANDBOX_UID``/``SANDBOX_GID`` when the server
+    is root; None otherwise (everything is the server's own, which cannot switch users)."""
     if os.geteuid() != 0:
         return None
     return settings.SANDBOX_UID, settings.SANDBOX_GID
+
+
+def _slots_folder() -> Path:
+    # One folder for every process of the host (not per deployment, not per TMPDIR):
+    # two workers must never hand out the same uid at once. Only root hands out uids.
+    base = Path("/run") if Path("/run").is_dir() else Path("/var/tmp")  # noqa: S108 - root's own, 0700
+    folder = base / "autocoder-sandbox-slots"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+_slot_turn = itertools.count(secrets.randbelow(1 << 16))
+
+
+def _processes_of(uid: int) -> list[int]:
+    """The live processes running as ``uid`` (zombies left for their parent to reap
+    run nothing and are not waited for)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != uid:
+                continue
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            found.append(int(entry.name))
+    return found
+
+
+def _end_processes_of(uid: int) -> None:
+    """Kill whatever still runs as a slot's uid and wait until it is gone: the next
+    holder of the slot must start with the whole process limit and nothing of the last
+    command's (a background process that outlived its sandbox, a zombie not reaped)."""
+    import signal
+
+    deadline = time.monotonic() + 5
+    while pids := _processes_of(uid):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            logger.warning("Processes of sandbox uid %s did not end: %s", uid, pids[:10])
+            return
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def _sandbox_slot() -> Iterator[tuple[int, int] | None]:
+    """The uid/gid a sandboxed command's bwrap starts as, held for the command's
+    duration: a distinct one from the pool for each command running at the same moment
+    on this host (a lock file per slot, released when the holder ends, even killed).
+    None when the server is not root: it cannot switch users."""
+    if os.geteuid() != 0:
+        yield None
+        return
+    import fcntl
+
+    size = settings.SANDBOX_UID_POOL_SIZE
+    folder = _slots_folder()
+    deadline = time.monotonic() + SLOT_WAIT_SECONDS
+    while True:
+        # Round the pool, not lowest first: a slot just given back may still count its
+        # last command's zombies (until the host's init reaps them) against the limit.
+        start = next(_slot_turn)
+        for slot in ((start + offset) % size for offset in range(size)):
+            handle = open(folder / f"{slot}.lock", "a")  # noqa: SIM115 - held until the command ends
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            uid = settings.SANDBOX_UID_POOL_START + slot
+            try:
+                _end_processes_of(uid)  # a holder killed before it could
+                yield uid, uid
+                return
+            finally:
+                _end_processes_of(uid)
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+        if time.monotonic() > deadline:
+            raise SandboxUnavailable(NO_FREE_SLOT.format(size=size))
+        time.sleep(0.1)
 
 
 def sandbox_status(*, refresh: bool = False) -> SandboxStatus:
@@ -191,9 +296,13 @@ def _probe(bwrap: str) -> SandboxStatus:
     # sandbox's account can reach them.
     root = Path(settings.WORKTREES_ROOT)
     root.mkdir(parents=True, exist_ok=True)
-    if _unreachable_folder(root, _outside_ids()):
-        reason = WORKTREES_UNREACHABLE.format(uid=settings.SANDBOX_UID)
-        return SandboxStatus(available=False, disabled=False, reason=reason)
+    repos = Path(settings.REPOS_ROOT)
+    repos.mkdir(parents=True, exist_ok=True)
+    pool_ids = (settings.SANDBOX_UID_POOL_START, settings.SANDBOX_UID_POOL_START) if os.geteuid() == 0 else None
+    for setting, folder in (("WORKTREES_ROOT", root), ("REPOS_ROOT", repos)):
+        if _unreachable_folder(folder, storage_ids()) or _unreachable_folder(folder, pool_ids):
+            reason = WORKTREES_UNREACHABLE.format(uid=settings.SANDBOX_UID, setting=setting)
+            return SandboxStatus(available=False, disabled=False, reason=reason)
     with tempfile.TemporaryDirectory(prefix=".sandbox-probe-", dir=root) as scratch:
         workspace = Path(scratch)
         with _prepared(workspace) as (support, ids):
@@ -259,7 +368,7 @@ def _environment() -> dict[str, str]:
 
 
 def _bwrap_arguments(
-    workspace: Path,
+    workspace: Path | None,
     support: Path,
     tmp_size_mb: int,
     *,
@@ -267,7 +376,11 @@ def _bwrap_arguments(
     read_only: tuple[Path, ...] = (),
     writable: tuple[tuple[Path, str], ...] = (),
     environment: dict[str, str] | None = None,
+    chdir: Path | None = None,
 ) -> list[str]:
+    """bwrap's options. ``workspace`` is bound at ``/workspace`` and is the working
+    folder; without one (git, :func:`run_confined`) the ``writable`` and ``read_only``
+    folders are all there is, at their own paths, and ``chdir`` the working folder."""
     args = [
         "--unshare-all",
         *(["--share-net"] if share_network else []),
@@ -308,7 +421,10 @@ def _bwrap_arguments(
         args += ["--ro-bind", str(path), str(path)]
     for source, target in writable:
         args += ["--bind", str(source), target]
-    args += ["--bind", str(workspace), SANDBOX_ROOT, "--chdir", SANDBOX_ROOT]
+    if workspace is not None:
+        args += ["--bind", str(workspace), SANDBOX_ROOT, "--chdir", SANDBOX_ROOT]
+    elif chdir is not None:
+        args += ["--chdir", str(chdir)]
     for name, value in (_environment() if environment is None else environment).items():
         args += ["--setenv", name, value]
     return args
@@ -332,21 +448,25 @@ def _support_files(directory: Path) -> None:
 @contextlib.contextmanager
 def _prepared(workspace: Path, handed_over: tuple[Path, ...] = ()) -> Iterator[tuple[Path, tuple[int, int] | None]]:
     """The support files, and the worktree (and ``handed_over``, folders the caller
-    removes afterwards) handed to the sandbox's account (when the server is root) for
-    the command's duration; the worktree is always taken back afterwards."""
-    ids = _outside_ids()
+    removes afterwards) handed to this command's own account (when the server is root)
+    for the command's duration; the worktree is always taken back afterwards."""
     support = Path(tempfile.mkdtemp(prefix="autocoder-sandbox-"))
     git_pointer = _read_git_pointer(workspace)
     try:
-        _support_files(support)
-        if ids is not None:
-            _chown_tree(workspace, *ids)
-            for folder in handed_over:
-                _chown_tree(folder, *ids)
-        yield support, ids
+        with _sandbox_slot() as ids:
+            _support_files(support)
+            try:
+                if ids is not None:
+                    _chown_tree(workspace, *ids)
+                    for folder in handed_over:
+                        _chown_tree(folder, *ids)
+                yield support, ids
+            finally:
+                # Before the slot is freed: nothing of the worktree may stay the slot's
+                # (the next holder of that uid would own it).
+                workspace_reclaim(workspace, git_pointer=git_pointer)
     finally:
         shutil.rmtree(support, ignore_errors=True)
-        workspace_reclaim(workspace, git_pointer=git_pointer)
 
 
 def _read_git_pointer(workspace: Path) -> bytes | None:
@@ -354,6 +474,16 @@ def _read_git_pointer(workspace: Path) -> bytes | None:
     if pointer.is_file() and not pointer.is_symlink():
         return pointer.read_bytes()
     return None
+
+
+def _pointer_intact(pointer: Path, content: bytes) -> bool:
+    """The ``.git`` pointer is a file of its own (no symlink, no second name a command
+    could keep to write through later) holding what git wrote."""
+    try:
+        info = os.lstat(pointer)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and pointer.read_bytes() == content
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -371,34 +501,58 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
 
 
 def workspace_reclaim(workspace: Path, *, git_pointer: bytes | None = None) -> None:
-    """After a sandboxed command: the worktree is the server's again, holds no setuid or
-    setgid file, and its ``.git`` is the pointer file git wrote (restored if the command
-    replaced it)."""
+    """After a sandboxed command: the worktree is the storage account's again, holds no
+    setuid or setgid file, and its ``.git`` is the pointer file git wrote (restored as a
+    new file if the command replaced it, or linked it under another name)."""
     if not workspace.exists():
         return
-    uid, gid = os.geteuid(), os.getegid()
+    ids = storage_ids()
     for path in _walk(workspace):
         try:
             info = os.lstat(path)
         except FileNotFoundError:
             continue
+        if ids is not None and (info.st_uid, info.st_gid) != ids:
+            os.chown(path, *ids, follow_symlinks=False)
         if stat.S_ISLNK(info.st_mode):
-            if info.st_uid != uid and uid == 0:
-                os.chown(path, uid, gid, follow_symlinks=False)
             continue
-        if (info.st_uid, info.st_gid) != (uid, gid) and uid == 0:
-            os.chown(path, uid, gid)
         if info.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISDIR(info.st_mode):
             os.chmod(path, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
     if git_pointer is not None:
         pointer = workspace / ".git"
-        if pointer.is_symlink() or not pointer.is_file() or pointer.read_bytes() != git_pointer:
-            logger.warning("A sandboxed command replaced %s; restored", pointer)
+        if not _pointer_intact(pointer, git_pointer):
+            logger.warning("A sandboxed command replaced or linked %s; restored", pointer)
             if pointer.is_dir() and not pointer.is_symlink():
                 shutil.rmtree(pointer)
             else:
                 pointer.unlink(missing_ok=True)
             pointer.write_bytes(git_pointer)
+            if ids is not None:
+                os.chown(pointer, *ids)
+
+
+def storage_take_over(path: Path, *, folders_only: bool = False) -> None:
+    """Make ``path`` (a repository, a worktree, a push target) writable where git needs
+    it by the storage account: what is not already its becomes its. ``folders_only``
+    for worktrees, whose files git replaces rather than rewrites (a file made by the
+    server's editor stays the server's until the next sandboxed command takes the
+    worktree back). Nothing to do when the server is not root."""
+    ids = storage_ids()
+    if ids is None or not path.exists():
+        return
+    if folders_only:
+        for directory, _, _ in os.walk(path, followlinks=False):
+            info = os.lstat(directory)
+            if (info.st_uid, info.st_gid) != ids:
+                os.chown(directory, *ids, follow_symlinks=False)
+        return
+    for entry in _walk(path):
+        try:
+            info = os.lstat(entry)
+        except FileNotFoundError:
+            continue
+        if (info.st_uid, info.st_gid) != ids:
+            os.chown(entry, *ids, follow_symlinks=False)
 
 
 def _limits(limits: Limits) -> Callable[[], None]:
@@ -557,6 +711,82 @@ def _unsandboxed_process(*, command: str, workspace: Path, limits: Limits) -> It
             process_kill(process)
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What one confined program (git) sees: folders bound at their own paths."""
+
+    writable: tuple[Path, ...] = ()
+    read_only: tuple[Path, ...] = ()
+    # Folders (worktrees) whose files the program replaces rather than rewrites: only
+    # their folders are handed to the storage account before it starts.
+    folders_only: tuple[Path, ...] = ()
+    share_network: bool = False
+
+
+def run_confined(
+    argv: list[str],
+    *,
+    cwd: Path,
+    confinement: Confinement,
+    environment: dict[str, str],
+    timeout: float,
+    input: bytes | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``argv`` (a program of the server's own, e.g. git) in the sandbox as the
+    storage account, in ``cwd``, seeing the system's ``/usr``, the confinement's folders
+    and nothing else of the host; returns its exit status and output. Raises
+    SandboxUnavailable (nothing started) where no sandbox can be made, and
+    subprocess.TimeoutExpired (the sandbox killed) after ``timeout`` seconds.
+
+    Where the operator turned the sandbox off (``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX``) the
+    program runs directly, as the server, with ``environment``."""
+    status = sandbox_status()
+    if not status.available:
+        raise SandboxUnavailable(status.message)
+    if status.disabled:
+        return subprocess.run(  # noqa: S603 - the operator turned the sandbox off
+            argv, cwd=cwd, env=environment, input=input, capture_output=True, timeout=timeout, check=False
+        )
+    bwrap = _bwrap_path()
+    assert bwrap is not None
+    for path in confinement.writable:
+        storage_take_over(path, folders_only=path in confinement.folders_only)
+    ids = storage_ids()
+    support = Path(tempfile.mkdtemp(prefix="autocoder-sandbox-"))
+    try:
+        _support_files(support)
+        arguments = _bwrap_arguments(
+            None,
+            support,
+            16,
+            share_network=confinement.share_network,
+            read_only=confinement.read_only,
+            writable=tuple((path, str(path)) for path in confinement.writable),
+            environment={**environment, "HOME": SANDBOX_HOME, "TMPDIR": SANDBOX_TMP},
+            chdir=cwd,
+        )
+        account = _account(ids)
+        process = subprocess.Popen(  # noqa: S603 - a fixed program of the server's, confined as described
+            [bwrap, *arguments, *argv],
+            env={},
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            user=account.user,
+            group=account.group,
+            extra_groups=account.extra_groups,
+        )
+        try:
+            stdout, stderr = process.communicate(input, timeout=timeout)
+        finally:
+            if process.returncode is None:  # timed out, or interrupted
+                process_kill(process)
+        return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+    finally:
+        shutil.rmtree(support, ignore_errors=True)
 
 
 def process_kill(process: subprocess.Popen[bytes]) -> None:

@@ -20,6 +20,7 @@ from core.exceptions import ApplicationError
 from .models import PipelineRun
 
 if TYPE_CHECKING:
+    from repos.git import GitAccess
     from repos.models import Repository
 
 logger = logging.getLogger(__name__)
@@ -101,7 +102,9 @@ def _carry_over(run: PipelineRun, worktree: Path) -> str | None:
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(str(change.get("content", "")), encoding="utf-8")
-    return worktree_commit(worktree=worktree, message=commit_message(run, run.file_changes))
+    repository = run_repository(run)
+    assert repository is not None  # the worktree was just made from it
+    return worktree_commit(repository=repository, worktree=worktree, message=commit_message(run, run.file_changes))
 
 
 def workspace_reset(run: PipelineRun, worktree: Path) -> None:
@@ -109,8 +112,10 @@ def workspace_reset(run: PipelineRun, worktree: Path) -> None:
     after a crash must not find the files of the attempt that was lost."""
     from repos.git import run_git
 
-    run_git(["reset", "--hard", "--quiet", run.head_commit or run.base_commit], cwd=worktree)
-    run_git(["clean", "-fdq"], cwd=worktree)
+    access = _worktree_access(run, worktree)
+    run_git(["reset", "--hard", "--quiet", run.head_commit or run.base_commit], cwd=worktree, access=access)
+    # -ff: nested repositories too (a test command may have made one).
+    run_git(["clean", "-ffdq"], cwd=worktree, access=access)
 
 
 def workspace_commit(run: PipelineRun, worktree: Path, summary: str) -> str:
@@ -119,14 +124,31 @@ def workspace_commit(run: PipelineRun, worktree: Path, summary: str) -> str:
     from repos.git import run_git
     from repos.services import worktree_commit
 
-    listing = run_git(["status", "--porcelain", "--no-renames", "-z", "--untracked-files=all"], cwd=worktree).stdout
+    listing = run_git(
+        ["status", "--porcelain", "--no-renames", "-z", "--untracked-files=all", "--ignore-submodules=dirty"],
+        cwd=worktree,
+        access=_worktree_access(run, worktree),
+    ).stdout
     entries = [entry for entry in listing.split("\x00") if len(entry) > 3]
     changes = [{"action": _status_action(entry[:2]), "file_path": entry[3:]} for entry in entries]
     message = commit_message(run, changes)
     if summary:
         message += f"\n{summary[:4000]}\n"
-    head = worktree_commit(worktree=worktree, message=message)
+    repository = run_repository(run)
+    if repository is None:
+        raise WorkspaceUnavailable(WORKTREE_GONE.format(branch=run.branch))
+    head = worktree_commit(repository=repository, worktree=worktree, message=message)
     return head or run.head_commit
+
+
+def _worktree_access(run: PipelineRun, worktree: Path) -> GitAccess:
+    """What git may see for the run's worktree: it and its repository's ``.git``."""
+    from repos.git import worktree_access
+
+    repository = run_repository(run)
+    if repository is None:
+        raise WorkspaceUnavailable(WORKTREE_GONE.format(branch=run.branch))
+    return worktree_access(Path(repository.path), worktree)
 
 
 def _status_action(status: str) -> str:

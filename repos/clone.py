@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from .git import GitError, run_git
+from .git import GitAccess, GitError, repository_git_dir, run_git
 
 DEFAULT_PORTS = {"https": 443, "ssh": 22, "git": 9418}
 HOST_NOT_ALLOWED = (
@@ -164,7 +164,8 @@ def _network_git(
 
 def clone_from(source: str, destination: Path) -> None:
     """``git clone`` of ``source`` (a checked URL, or a local path under REPOS_ROOT)
-    into ``destination``. Raises GitError with a message of ours."""
+    into ``destination`` (a new folder in a folder of its own, which is all the clone
+    may write). Raises GitError with a message of ours."""
     seconds = settings.GIT_CLONE_TIMEOUT_SECONDS
     if not source.startswith("/"):
         target = parse_clone_url(source)
@@ -172,6 +173,7 @@ def clone_from(source: str, destination: Path) -> None:
         cloned = run_git(
             [*args, "clone", "--quiet", "--", url, str(destination)],
             cwd=destination.parent,
+            access=GitAccess(writable=(destination.parent,), share_network=True),
             timeout=seconds,
             check=False,
             extra_env=environment,
@@ -182,10 +184,12 @@ def clone_from(source: str, destination: Path) -> None:
             # The clone's origin names the host, not the address it was pinned to.
             run_git(["remote", "set-url", "origin", source], cwd=destination)
         return
-    # A local repository under REPOS_ROOT that the user may use (checked by the caller).
+    # A local repository under REPOS_ROOT that the user may use (checked by the caller):
+    # read-only, its config and hooks confined with it.
     cloned = run_git(
         ["clone", "--quiet", "--no-hardlinks", "--", source, str(destination)],
         cwd=destination.parent,
+        access=GitAccess(writable=(destination.parent,), read_only=(Path(source),)),
         timeout=seconds,
         check=False,
     )
@@ -239,10 +243,14 @@ def push_to(repository: Path, remote: str, branch: str) -> None:
     branch with other commits is left alone. Raises PushError with a message of ours."""
     refspec = f"refs/heads/{branch}:refs/heads/{branch}"
     seconds = settings.GIT_CLONE_TIMEOUT_SECONDS
+    source = repository_git_dir(repository)
     if remote.startswith("/"):
+        # git starts receive-pack inside the target, with the target's config and
+        # hooks: confined to the target (and this repository, read-only) like any git.
         pushed = run_git(
             ["-c", "protocol.file.allow=always", "push", "--quiet", "--", remote, refspec],
             cwd=repository,
+            access=GitAccess(read_only=(source,), writable=(Path(remote),)),
             timeout=seconds,
             check=False,
         )
@@ -258,6 +266,7 @@ def push_to(repository: Path, remote: str, branch: str) -> None:
     pushed = run_git(
         [*args, "push", "--quiet", "--", url, refspec],
         cwd=repository,
+        access=GitAccess(read_only=(source,), share_network=True),
         timeout=seconds,
         check=False,
         extra_env=environment,

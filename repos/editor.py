@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import difflib
 import os
+import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,8 +101,24 @@ class _TextFile:
             raise _Problem(f"The result would be larger than {MAX_FILE_BYTES} bytes; the edit was not applied.")
         if self.crlf:
             text = text.replace("\r\n", "\n").replace("\n", "\r\n")
-        self.path.write_bytes((UTF8_BOM if self.bom else b"") + text.encode("utf-8"))
+        _replace_file(self.path, (UTF8_BOM if self.bom else b"") + text.encode("utf-8"))
         self.text = text.replace("\r\n", "\n") if self.crlf else text
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Write ``data`` as a new file in place of ``path`` (its mode kept): a second name
+    the file has — a hard link a test command made, say to the worktree's ``.git``
+    pointer — keeps the old content instead of being written through."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    handle, temporary = tempfile.mkstemp(prefix=".autocoder-edit-", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as output:
+            output.write(data)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 # --- Helpers ------------------------------------------------------------------------------

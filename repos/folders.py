@@ -80,6 +80,19 @@ def folder_available_to(*, user: User, path: Path) -> bool:
     return not others.exists()
 
 
+def folder_inside_a_working_tree(path: Path) -> bool:
+    """Whether ``path`` (resolved) lies inside a git working tree under REPOS_ROOT: a
+    folder whose files a run can write (its merge lands there), which therefore never
+    serves as a push target or clone source — git would read its config and hooks."""
+    root = repos_root()
+    for parent in path.parents:
+        if parent == root or root not in parent.parents:
+            return False
+        if os.path.lexists(parent / ".git"):
+            return True
+    return False
+
+
 def folder_claim(*, project: Project, path: Path, field_name: str) -> None:
     """Record that ``path`` belongs to the project's owner, unless it already does or
     is shared with them. Inside the caller's transaction."""

@@ -1,17 +1,29 @@
-"""The one place that runs git: never through a shell, with a scrubbed environment,
-never running a repository's hooks, and with only safe transports allowed (git's
-``ext::`` transport would run any command it is given)."""
+"""The one place that runs git: in the sandbox, as the storage account, seeing only the
+folders the command needs (core.sandbox.run_confined) — never with the server's rights,
+whatever the repository's config, attributes, nested repositories or push target
+would make git start; never through a shell, with an empty environment, never running a
+repository's hooks, and with only safe transports allowed (git's ``ext::`` transport
+would run any command it is given).
+
+Every call says what it may see (:class:`GitAccess`): by default its working folder
+(a repository with its ``.git``), read-write; a worktree's commands also need the
+repository's ``.git`` (:func:`worktree_access`); a clone or push over the network
+gets the network and nothing else of the host.
+"""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 from django.conf import settings
 
 from core.exceptions import ApplicationError
+from core.sandbox import SYSTEM_PATH, Confinement, SandboxUnavailable, run_confined
+
+# What one git command may see; folders are bound at their own paths.
+GitAccess = Confinement
 
 GIT = "git"
 # Configuration for every call: no hooks (a repository's hooks are code we did not
@@ -44,6 +56,19 @@ BASE_CONFIG = (
     # Repositories are vetted by path (under REPOS_ROOT); their owner may be another
     # account than the server's.
     "safe.directory=*",
+    # Confined to one repository and one worktree, git would take every other worktree
+    # of the repository for gone: no automatic gc (it prunes worktrees) in the sandbox.
+    "gc.auto=0",
+    "gc.worktreePruneExpire=never",
+    # Never step into nested repositories (a submodule's folder may hold one that a
+    # test command made, with a config of its own): not to check them for changes,
+    # not to update them.
+    "diff.ignoreSubmodules=dirty",
+    "submodule.recurse=false",
+    # Files change owner between the storage account and a test command's own (and the
+    # change of owner changes ctime): that is not a change of content.
+    "core.checkStat=minimal",
+    "core.trustctime=false",
 )
 GIT_FAILED = "git {command} failed: {detail}"
 GIT_TIMED_OUT = "git {command} did not finish within {seconds:g} s."
@@ -54,11 +79,20 @@ class GitError(ApplicationError):
     code = "git_error"
 
 
+class GitTimedOut(GitError):
+    code = "git_timed_out"
+
+
+class GitSandboxUnavailable(GitError):
+    """No sandbox can be made here, so git does not run at all."""
+
+    code = "sandbox_unavailable"
+
+
 def git_env() -> dict[str, str]:
     """Nothing of the server's environment (keys, settings) reaches git or what it runs."""
     return {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        "HOME": os.environ.get("HOME") or tempfile.gettempdir(),
+        "PATH": SYSTEM_PATH,
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "GIT_TERMINAL_PROMPT": "0",
@@ -70,65 +104,92 @@ def git_env() -> dict[str, str]:
     }
 
 
+def repository_git_dir(repo: Path) -> Path:
+    """The ``.git`` folder of a repository's working tree (or the repository itself
+    when it is bare)."""
+    inner = repo / ".git"
+    return inner if inner.is_dir() and not inner.is_symlink() else repo
+
+
+def worktree_access(repo: Path, worktree: Path) -> GitAccess:
+    """A run's worktree and the ``.git`` of the repository it belongs to — not the
+    repository's own working tree."""
+    return GitAccess(writable=(repository_git_dir(repo), worktree), folders_only=(worktree,))
+
+
+def _run(
+    args: list[str],
+    *,
+    cwd: Path,
+    access: GitAccess | None,
+    timeout: float | None,
+    input: bytes | None,
+    extra_env: dict[str, str] | None,
+) -> subprocess.CompletedProcess[bytes]:
+    config = [part for item in BASE_CONFIG for part in ("-c", item)]
+    seconds = timeout if timeout is not None else settings.GIT_TIMEOUT_SECONDS
+    confinement = access if access is not None else GitAccess(writable=(Path(cwd),))
+    missing = [path for path in (Path(cwd), *confinement.writable, *confinement.read_only) if not path.exists()]
+    if missing:
+        raise GitError(GIT_FAILED.format(command=args[0], detail=f"the folder {missing[0]} does not exist"))
+    try:
+        return run_confined(
+            [GIT, *config, *args],
+            cwd=Path(cwd),
+            confinement=confinement,
+            environment={**git_env(), **(extra_env or {})},
+            timeout=seconds,
+            input=input,
+        )
+    except subprocess.TimeoutExpired:
+        raise GitTimedOut(GIT_TIMED_OUT.format(command=args[0], seconds=seconds)) from None
+    except SandboxUnavailable as exc:
+        raise GitSandboxUnavailable(exc.message) from None
+    except FileNotFoundError as exc:
+        raise GitError(GIT_MISSING) from exc
+
+
 def run_git(
     args: list[str],
     *,
     cwd: Path,
+    access: GitAccess | None = None,
     timeout: float | None = None,
     check: bool = True,
     input: str | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    config = [part for item in BASE_CONFIG for part in ("-c", item)]
-    seconds = timeout if timeout is not None else settings.GIT_TIMEOUT_SECONDS
-    try:
-        result = subprocess.run(  # noqa: S603 - an argument list, never a shell
-            [GIT, *config, *args],
-            cwd=cwd,
-            env={**git_env(), **(extra_env or {})},
-            input=input,
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            timeout=seconds,
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        raise GitError(GIT_TIMED_OUT.format(command=args[0], seconds=seconds)) from None
-    except FileNotFoundError as exc:
-        if not Path(cwd).is_dir():
-            raise GitError(GIT_FAILED.format(command=args[0], detail=f"the folder {cwd} does not exist")) from None
-        raise GitError(GIT_MISSING) from exc
+    """``git args`` in ``cwd``, confined to ``access`` (default: ``cwd`` read-write)."""
+    raw = _run(
+        args,
+        cwd=cwd,
+        access=access,
+        timeout=timeout,
+        input=input.encode("utf-8") if input is not None else None,
+        extra_env=extra_env,
+    )
+    stdout = raw.stdout.decode("utf-8", errors="replace")
+    stderr = raw.stderr.decode("utf-8", errors="replace")
+    if raw.returncode != 0 and stderr.startswith("bwrap: execvp git"):
+        raise GitError(GIT_MISSING)
+    result = subprocess.CompletedProcess(raw.args, raw.returncode, stdout, stderr)
     if check and result.returncode != 0:
         detail = (result.stderr or result.stdout).strip().splitlines()
         raise GitError(GIT_FAILED.format(command=args[0], detail=" ".join(detail[-3:])[:500] or "no output"))
     return result
 
 
-def git_output(args: list[str], *, cwd: Path, timeout: float | None = None) -> str:
-    return run_git(args, cwd=cwd, timeout=timeout).stdout.strip()
+def git_output(args: list[str], *, cwd: Path, access: GitAccess | None = None, timeout: float | None = None) -> str:
+    return run_git(args, cwd=cwd, access=access, timeout=timeout).stdout.strip()
 
 
-def git_succeeds(args: list[str], *, cwd: Path) -> bool:
-    return run_git(args, cwd=cwd, check=False).returncode == 0
+def git_succeeds(args: list[str], *, cwd: Path, access: GitAccess | None = None) -> bool:
+    return run_git(args, cwd=cwd, access=access, check=False).returncode == 0
 
 
-def git_blob(spec: str, *, cwd: Path) -> bytes:
+def git_blob(spec: str, *, cwd: Path, access: GitAccess | None = None) -> bytes:
     """The bytes of a blob (``rev:path``), undecoded: binary files stay binary."""
-    config = [part for item in BASE_CONFIG for part in ("-c", item)]
-    try:
-        result = subprocess.run(  # noqa: S603 - an argument list, never a shell
-            [GIT, *config, "cat-file", "blob", spec],
-            cwd=cwd,
-            env=git_env(),
-            capture_output=True,
-            timeout=settings.GIT_TIMEOUT_SECONDS,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise GitError(GIT_TIMED_OUT.format(command="cat-file", seconds=settings.GIT_TIMEOUT_SECONDS)) from None
+    result = _run(["cat-file", "blob", spec], cwd=cwd, access=access, timeout=None, input=None, extra_env=None)
     if result.returncode != 0:
         detail = result.stderr.decode("utf-8", errors="replace").strip()
         raise GitError(GIT_FAILED.format(command="cat-file", detail=detail[:300] or "no output"))

@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from django.conf import settings
+
 from core.selectors import one_or_not_found
 
-from .git import GitError, git_output, git_succeeds, run_git
+from .git import GitAccess, GitError, git_output, git_succeeds, repository_git_dir, run_git
 from .models import Repository, RepositoryStatus
 from .services import path_disk_usage
 
@@ -54,13 +56,19 @@ def repository_state(*, repository: Repository) -> RepositoryState:
     path = Path(repository.path)
     if not path.is_dir():
         return RepositoryState(error=FOLDER_GONE.format(path=repository.display_path))
+    # Read-only, the checkout and its .git: a look changes nothing.
+    looking = GitAccess(read_only=(path,))
     try:
-        branch = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, check=False).stdout.strip()
-        head = git_output(["log", "-1", "--format=%H%x00%s%x00%an%x00%cI"], cwd=path).split("\x00")
-        status = git_output(["status", "--porcelain"], cwd=path)
-        branches = git_output(["for-each-ref", "--format=%(refname:short)", "refs/heads/"], cwd=path).splitlines()
+        branch = run_git(
+            ["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, access=looking, check=False
+        ).stdout.strip()
+        head = git_output(["log", "-1", "--format=%H%x00%s%x00%an%x00%cI"], cwd=path, access=looking).split("\x00")
+        status = git_output(["status", "--porcelain", "--ignore-submodules=dirty"], cwd=path, access=looking)
+        branches = git_output(
+            ["for-each-ref", "--format=%(refname:short)", "refs/heads/"], cwd=path, access=looking
+        ).splitlines()
         base_exists = git_succeeds(
-            ["rev-parse", "--verify", "--quiet", f"refs/heads/{repository.base_branch}"], cwd=path
+            ["rev-parse", "--verify", "--quiet", f"refs/heads/{repository.base_branch}"], cwd=path, access=looking
         )
     except GitError as exc:
         return RepositoryState(error=exc.message)
@@ -83,8 +91,13 @@ def repository_worktrees_disk_usage(*, repository: Repository) -> int:
     lists them; a worktree whose folder is gone counts nothing."""
     main = Path(repository.path).resolve()
     try:
-        listing = git_output(["worktree", "list", "--porcelain"], cwd=main)
+        listing = git_output(
+            ["worktree", "list", "--porcelain"], cwd=main, access=GitAccess(read_only=(repository_git_dir(main),))
+        )
     except GitError:
         return 0
+    # Only worktrees where runs keep theirs: git's records are files a confined git
+    # wrote, and are not trusted to name any other folder of the server.
+    root = Path(settings.WORKTREES_ROOT).resolve()
     paths = {Path(line.removeprefix("worktree ")) for line in listing.splitlines() if line.startswith("worktree ")}
-    return sum(path_disk_usage(path) for path in paths if path.resolve() != main)
+    return sum(path_disk_usage(path) for path in paths if root in path.resolve().parents)

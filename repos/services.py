@@ -33,12 +33,22 @@ from .folders import (
     FOLDER_UNAVAILABLE,
     folder_available_to,
     folder_claim,
+    folder_inside_a_working_tree,
     repository_folder_check,
     resolve_under_root,
     user_clone_root,
 )
 from .forges import ForgeError, ForgeKind, forge_host_check
-from .git import GitError, git_blob, git_output, git_succeeds, run_git
+from .git import (
+    GitAccess,
+    GitError,
+    git_blob,
+    git_output,
+    git_succeeds,
+    repository_git_dir,
+    run_git,
+    worktree_access,
+)
 from .models import MergeStrategy, Repository, RepositoryStatus, display_path
 
 if TYPE_CHECKING:
@@ -62,6 +72,7 @@ _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")
 _NETWORK_SCHEMES = ("https://", "ssh://", "git://")
 _REMOTE_HELPER = re.compile(r"^[A-Za-z0-9+._-]*::")
 MAX_DIFF_FILE_BYTES = 1_000_000
+GITLINK_MODE = "160000"
 OWN_REPOSITORY_BRANCH = "main"
 OWN_REPOSITORY_START = "Start: the project's own repository (AutoCoder)"
 OWN_REPOSITORY_BROKEN = "The project's own repository ({path}) is not usable: {detail} Link a repository, then Retry."
@@ -73,25 +84,42 @@ OWN_REPOSITORY_BROKEN = "The project's own repository ({path}) is not usable: {d
 def _validate_working_tree(path: Path, field_name: str) -> None:
     if not path.is_dir():
         raise ValidationError({field_name: [FOLDER_UNAVAILABLE]})
-    inside = run_git(["rev-parse", "--is-bare-repository", "--show-toplevel"], cwd=path, check=False)
+    # Read-only: a folder being linked is looked at, not changed (nor handed over).
+    inside = run_git(
+        ["rev-parse", "--is-bare-repository", "--show-toplevel"], cwd=path, access=_looking(path), check=False
+    )
     lines = inside.stdout.strip().splitlines()
     if inside.returncode != 0 or (lines and lines[0] == "true"):
         raise ValidationError({field_name: [FOLDER_UNAVAILABLE]})
     if len(lines) < 2 or Path(os.path.realpath(lines[1])) != path:
         raise ValidationError({field_name: [FOLDER_UNAVAILABLE]})
-    if not git_succeeds(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=path):
+    if not git_succeeds(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=path, access=_looking(path)):
         raise ValidationError({field_name: [NO_COMMITS]})
+
+
+def _looking(path: Path) -> GitAccess:
+    return GitAccess(read_only=(path,))
+
+
+def _reading(repo: Path) -> GitAccess:
+    """A repository's ``.git``, read-only: diffs, blobs, refs."""
+    return GitAccess(read_only=(repository_git_dir(repo),))
+
+
+def _writing(repo: Path) -> GitAccess:
+    """A repository's ``.git``, read-write, without its working tree."""
+    return GitAccess(writable=(repository_git_dir(repo),))
 
 
 def _resolve_base_branch(path: Path, base_branch: str) -> str:
     branch = base_branch.strip()
     if not branch:
-        current = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, check=False)
+        current = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, access=_looking(path), check=False)
         if current.returncode != 0:
             raise ValidationError({"base_branch": [DETACHED_HEAD]})
         branch = current.stdout.strip()
-    if not git_succeeds(["check-ref-format", "--branch", branch], cwd=path) or not git_succeeds(
-        ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=path
+    if not git_succeeds(["check-ref-format", "--branch", branch], cwd=path, access=_looking(path)) or not git_succeeds(
+        ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=path, access=_looking(path)
     ):
         raise ValidationError({"base_branch": [UNKNOWN_BRANCH.format(branch=branch)]})
     return branch
@@ -163,6 +191,10 @@ def _validate_git_url(url: str, user: User, *, field: str = "url", unavailable: 
         # A local repository: only under the root, and only the user's to use.
         resolved = resolve_under_root(local, field, unavailable)
         if not resolved.is_dir() or not folder_available_to(user=user, path=resolved):
+            raise ValidationError({field: [unavailable]})
+        # A repository of its own (an operator's, or one AutoCoder made), never a
+        # folder inside a working tree, where a run's merged files could have made it.
+        if folder_inside_a_working_tree(resolved):
             raise ValidationError({field: [unavailable]})
         return str(resolved)
     raise ValidationError({field: [BAD_URL]})
@@ -277,9 +309,12 @@ def _create_empty_repository(destination: Path) -> None:
     try:
         tree = staging / "tree"
         tree.mkdir()
-        run_git(["init", "--quiet", f"--initial-branch={OWN_REPOSITORY_BRANCH}"], cwd=tree)
+        making = GitAccess(writable=(staging,))
+        run_git(["init", "--quiet", f"--initial-branch={OWN_REPOSITORY_BRANCH}"], cwd=tree, access=making)
         # A first commit for runs to branch from; the runs' branches hold the changes.
-        run_git(["commit", "--quiet", "--allow-empty", "--no-verify", "-m", OWN_REPOSITORY_START], cwd=tree)
+        run_git(
+            ["commit", "--quiet", "--allow-empty", "--no-verify", "-m", OWN_REPOSITORY_START], cwd=tree, access=making
+        )
         try:
             tree.rename(destination)
         except OSError:
@@ -446,39 +481,85 @@ def worktree_create(*, repository: Repository, branch: str, path: Path) -> str:
     repository_folder_check(repository=repository)
     repo = Path(repository.path)
     base = repository.base_branch
+    reading = _reading(repo)
     with worktrees_locked(repo):
-        if path.exists() and git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo):
-            current = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, check=False).stdout.strip()
-            if current == branch:
-                return git_output(["merge-base", base, branch], cwd=repo)
-        run_git(["worktree", "prune"], cwd=repo)
-        if git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo):
-            run_git(["worktree", "add", "--quiet", str(path), branch], cwd=repo)
-            return git_output(["merge-base", base, branch], cwd=repo)
-        base_commit = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo)
-        run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo)
+        has_branch = git_succeeds(
+            ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo, access=reading
+        )
+        if path.exists() and has_branch:
+            current = run_git(
+                ["symbolic-ref", "--quiet", "--short", "HEAD"],
+                cwd=path,
+                access=worktree_access(repo, path),
+                check=False,
+            )
+            if current.stdout.strip() == branch:
+                return git_output(["merge-base", base, branch], cwd=repo, access=reading)
+        # What an attempt that died half-way left: its files, and git's record of them.
+        # (Not `git worktree prune`: confined to this repository and this worktree, it
+        # would take every other run's worktree for gone.)
+        shutil.rmtree(path, ignore_errors=True)
+        _forget_worktree(repo, path)
+        path.mkdir(parents=True)
+        access = worktree_access(repo, path)
+        if has_branch:
+            run_git(["worktree", "add", "--quiet", "--force", str(path), branch], cwd=repo, access=access)
+            return git_output(["merge-base", base, branch], cwd=repo, access=reading)
+        base_commit = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo, access=reading)
+        run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo, access=access)
         return base_commit
 
 
-def worktree_commit(*, worktree: Path, message: str) -> str | None:
+def _forget_worktree(repo: Path, path: Path) -> None:
+    """Remove git's record of the worktree at ``path`` (``.git/worktrees/<name>``), so
+    that its branch can be checked out again and the name reused."""
+    records = repository_git_dir(repo) / "worktrees"
+    if not records.is_dir():
+        return
+    pointer = f"{path}/.git"
+    for record in records.iterdir():
+        gitdir = record / "gitdir"
+        try:
+            if record.is_dir() and not record.is_symlink() and gitdir.read_text().strip() == pointer:
+                shutil.rmtree(record)
+        except (OSError, UnicodeDecodeError):
+            continue
+
+
+def worktree_commit(*, repository: Repository, worktree: Path, message: str) -> str | None:
     """Commit everything in the worktree; the new commit, or None if nothing changed."""
-    run_git(["add", "--all"], cwd=worktree)
-    if git_succeeds(["diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv"], cwd=worktree):
+    access = worktree_access(Path(repository.path), worktree)
+    run_git(["add", "--all"], cwd=worktree, access=access)
+    if git_succeeds(["diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv"], cwd=worktree, access=access):
         return None
-    run_git(["commit", "--quiet", "--no-verify", "-F", "-"], cwd=worktree, input=message)
-    return git_output(["rev-parse", "HEAD"], cwd=worktree)
+    run_git(["commit", "--quiet", "--no-verify", "-F", "-"], cwd=worktree, access=access, input=message)
+    return git_output(["rev-parse", "HEAD"], cwd=worktree, access=access)
 
 
 def _merge_base(repo: Path, base: str, head: str) -> str:
-    return git_output(["merge-base", base, head], cwd=repo)
+    return git_output(["merge-base", base, head], cwd=repo, access=_reading(repo))
 
 
 def _blob(repo: Path, rev: str, path: str) -> tuple[str, bool]:
     """A file's text at ``rev`` and whether it is binary (or too large to show)."""
-    data = git_blob(f"{rev}:{path}", cwd=repo)
+    data = git_blob(f"{rev}:{path}", cwd=repo, access=_reading(repo))
     if len(data) > MAX_DIFF_FILE_BYTES or b"\x00" in data[:8000]:
         return "", True
     return data.decode("utf-8", errors="replace"), False
+
+
+def _submodule_entry(path: str, action: str, old: str, new: str) -> dict[str, Any]:
+    """A submodule (gitlink) the branch added, moved or removed: its commits, not files."""
+    lines = {"old": f"Subproject commit {old}\n" if action != "create" else "", "new": ""}
+    lines["new"] = f"Subproject commit {new}\n" if action != "delete" else ""
+    return {
+        "file_path": path,
+        "action": action,
+        "content": lines["new"],
+        "old_content": lines["old"],
+        "new_content": lines["new"],
+        "submodule": True,
+    }
 
 
 def branch_changed_files(*, repository: Repository, base: str, head: str) -> list[dict[str, Any]]:
@@ -487,11 +568,19 @@ def branch_changed_files(*, repository: Repository, base: str, head: str) -> lis
     empty for a deletion) for whoever reads a run's changes that way."""
     repo = Path(repository.path)
     start = _merge_base(repo, base, head)
-    listing = git_output(["diff", "--name-status", "--no-renames", "-z", start, head], cwd=repo)
+    # --raw: modes and object ids, so that a submodule (mode 160000, a commit) is not
+    # read as a file.
+    listing = git_output(
+        ["diff", "--raw", "--no-abbrev", "--no-renames", "-z", start, head], cwd=repo, access=_reading(repo)
+    )
     parts = [part for part in listing.split("\x00") if part]
     files: list[dict[str, Any]] = []
-    for status, path in zip(parts[0::2], parts[1::2], strict=False):
+    for header, path in zip(parts[0::2], parts[1::2], strict=False):
+        old_mode, new_mode, old_id, new_id, status = header.lstrip(":").split(" ")[:5]
         action = {"A": "create", "D": "delete"}.get(status[:1], "modify")
+        if GITLINK_MODE in (old_mode, new_mode):
+            files.append(_submodule_entry(path, action, old_id, new_id))
+            continue
         old, old_binary = ("", False) if action == "create" else _blob(repo, start, path)
         new, new_binary = ("", False) if action == "delete" else _blob(repo, head, path)
         entry: dict[str, Any] = {
@@ -510,7 +599,9 @@ def branch_changed_files(*, repository: Repository, base: str, head: str) -> lis
 def branch_diff(*, repository: Repository, base: str, head: str) -> str:
     repo = Path(repository.path)
     start = _merge_base(repo, base, head)
-    return run_git(["diff", "--no-color", "--no-ext-diff", "--no-textconv", start, head], cwd=repo).stdout
+    return run_git(
+        ["diff", "--no-color", "--no-ext-diff", "--no-textconv", start, head], cwd=repo, access=_reading(repo)
+    ).stdout
 
 
 @dataclass
@@ -522,7 +613,7 @@ class MergeResult:
 
 
 def _checked_out_in_main_tree(repo: Path, base: str) -> bool:
-    head = run_git(["symbolic-ref", "--quiet", "HEAD"], cwd=repo, check=False).stdout.strip()
+    head = run_git(["symbolic-ref", "--quiet", "HEAD"], cwd=repo, access=_reading(repo), check=False).stdout.strip()
     return head == f"refs/heads/{base}"
 
 
@@ -535,21 +626,25 @@ def branch_merge(*, repository: Repository, branch: str) -> MergeResult:
     repository_folder_check(repository=repository)
     repo = Path(repository.path)
     base = repository.base_branch
-    old = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo)
-    tip = git_output(["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"], cwd=repo)
-    if git_succeeds(["merge-base", "--is-ancestor", tip, old], cwd=repo):
+    reading, writing = _reading(repo), _writing(repo)
+    old = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo, access=reading)
+    tip = git_output(["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"], cwd=repo, access=reading)
+    if git_succeeds(["merge-base", "--is-ancestor", tip, old], cwd=repo, access=reading):
         return MergeResult(True, old, [], f"{branch} is already in {base}.")
     checked_out = _checked_out_in_main_tree(repo, base)
-    if checked_out and git_output(["status", "--porcelain", "--untracked-files=no"], cwd=repo):
+    if checked_out and git_output(["status", "--porcelain", "--untracked-files=no"], cwd=repo, access=_looking(repo)):
         return MergeResult(False, "", [], MERGE_DIRTY.format(base=base))
-    fast_forward = git_succeeds(["merge-base", "--is-ancestor", old, tip], cwd=repo)
+    fast_forward = git_succeeds(["merge-base", "--is-ancestor", old, tip], cwd=repo, access=reading)
     if repository.merge_strategy == MergeStrategy.FF_ONLY:
         if not fast_forward:
             return MergeResult(False, "", [], MERGE_NOT_FAST_FORWARD.format(base=base))
         new = tip
     else:
         merged = run_git(
-            ["merge-tree", "--write-tree", "--name-only", "--no-messages", old, tip], cwd=repo, check=False
+            ["merge-tree", "--write-tree", "--name-only", "--no-messages", old, tip],
+            cwd=repo,
+            access=writing,
+            check=False,
         )
         lines = merged.stdout.strip().splitlines()
         if merged.returncode == 1:
@@ -558,15 +653,19 @@ def branch_merge(*, repository: Repository, branch: str) -> MergeResult:
         if merged.returncode != 0 or not lines:
             raise GitError(f"git merge-tree failed: {merged.stderr.strip()[:300]}")
         message = f"Merge branch '{branch}' into {base}\n\nMerged by AutoCoder on approval.\n"
-        commit = run_git(["commit-tree", lines[0], "-p", old, "-p", tip, "-F", "-"], cwd=repo, input=message)
+        commit = run_git(
+            ["commit-tree", lines[0], "-p", old, "-p", tip, "-F", "-"], cwd=repo, access=writing, input=message
+        )
         new = commit.stdout.strip()
-    if not git_succeeds(["update-ref", "-m", f"autocoder: merge {branch}", f"refs/heads/{base}", new, old], cwd=repo):
+    ref = f"refs/heads/{base}"
+    if not git_succeeds(["update-ref", "-m", f"autocoder: merge {branch}", ref, new, old], cwd=repo, access=writing):
         return MergeResult(False, "", [], MERGE_RACED.format(base=base))
     if checked_out:
         # The checkout's HEAD now names the merged commit: bring its files along.
-        moved = run_git(["read-tree", "-m", "-u", old, new], cwd=repo, check=False)
+        checkout = GitAccess(writable=(repository_git_dir(repo), repo), folders_only=(repo,))
+        moved = run_git(["read-tree", "-m", "-u", old, new], cwd=repo, access=checkout, check=False)
         if moved.returncode != 0:
-            run_git(["update-ref", f"refs/heads/{base}", old, new], cwd=repo, check=False)
+            run_git(["update-ref", ref, old, new], cwd=repo, access=writing, check=False)
             detail = moved.stderr.strip().splitlines()
             return MergeResult(False, "", [], f"the checkout of {base} could not be updated: {' '.join(detail[-2:])}")
     return MergeResult(True, new, [], f"Merged {branch} into {base}.")
@@ -576,30 +675,34 @@ def branch_format_patch(*, repository: Repository, base: str, branch: str) -> st
     repo = Path(repository.path)
     start = _merge_base(repo, base, branch)
     return run_git(
-        ["format-patch", "--stdout", "--no-signature", "--no-ext-diff", "--no-textconv", f"{start}..{branch}"], cwd=repo
+        ["format-patch", "--stdout", "--no-signature", "--no-ext-diff", "--no-textconv", f"{start}..{branch}"],
+        cwd=repo,
+        access=_reading(repo),
     ).stdout
 
 
 def branch_delete(*, repository: Repository, branch: str, force: bool = False) -> None:
     repo = Path(repository.path)
-    if not git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo):
+    reading = _reading(repo)
+    if not git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo, access=reading):
         return
-    if not force and not git_succeeds(["merge-base", "--is-ancestor", branch, repository.base_branch], cwd=repo):
+    base = repository.base_branch
+    if not force and not git_succeeds(["merge-base", "--is-ancestor", branch, base], cwd=repo, access=reading):
         raise GitError(BRANCH_NOT_MERGED.format(branch=branch))
-    run_git(["branch", "--quiet", "-D", branch], cwd=repo)
+    run_git(["branch", "--quiet", "-D", branch], cwd=repo, access=_writing(repo))
 
 
 def worktree_remove(*, repository: Repository, path: Path) -> None:
+    """The worktree's files go, and git's record of it. No git runs for it: the files
+    are deleted by the server (symlinks not followed), which needs no repository's
+    config."""
     repo = Path(repository.path)
     if not repo.is_dir():
         shutil.rmtree(path, ignore_errors=True)
         return
     with worktrees_locked(repo):
-        if path.exists():
-            removed = run_git(["worktree", "remove", "--force", "--force", str(path)], cwd=repo, check=False)
-            if removed.returncode != 0:
-                shutil.rmtree(path, ignore_errors=True)
-        run_git(["worktree", "prune"], cwd=repo, check=False)
+        shutil.rmtree(path, ignore_errors=True)
+        _forget_worktree(repo, path)
 
 
 def path_disk_usage(path: Path) -> int:

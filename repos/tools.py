@@ -6,14 +6,15 @@ never raising for bad input: a problem is an error result the model can act on."
 from __future__ import annotations
 
 import os
-import subprocess
+import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llm.providers.base import Tool
 
-from .git import BASE_CONFIG, git_env
+from .git import GitAccess, GitError, GitTimedOut, run_git
 from .paths import PathRefused, resolve_in_worktree
 
 MAX_LIST_ENTRIES = 500
@@ -157,37 +158,25 @@ def _search_code(worktree: Path, tool_input: dict[str, Any], max_chars: int) -> 
     target, shown = _resolve(worktree, tool_input.get("path"))
     root = Path(os.path.realpath(worktree))
     relative = "." if target == root else str(target.relative_to(root))
-    config = [part for item in BASE_CONFIG for part in ("-c", item)]
     # git grep: POSIX regular expressions (no catastrophic backtracking), binary files
-    # skipped (-I), untracked files included, .git never searched; bounded in time.
-    command = [
-        "git",
-        *config,
-        "grep",
-        "-n",
-        "-I",
-        "-F" if fixed else "-E",
-        "--no-color",
-        "--untracked",
-        "-e",
-        pattern,
-        "--",
-        relative,
-    ]
+    # skipped (-I), ignored files skipped, .git never searched; bounded in time. Confined
+    # like any git, with an empty repository of ours as its GIT_DIR: the worktree's files
+    # are all "untracked" to it, and nothing of the repository's config is read.
+    empty = _empty_git_dir()
+    command = ["grep", "-n", "-I", "-F" if fixed else "-E", "--no-color", "--untracked", "-e", pattern, "--", relative]
     try:
-        result = subprocess.run(  # noqa: S603 - an argument list, never a shell
+        result = run_git(
             command,
             cwd=root,
-            env=git_env(),
-            capture_output=True,
-            text=True,
-            errors="replace",
+            access=GitAccess(read_only=(root, empty)),
             timeout=SEARCH_TIMEOUT_SECONDS,
-            stdin=subprocess.DEVNULL,
             check=False,
+            extra_env={"GIT_DIR": str(empty), "GIT_WORK_TREE": str(root)},
         )
-    except subprocess.TimeoutExpired:
+    except GitTimedOut:
         return ToolOutput(f"The search took longer than {SEARCH_TIMEOUT_SECONDS} s; narrow it.", is_error=True)
+    except GitError as exc:
+        return ToolOutput(f"The search failed: {exc.message}", is_error=True)
     if result.returncode == 1:
         return ToolOutput(f"No matches for {pattern!r} in {shown}.")
     if result.returncode != 0:
@@ -201,6 +190,21 @@ def _search_code(worktree: Path, tool_input: dict[str, Any], max_chars: int) -> 
     more = len(lines) - MAX_SEARCH_MATCHES
     lines = lines[:MAX_SEARCH_MATCHES] + ([f"[… {more} more matches; narrow the pattern or path]"] if more > 0 else [])
     return ToolOutput(_cap("\n".join(lines), max_chars, "Narrow the pattern or the path."))
+
+
+_empty_lock = threading.Lock()
+_empty: list[Path] = []
+
+
+def _empty_git_dir() -> Path:
+    """An empty bare repository of this process's, made once: search's GIT_DIR."""
+    with _empty_lock:
+        if not _empty or not (_empty[0] / "HEAD").is_file():
+            folder = Path(tempfile.mkdtemp(prefix="autocoder-empty-git-"))
+            folder.chmod(0o755)
+            run_git(["init", "--bare", "--quiet", str(folder)], cwd=folder, access=GitAccess(writable=(folder,)))
+            _empty[:] = [folder]
+        return _empty[0]
 
 
 HANDLERS = {"list_files": _list_files, "read_file": _read_file, "search_code": _search_code}

@@ -529,10 +529,17 @@ CODER_TOKEN_LIMIT = env_int("CODER_TOKEN_LIMIT", default=1_000_000, minimum=1000
 # in bubblewrap: no network, no files but the run's worktree and the system toolchains,
 # an unprivileged account. Where it cannot be made, such commands do not run.
 SANDBOX_BWRAP = env_str("SANDBOX_BWRAP", "bwrap")
-# When the server runs as root, bwrap is started as this account (never root); use one
-# that nothing else runs as. It must be able to search down to WORKTREES_ROOT.
+# When the server runs as root, git runs in the sandbox as this account (never root),
+# which owns the repositories and worktrees AutoCoder works in; use one that nothing
+# else runs as. It must be able to search down to REPOS_ROOT and WORKTREES_ROOT.
 SANDBOX_UID = env_int("SANDBOX_UID", default=65534, minimum=1)
 SANDBOX_GID = env_int("SANDBOX_GID", default=65534, minimum=1)
+# Test commands (and the Claude CLI's agent) run as uids of their own, one per command
+# running at the same moment on the host: SANDBOX_UID_POOL_START and the next
+# SANDBOX_UID_POOL_SIZE - 1 uids (gid = uid). No account needs to exist for them; none
+# may be used by anything else.
+SANDBOX_UID_POOL_START = env_int("SANDBOX_UID_POOL_START", default=200_000, minimum=1000)
+SANDBOX_UID_POOL_SIZE = env_int("SANDBOX_UID_POOL_SIZE", default=64, minimum=1)
 SANDBOX_MAX_PROCESSES = env_int("SANDBOX_MAX_PROCESSES", default=256, minimum=16)
 SANDBOX_FILE_SIZE_MB = env_int("SANDBOX_FILE_SIZE_MB", default=1024, minimum=1)
 SANDBOX_TMP_SIZE_MB = env_int("SANDBOX_TMP_SIZE_MB", default=512, minimum=16)

@@ -27,6 +27,7 @@ from core.sandbox import (
     SandboxUnavailable,
     limits_from_settings,
     sandbox_status,
+    storage_ids,
 )
 from core.workers import forget_worker_heartbeat, record_worker_heartbeat
 from repos.verify import VerifyResult, run_test_command
@@ -91,9 +92,10 @@ def test_the_command_runs_in_its_worktree_as_an_unprivileged_user(area: Path) ->
     assert lines[:4] == ["65534", "65534", "/workspace", "print('hello')"]
     assert "Read-only file system" in result.output and "uid-done" in result.output
     made = area / "made.txt"
-    # Written in the worktree, and the server's again afterwards.
+    # Written in the worktree, and the storage account's (the server's own when it is
+    # not root) afterwards: not the command's, whose uid the next command may get.
     assert made.read_text() == "made\n"
-    assert made.stat().st_uid == os.geteuid()
+    assert made.stat().st_uid == (storage_ids() or (os.geteuid(),))[0]
 
 
 @needs_bwrap
@@ -196,7 +198,7 @@ def test_setuid_files_and_a_fake_git_folder_do_not_survive_the_command(area: Pat
     assert "rwsr-sr-x" in result.output and "done" in result.output  # it did try
     mode = (area / "escalate").stat().st_mode
     assert not mode & (stat.S_ISUID | stat.S_ISGID)
-    assert (area / "escalate").stat().st_uid == os.geteuid()
+    assert (area / "escalate").stat().st_uid == (storage_ids() or (os.geteuid(),))[0]
     assert (area / ".git").is_file() and (area / ".git").read_text() == pointer
 
 
@@ -210,6 +212,49 @@ def test_limits_hold_processes_tmp_and_memory(area: Path) -> None:
     assert not hog.passed and "allocated" not in hog.output and "MemoryError" in hog.output
 
 
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a server running as root can give commands uids of their own")
+def test_commands_at_the_same_moment_run_as_distinct_uids_and_share_no_process_limit(
+    area: Path, tmp_path: Path
+) -> None:
+    import threading
+
+    other = tmp_path / "worktrees" / "task-2-run-1"
+    owners: dict[str, int] = {}
+    first = threading.Event()
+
+    def holder() -> None:
+        # One user's run keeps 15 of its 20 processes busy for a while.
+        def record(text: str) -> None:
+            if "holding" in text and not first.is_set():
+                owners["first"] = other.stat().st_uid
+                first.set()
+
+        owners["result"] = run_test_command(
+            command="for i in $(seq 15); do sleep 4 & done; echo holding; wait",
+            cwd=other,
+            timeout=30,
+            limits=dataclasses.replace(limits_from_settings(), processes=20),
+            max_output_chars=10_000,
+            on_output=record,
+            should_cancel=lambda: False,
+        )
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert first.wait(20), owners
+        # Another user's run, meanwhile, needs 10.
+        second = run(
+            area, "for i in $(seq 10); do sleep 0.2 & done; wait; stat -c %u /workspace; echo all-forked", processes=20
+        )
+    finally:
+        thread.join()
+    assert "all-forked" in second.output and "temporarily unavailable" not in second.output
+    assert owners["first"] not in (0, settings.SANDBOX_UID)
+    assert owners["first"] >= settings.SANDBOX_UID_POOL_START
+
+
 def test_without_bwrap_nothing_runs_and_health_says_why(area: Path, settings) -> None:
     settings.SANDBOX_BWRAP = str(area.parent / "no-such-bwrap")
     status = sandbox_status(refresh=True)
@@ -217,7 +262,7 @@ def test_without_bwrap_nothing_runs_and_health_says_why(area: Path, settings) ->
     with pytest.raises(SandboxUnavailable) as refused:
         run(area, "touch ran.txt")
     assert not (area / "ran.txt").exists()
-    assert "Test commands do not run" in refused.value.message
+    assert "Neither git nor test commands run" in refused.value.message
     health = sandbox_health()
     assert health["ok"] is False and BWRAP_MISSING in health["reason"]
 

@@ -258,16 +258,18 @@ def test_without_a_sandbox_the_tests_do_not_run_and_the_run_pauses_saying_why(
     )
     run = drive_in_process(run_start(task=task, user=owner))
 
-    assert run.status == RunStatus.PAUSED and run.verify_result is None
-    assert "sandbox for test commands cannot be made" in run.error and "bubblewrap" in run.error
-    assert "sandbox for test commands cannot be made" in log_text(run, "verifier")
-    assert not (Path(run.worktree_path) / "ran.txt").exists()
+    # git runs in the sandbox too: the run pauses before its worktree is made, having
+    # bought nothing.
+    assert run.status == RunStatus.PAUSED and run.verify_result is None and not run.worktree_path
+    assert "sandbox for git and test commands cannot be made" in run.error and "bubblewrap" in run.error
+    assert fake_llm.pending == 4
     # The operator installs bubblewrap; Retry runs the tests, sandboxed.
     settings.SANDBOX_BWRAP = "bwrap"
     sandbox_status(refresh=True)
     run = drive_in_process(run_retry(run=run, actor=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert run.verify_result["passed"] is True and run.verify_result["sandboxed"] is True
+    assert (Path(run.worktree_path) / "ran.txt").exists()  # in the sandbox, once it could be made
 
 
 def test_the_coder_stops_at_its_turn_limit_commits_and_is_told_to_finish(

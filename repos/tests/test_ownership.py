@@ -268,7 +268,7 @@ def test_server_side_git_runs_no_hook_and_no_program_the_repository_configures(
     worktree = tmp_path / "worktrees" / "run-1"
     base = services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
     (worktree / "a.txt").write_text("changed\n")  # the Coder's edit
-    services.worktree_commit(worktree=worktree, message="Change\n")
+    services.worktree_commit(repository=linked, worktree=worktree, message="Change\n")
     services.branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
     assert "+changed" in services.branch_diff(repository=linked, base=base, head="autocoder/task-1-run-1")
     services.branch_format_patch(repository=linked, base="main", branch="autocoder/task-1-run-1")

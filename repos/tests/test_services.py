@@ -153,8 +153,8 @@ def test_worktree_apply_commit_and_diff(linked: Repository, repo: Path, tmp_path
     (worktree / "a.txt").write_text("one\nTWO\nthree\n")
     (worktree / "new").mkdir()
     (worktree / "new" / "b.txt").write_text("bee\n")
-    head = services.worktree_commit(worktree=worktree, message="Change a, add b\n")
-    assert head and services.worktree_commit(worktree=worktree, message="nothing") is None
+    head = services.worktree_commit(repository=linked, worktree=worktree, message="Change a, add b\n")
+    assert head and services.worktree_commit(repository=linked, worktree=worktree, message="nothing") is None
 
     files = services.branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
     assert [(f["file_path"], f["action"]) for f in files] == [("a.txt", "modify"), ("new/b.txt", "create")]
@@ -173,7 +173,7 @@ def _branch_with_change(linked: Repository, tmp_path: Path, content: str, name: 
     worktree = tmp_path / "worktrees" / name.replace("/", "-")
     services.worktree_create(repository=linked, branch=name, path=worktree)
     (worktree / "a.txt").write_text(content)
-    services.worktree_commit(worktree=worktree, message="Ours\n")
+    services.worktree_commit(repository=linked, worktree=worktree, message="Ours\n")
     return name
 
 
