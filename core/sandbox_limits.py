@@ -32,22 +32,19 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from django.conf import settings
+
+from core.sandbox_cgroups import CommandCgroup, cgroup_support
 
 logger = logging.getLogger(__name__)
 
 DISK_POLL_SECONDS = 0.5
 # The walk of a large worktree must not take a core: at most about a tenth of one.
 DISK_POLL_WALK_SHARE = 0.1
-DETECT_TTL_SECONDS = 60.0
-CGROUP_PREFIX = "autocoder-sandbox-"
-CONTROLLERS = ("memory", "pids")
 
 MEMORY_LIMIT_EXCEEDED = (
     "[sandbox: memory limit exceeded — the command's processes together needed more than {mb} MB "
@@ -62,12 +59,6 @@ PROCESS_LIMIT_REACHED = (
     "some could not start]\n"
 )
 PRLIMIT_MISSING = "prlimit (util-linux) is not installed: the sandbox's limits cannot be set."
-NO_CGROUP_FILESYSTEM = "no cgroup filesystem is mounted"
-CGROUP_REASON = "cannot make a cgroup for a command under the worker's own ({detail})"
-V2_NOT_DELEGATED = (
-    "cgroup v2: the controller is not enabled for the worker's cgroup's children (cgroup.subtree_control), "
-    "and enabling it failed ({detail})"
-)
 
 
 class LimitValues(Protocol):
@@ -83,180 +74,6 @@ class LimitValues(Protocol):
     def processes(self) -> int: ...
     @property
     def disk_mb(self) -> int: ...
-
-
-# --- What this host offers -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CgroupParent:
-    """Where a command's cgroup is made for one controller: under the worker's own."""
-
-    version: int
-    path: Path
-
-
-@dataclass(frozen=True)
-class CgroupSupport:
-    parents: dict[str, CgroupParent]
-    reasons: dict[str, str]
-
-    def parent(self, controller: str) -> CgroupParent | None:
-        return self.parents.get(controller)
-
-
-def _unescape(text: str) -> str:
-    """mountinfo writes spaces, tabs, newlines and backslashes as octal escapes."""
-    for escaped, plain in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        text = text.replace(escaped, plain)
-    return text
-
-
-@dataclass(frozen=True)
-class _Mount:
-    root: str
-    point: str
-    fstype: str
-    options: frozenset[str]
-
-
-def _cgroup_mounts(mountinfo: str) -> list[_Mount]:
-    mounts = []
-    for line in mountinfo.splitlines():
-        fields = line.split()
-        if "-" not in fields:
-            continue
-        separator = fields.index("-")
-        if len(fields) < separator + 4 or fields[separator + 1] not in ("cgroup", "cgroup2"):
-            continue
-        mounts.append(
-            _Mount(
-                root=_unescape(fields[3]),
-                point=_unescape(fields[4]),
-                fstype=fields[separator + 1],
-                options=frozenset(fields[separator + 3].split(",")),
-            )
-        )
-    return mounts
-
-
-def _own_cgroups(proc_cgroup: str) -> tuple[dict[str, str], str | None]:
-    """This process's cgroup per v1 controller, and its v2 cgroup."""
-    v1: dict[str, str] = {}
-    v2 = None
-    for line in proc_cgroup.splitlines():
-        number, controllers, path = line.split(":", 2)
-        if number == "0" and controllers == "":
-            v2 = path
-        for controller in controllers.split(","):
-            if controller:
-                v1[controller] = path
-    return v1, v2
-
-
-def _below(mount: _Mount, own: str) -> Path | None:
-    """The folder of cgroup ``own`` in ``mount``, if the mount shows it."""
-    root = mount.root.rstrip("/")
-    if own != root and not own.startswith(root + "/"):
-        return None
-    return Path(mount.point, own[len(root) :].lstrip("/"))
-
-
-def _try_child(parent: Path, files: dict[str, str]) -> None:
-    """Make a cgroup under parent, write files into it, remove it: raises OSError if any fails."""
-    probe = parent / f"{CGROUP_PREFIX}probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    probe.mkdir()
-    try:
-        for name, value in files.items():
-            (probe / name).write_text(value)
-    finally:
-        probe.rmdir()
-
-
-def _probe_files(controller: str, version: int) -> dict[str, str]:
-    if controller == "memory":
-        return {"memory.max" if version == 2 else "memory.limit_in_bytes": str(64 * 1024 * 1024)}
-    return {"pids.max": "64"}
-
-
-def _error(exc: OSError) -> str:
-    # No paths: /healthz is public.
-    return errno.errorcode.get(exc.errno or 0, exc.__class__.__name__)
-
-
-def cgroup_support_detect(
-    *, mountinfo: str | None = None, proc_cgroup: str | None = None, try_child: bool = True
-) -> CgroupSupport:
-    """Which of ``memory`` and ``pids`` a per-command cgroup can hold here, and where it
-    is made; why not for the others. Proven by making (and removing) one."""
-    if mountinfo is None:
-        mountinfo = Path("/proc/self/mountinfo").read_text()
-    if proc_cgroup is None:
-        proc_cgroup = Path("/proc/self/cgroup").read_text()
-    mounts = _cgroup_mounts(mountinfo)
-    own_v1, own_v2 = _own_cgroups(proc_cgroup)
-    parents: dict[str, CgroupParent] = {}
-    reasons: dict[str, str] = {}
-    for controller in CONTROLLERS:
-        candidates: list[CgroupParent] = []
-        for mount in mounts:
-            own = own_v2 if mount.fstype == "cgroup2" else own_v1.get(controller)
-            if own is None or (mount.fstype == "cgroup" and controller not in mount.options):
-                continue
-            folder = _below(mount, own)
-            if folder is None:
-                continue
-            version = 2 if mount.fstype == "cgroup2" else 1
-            if version == 2:
-                try:
-                    offered = (folder / "cgroup.controllers").read_text().split()
-                except OSError:
-                    continue
-                if controller not in offered:
-                    continue
-            candidates.append(CgroupParent(version, folder))
-        if not candidates:
-            reasons[controller] = NO_CGROUP_FILESYSTEM if not mounts else f"no cgroup hierarchy offers {controller}"
-            continue
-        for candidate in sorted(candidates, key=lambda c: -c.version):  # v2 first
-            try:
-                if candidate.version == 2:
-                    _v2_enable(candidate.path, controller)
-                if try_child:
-                    _try_child(candidate.path, _probe_files(controller, candidate.version))
-            except OSError as exc:
-                reasons[controller] = CGROUP_REASON.format(detail=f"cgroup v{candidate.version}: {_error(exc)}")
-                continue
-            parents[controller] = candidate
-            reasons.pop(controller, None)
-            break
-    return CgroupSupport(parents=parents, reasons=reasons)
-
-
-def _v2_enable(parent: Path, controller: str) -> None:
-    enabled = (parent / "cgroup.subtree_control").read_text().split()
-    if controller in enabled:
-        return
-    (parent / "cgroup.subtree_control").write_text(f"+{controller}")
-
-
-_detect_lock = threading.Lock()
-_detected: tuple[float, CgroupSupport] | None = None
-
-
-def cgroup_support(*, refresh: bool = False) -> CgroupSupport:
-    """:func:`cgroup_support_detect`, cached a minute (it makes a cgroup to know)."""
-    global _detected
-    with _detect_lock:
-        if _detected and not refresh and time.monotonic() - _detected[0] < DETECT_TTL_SECONDS:
-            return _detected[1]
-        try:
-            support = cgroup_support_detect()
-        except OSError as exc:
-            reason = CGROUP_REASON.format(detail=_error(exc))
-            support = CgroupSupport(parents={}, reasons=dict.fromkeys(CONTROLLERS, reason))
-        _detected = (time.monotonic(), support)
-        return support
 
 
 def _prlimit_path() -> str | None:
@@ -303,113 +120,17 @@ class LimitedProcess(subprocess.Popen[bytes]):
     limit_notes: str = ""
 
 
-@dataclass
-class _Cgroup:
-    controller_dirs: dict[str, Path] = field(default_factory=dict)
-
-    @property
-    def dirs(self) -> list[Path]:
-        return list(dict.fromkeys(self.controller_dirs.values()))
-
-
-def _make_cgroup(support: CgroupSupport, limits: LimitValues) -> _Cgroup:
-    name = f"{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    cgroup = _Cgroup()
-    wanted = {"memory": limits.memory_mb, "pids": limits.processes}
-    try:
-        for controller, amount in wanted.items():
-            parent = support.parent(controller)
-            if parent is None or amount <= 0:
-                continue
-            folder = parent.path / name
-            if not folder.exists():
-                folder.mkdir()
-            cgroup.controller_dirs[controller] = folder
-            if controller == "pids":
-                (folder / "pids.max").write_text(str(amount))
-            elif parent.version == 2:
-                (folder / "memory.max").write_text(str(amount * 1024 * 1024))
-                with contextlib.suppress(OSError):  # no swap accounting: nothing to cap
-                    (folder / "memory.swap.max").write_text("0")
-            else:
-                (folder / "memory.limit_in_bytes").write_text(str(amount * 1024 * 1024))
-                with contextlib.suppress(OSError):  # swap accounting off: nothing to cap
-                    (folder / "memory.memsw.limit_in_bytes").write_text(str(amount * 1024 * 1024))
-    except OSError:
-        _remove_cgroup(cgroup)
-        raise
-    return cgroup
-
-
-def _members(folder: Path) -> list[int]:
-    try:
-        return [int(line) for line in (folder / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
-def _remove_cgroup(cgroup: _Cgroup) -> None:
-    """Kill whatever is left in it (nothing, normally: bwrap's PID namespace went with
-    bwrap), then remove it."""
-    for folder in cgroup.dirs:
-        for _ in range(100):
-            if not folder.exists():
-                break
-            members = _members(folder)
-            if not members:
-                try:
-                    folder.rmdir()
-                    break
-                except OSError as exc:
-                    if exc.errno != errno.EBUSY:
-                        logger.warning("Could not remove the command's cgroup %s: %s", folder, exc)
-                        break
-            with contextlib.suppress(OSError):
-                (folder / "cgroup.kill").write_text("1")
-            for pid in members:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.05)
-        else:
-            logger.warning("The command's cgroup %s is still busy; left behind", folder)
-
-
-def _count(folder: Path, file_name: str, key: str) -> int:
-    """A counter from a cgroup's ``*.events``-style file (``key N`` lines)."""
-    try:
-        for line in (folder / file_name).read_text().splitlines():
-            name, _, value = line.partition(" ")
-            if name == key:
-                return int(value)
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def _oom_kills(cgroup: _Cgroup) -> int:
-    folder = cgroup.controller_dirs.get("memory")
-    if folder is None:
-        return 0
-    if (folder / "memory.events").exists():
-        return _count(folder, "memory.events", "oom_kill")
-    return _count(folder, "memory.oom_control", "oom_kill")
-
-
-def _pids_refused(cgroup: _Cgroup) -> int:
-    folder = cgroup.controller_dirs.get("pids")
-    return 0 if folder is None else _count(folder, "pids.events", "max")
-
-
 def disk_usage(folders: Iterable[Path]) -> int:
-    """Bytes the folders take on disk (allocated blocks, each inode once, symlinks not
-    followed)."""
+    """Bytes the folders take on disk (allocated blocks, each inode once). Walked by
+    file descriptor, symlinks never followed: the command may swap a folder for a link
+    while it is walked."""
     seen: set[tuple[int, int]] = set()
     total = 0
     for root in folders:
-        for directory, dirnames, filenames in os.walk(root, followlinks=False):
+        for _, dirnames, filenames, folder in os.fwalk(root, follow_symlinks=False):
             for name in (".", *dirnames, *filenames):
                 try:
-                    info = os.lstat(os.path.join(directory, name))
+                    info = os.stat(name, dir_fd=folder, follow_symlinks=False)
                 except OSError:
                     continue
                 key = (info.st_dev, info.st_ino)
@@ -440,19 +161,22 @@ class CommandLimits:
         self.limits = limits
         self.watched = watched
         self.use_cgroups = cgroups
-        self.cgroup = _Cgroup()
+        self.cgroup = CommandCgroup()
         self.process: LimitedProcess | None = None
         self.exceeded = ""
         self.disk_before = 0
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
-        self._gate: tuple[int, int] | None = None
+        self._gate_read: int | None = None
+        self._gate_write: int | None = None
 
     # -- before the start
 
     def __enter__(self) -> CommandLimits:
         if self.use_cgroups:
-            self.cgroup = _make_cgroup(cgroup_support(), self.limits)
+            self.cgroup = CommandCgroup.make(
+                cgroup_support(), memory_mb=self.limits.memory_mb, processes=self.limits.processes
+            )
         if self.limits.disk_mb > 0:
             self.disk_before = disk_usage(self.watched)
         return self
@@ -461,9 +185,18 @@ class CommandLimits:
         """The read end of the pipe bwrap reads its options from (``--args``): it cannot
         fork before it has read them to the end, and they are written once it is in its
         cgroup."""
-        if self._gate is None:
-            self._gate = os.pipe()
-        return self._gate[0]
+        if self._gate_read is None:
+            self._gate_read, self._gate_write = os.pipe()
+        return self._gate_read
+
+    def _close_gate(self, *, read: bool = True, write: bool = True) -> None:
+        # Each end closed once: a number closed twice may by then be another thread's file.
+        if read and self._gate_read is not None:
+            os.close(self._gate_read)
+            self._gate_read = None
+        if write and self._gate_write is not None:
+            os.close(self._gate_write)
+            self._gate_write = None
 
     def argv(self, argv: list[str]) -> list[str]:
         """``argv`` under ``prlimit``: the rlimits the cgroup does not hold."""
@@ -475,10 +208,10 @@ class CommandLimits:
         file_size = limits.file_size_mb * 1024 * 1024
         options = [f"--cpu={cpu}:{cpu + 5}", "--core=0", f"--fsize={file_size}"]
         memory = limits.memory_mb * 1024 * 1024
-        if memory and "memory" not in self.cgroup.controller_dirs:
+        if memory and not self.cgroup.holds("memory"):
             # 0: no address-space cap (Node reserves far more than it uses).
             options.append(f"--as={memory}")
-        if "pids" not in self.cgroup.controller_dirs:
+        if not self.cgroup.holds("pids"):
             options.append(f"--nproc={limits.processes}")
         return [prlimit, *options, "--", *argv]
 
@@ -488,43 +221,34 @@ class CommandLimits:
         """Put the started process in the command's cgroup, then let it go on (write
         ``gate``, its options, into the pipe); watch it from now on."""
         self.process = process
-        if self._gate is not None:
-            os.close(self._gate[0])
+        self._close_gate(write=False)  # the child has its copy
         try:
-            for folder in self.cgroup.dirs:
-                (folder / "cgroup.procs").write_text(str(process.pid))
+            self.cgroup.join(process.pid)
         except OSError:
             # Killed before the pipe closes: bwrap never runs without its options.
             self._kill()
             process.wait()
             raise
-        if self._gate is not None:
-            write_end = self._gate[1]
-            self._gate = None
-            try:
-                data = bwrap_options(gate or [])
-                with contextlib.suppress(BrokenPipeError):
-                    while data:
-                        data = data[os.write(write_end, data) :]
-            finally:
-                os.close(write_end)
-        if self.cgroup.controller_dirs.get("memory") or self.limits.disk_mb > 0:
+        if self._gate_write is not None:
+            data = bwrap_options(gate or [])
+            with contextlib.suppress(BrokenPipeError):  # bwrap died: its exit status says why
+                while data:
+                    data = data[os.write(self._gate_write, data) :]
+            self._close_gate()
+        if self.cgroup.holds("memory") or self.limits.disk_mb > 0:
             self._watcher = threading.Thread(target=self._watch, name=f"sandbox-limits-{process.pid}", daemon=True)
             self._watcher.start()
 
     # -- while it runs
 
     def _over(self) -> str:
-        if self._oom_kills():
+        if self.cgroup.oom_kills():
             return MEMORY_LIMIT_EXCEEDED.format(mb=self.limits.memory_mb)
         if self.limits.disk_mb > 0:
             added = disk_usage(self.watched) - self.disk_before
             if added > self.limits.disk_mb * 1024 * 1024:
                 return DISK_LIMIT_EXCEEDED.format(mb=self.limits.disk_mb)
         return ""
-
-    def _oom_kills(self) -> int:
-        return _oom_kills(self.cgroup)
 
     def _watch(self) -> None:
         assert self.process is not None
@@ -546,10 +270,7 @@ class CommandLimits:
         assert self.process is not None
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        for folder in self.cgroup.dirs:
-            for pid in _members(folder):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+        self.cgroup.kill()
 
     # -- afterwards
 
@@ -557,24 +278,19 @@ class CommandLimits:
         self._stop.set()
         if self._watcher is not None:
             self._watcher.join()
-        if self._gate is not None:
-            if self.process is not None:  # started but never let go on
-                self._kill()
-                self.process.wait()
-            for fd in self._gate:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self._gate = None
+        if self._gate_write is not None and self.process is not None:  # started but never let go on
+            self._kill()
+            self.process.wait()
+        self._close_gate()
         try:
             if self.process is not None:
                 if not self.exceeded:
                     self.exceeded = self._over()
                 self.process.limit_exceeded = self.exceeded
-                refused = _pids_refused(self.cgroup)
-                if refused:
+                if self.cgroup.forks_refused():
                     self.process.limit_notes = PROCESS_LIMIT_REACHED.format(count=self.limits.processes)
         finally:
-            _remove_cgroup(self.cgroup)
+            self.cgroup.remove()
 
 
 def bwrap_options(arguments: list[str]) -> bytes:

@@ -166,7 +166,7 @@ def test_the_enforced_limits_are_listed(client: Client, live_worker: None) -> No
     """Which limits hold on this host, per what and by what: an operator sees from
     /healthz whether memory and processes are held per command (a cgroup) or only per
     process or account (rlimits), and why not."""
-    from core.sandbox_limits import cgroup_support
+    from core.sandbox_cgroups import cgroup_support
     from core.tests.test_sandbox import host_can_make_cgroup
 
     support = cgroup_support(refresh=True)

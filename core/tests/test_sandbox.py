@@ -31,14 +31,8 @@ from core.sandbox import (
     limits_from_settings,
     sandbox_status,
 )
-from core.sandbox_limits import (
-    DISK_LIMIT_EXCEEDED,
-    MEMORY_LIMIT_EXCEEDED,
-    PROCESS_LIMIT_REACHED,
-    CgroupSupport,
-    cgroup_support,
-    limits_enforcement,
-)
+from core.sandbox_cgroups import CgroupSupport, cgroup_support
+from core.sandbox_limits import DISK_LIMIT_EXCEEDED, MEMORY_LIMIT_EXCEEDED, PROCESS_LIMIT_REACHED, limits_enforcement
 from core.workers import forget_worker_heartbeat, record_worker_heartbeat
 from repos.verify import VerifyResult, run_test_command
 
