@@ -1,9 +1,10 @@
 """Cgroups for sandboxed commands: what this host offers, and one command's cgroup.
 
-A command's memory and processes are limited as a whole by a cgroup made for it under
-the worker's own (core/sandbox_limits.py joins bwrap to it before bwrap can fork):
-cgroup v2 where the worker's cgroup offers the controller to its children, else the v1
-``memory`` and ``pids`` hierarchies. Whether it can be made is proven by making one
+A command's memory and processes are limited as a whole by a cgroup made for it
+(core/sandbox_limits.py joins bwrap to it before bwrap can fork): in cgroup v2 under the
+worker's own cgroup where that one can hand the controllers down, or beside it (a leaf of
+a cgroup delegated to the worker); else in the v1 ``memory`` and ``pids`` hierarchies,
+under the worker's own. Whether it can be made is proven by making one
 (:func:`cgroup_support`, cached a minute); where it cannot, the reason is kept for
 ``/healthz`` (no paths: the endpoint is public) and rlimits hold instead.
 """
@@ -28,6 +29,7 @@ CGROUP_PREFIX = "autocoder-sandbox-"
 CONTROLLERS = ("memory", "pids")
 NO_CGROUP_FILESYSTEM = "no cgroup filesystem is mounted"
 CGROUP_REASON = "cannot make a cgroup for a command under the worker's own ({detail})"
+V2_SPLIT = "cgroup v2: memory and pids are handed down at different levels of the worker's cgroups"
 V2_NOT_DELEGATED = (
     "cgroup v2: neither the worker's cgroup nor the one above it hands {controller} to new children "
     "({detail}); run the worker in a leaf of a cgroup delegated to it (README, 'The sandbox')"
@@ -36,7 +38,7 @@ V2_NOT_DELEGATED = (
 
 @dataclass(frozen=True)
 class CgroupParent:
-    """Where a command's cgroup is made for one controller: under the worker's own."""
+    """The cgroup under which a command's cgroup is made, for one controller."""
 
     version: int
     path: Path
@@ -187,6 +189,11 @@ def cgroup_support_detect(
             parents[controller] = candidate
             reasons.pop(controller, None)
             break
+    memory, pids = parents.get("memory"), parents.get("pids")
+    if memory and pids and memory.version == pids.version == 2 and memory.path != pids.path:
+        # A process is in one v2 cgroup only: both limits must be on the same one.
+        del parents["pids"]
+        reasons["pids"] = V2_SPLIT
     return CgroupSupport(parents=parents, reasons=reasons)
 
 

@@ -38,7 +38,7 @@ from typing import Protocol
 
 from django.conf import settings
 
-from core.sandbox_cgroups import CommandCgroup, cgroup_support
+from core.sandbox_cgroups import CONTROLLERS, CgroupSupport, CommandCgroup, cgroup_support
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ PROCESS_LIMIT_REACHED = (
     "some could not start]\n"
 )
 PRLIMIT_MISSING = "prlimit (util-linux) is not installed: the sandbox's limits cannot be set."
+UNSANDBOXED_NO_CGROUP = "the sandbox is off (UNSAFE_RUN_TESTS_WITHOUT_SANDBOX): commands run with rlimits only"
 
 
 class LimitValues(Protocol):
@@ -82,8 +83,12 @@ def _prlimit_path() -> str | None:
 
 def limits_enforcement(*, sandboxed: bool = True) -> dict[str, object]:
     """Which limits hold here, per what, and by which means: for ``/healthz`` and the
-    workers' heartbeats. No paths (the endpoint is public)."""
+    workers' heartbeats. No paths (the endpoint is public). ``sandboxed`` false: the
+    operator's opt-out, whose commands get no cgroup (nothing would hold the shell back
+    until it had joined one) and no tmpfs."""
     support = cgroup_support()
+    if not sandboxed:
+        support = CgroupSupport(parents={}, reasons=dict.fromkeys(CONTROLLERS, UNSANDBOXED_NO_CGROUP))
 
     def cgroup_or_rlimit(controller: str, value: dict[str, int], rlimit: str, per: str) -> dict[str, object]:
         parent = support.parent(controller)

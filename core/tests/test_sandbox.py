@@ -425,3 +425,7 @@ def test_the_operators_opt_out_is_loud(area: Path, settings) -> None:
     health = sandbox_health()
     assert health["ok"] is False and health["disabled"] is True
     assert "UNSAFE_RUN_TESTS_WITHOUT_SANDBOX" in health["reason"]
+    # Its commands get rlimits, not cgroups, and no tmpfs: /healthz does not claim more.
+    limits = health["limits"]
+    assert limits["memory"]["by"] == "rlimit RLIMIT_AS" and limits["processes"]["by"] == "rlimit RLIMIT_NPROC"
+    assert "tmp" not in limits
