@@ -219,6 +219,8 @@ def cgroup_support(*, refresh: bool = False) -> CgroupSupport:
         except OSError as exc:
             reason = CGROUP_REASON.format(detail=_error(exc))
             support = CgroupSupport(parents={}, reasons=dict.fromkeys(CONTROLLERS, reason))
+        if support.reasons and (_detected is None or _detected[1].reasons != support.reasons):
+            logger.warning("Sandboxed commands fall back to rlimits for %s", support.reasons)
         _detected = (time.monotonic(), support)
         return support
 

@@ -31,7 +31,7 @@ from core.sandbox import (
     limits_from_settings,
     sandbox_status,
 )
-from core.sandbox_cgroups import CgroupSupport, cgroup_support
+from core.sandbox_cgroups import CGROUP_PREFIX, CgroupSupport, cgroup_support
 from core.sandbox_limits import DISK_LIMIT_EXCEEDED, MEMORY_LIMIT_EXCEEDED, PROCESS_LIMIT_REACHED, limits_enforcement
 from core.workers import forget_worker_heartbeat, record_worker_heartbeat
 from repos.verify import VerifyResult, run_test_command
@@ -297,6 +297,8 @@ def test_memory_is_limited_for_the_command_as_a_whole(area: Path) -> None:
     assert "three allocated at once" not in result.output
     assert not result.passed and not result.timed_out
     assert MEMORY_LIMIT_EXCEEDED.format(mb=100) in result.output
+    # The command's cgroup is gone with it.
+    assert not [name for name in os.listdir(memory.path) if name.startswith(f"{CGROUP_PREFIX}{os.getpid()}-")]
 
 
 @needs_bwrap
