@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import connections
 
 from core.sandbox import sandbox_status
+from core.sandbox_limits import limits_enforcement
 from core.workers import embedded_worker_alive, live_worker_count, live_worker_sandboxes, redis_client
 
 logger = logging.getLogger(__name__)
@@ -117,9 +118,12 @@ def check_sandbox() -> Check:
     """Whether the workers can sandbox test commands (they refuse to run them if not).
 
     Embedded: this process is the worker and probes itself. Production: each worker
-    puts its own verdict in its heartbeat; the check fails if any live worker cannot."""
+    puts its own verdict in its heartbeat; the check fails if any live worker cannot.
+    ``limits`` says which limits hold, per what (command, process, file) and by what
+    (cgroup, rlimit, watcher) — the first failing worker's, or the first worker's."""
     if settings.EMBEDDED:
-        return _sandbox_verdict(sandbox_status().as_dict())
+        status = sandbox_status()
+        return _sandbox_verdict({**status.as_dict(), "limits": limits_enforcement(sandboxed=not status.disabled)})
     reports = live_worker_sandboxes()
     if not reports:
         return {"ok": False, "reason": "No live worker has reported whether it can make a sandbox."}
@@ -131,11 +135,12 @@ def check_sandbox() -> Check:
 
 
 def _sandbox_verdict(report: dict[str, Any]) -> Check:
+    limits = {"limits": report["limits"]} if isinstance(report.get("limits"), dict) else {}
     if report.get("disabled"):
-        return {"ok": False, "disabled": True, "reason": SANDBOX_DISABLED_HEALTH}
+        return {"ok": False, "disabled": True, "reason": SANDBOX_DISABLED_HEALTH, **limits}
     if not report.get("available"):
-        return {"ok": False, "reason": report.get("message") or "unknown"}
-    return {"ok": True}
+        return {"ok": False, "reason": report.get("message") or "unknown", **limits}
+    return {"ok": True, **limits}
 
 
 # --- Running them -------------------------------------------------------------------

@@ -18,8 +18,12 @@ and mount namespaces:
 - bwrap is started from an empty environment (bwrap is PID 1 inside, and its
   ``/proc/1/environ`` is readable from inside), and the command gets a scrubbed one
   through ``--setenv``;
-- the CPU, memory, file-size and process limits are rlimits inherited from bwrap; the
-  wall-clock timeout and cancel kill bwrap, which takes the whole PID namespace with it.
+- memory, processes and disk are limited per command, CPU time and file size per
+  process (core/sandbox_limits.py: a cgroup per command where the host offers one, a
+  watcher of the worktree's size, rlimits set by ``prlimit``); the wall-clock timeout and
+  cancel kill bwrap, which takes the whole PID namespace with it;
+- bwrap reads its options from a pipe (``--args``), so that its command line — PID 1's
+  ``/proc/1/cmdline`` inside — names no path of the server's.
 
 It fails closed: :func:`sandbox_status` probes that a sandbox can be made (bwrap
 installed, namespaces allowed) and the runner refuses to start a command when it
@@ -56,7 +60,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -64,6 +68,7 @@ from typing import IO
 from django.conf import settings
 
 from core.exceptions import ApplicationError
+from core.sandbox_limits import CommandLimits, LimitedProcess, bwrap_options
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +141,7 @@ class Limits:
     file_size_mb: int
     processes: int
     tmp_size_mb: int
+    disk_mb: int = 0  # what a command may add to its worktree; 0: not watched
 
 
 def limits_from_settings() -> Limits:
@@ -145,6 +151,7 @@ def limits_from_settings() -> Limits:
         file_size_mb=settings.SANDBOX_FILE_SIZE_MB,
         processes=settings.SANDBOX_MAX_PROCESSES,
         tmp_size_mb=settings.SANDBOX_TMP_SIZE_MB,
+        disk_mb=settings.SANDBOX_DISK_MB,
     )
 
 
@@ -306,8 +313,12 @@ def _probe(bwrap: str) -> SandboxStatus:
     with tempfile.TemporaryDirectory(prefix=".sandbox-probe-", dir=root) as scratch:
         workspace = Path(scratch)
         with _prepared(workspace) as (support, ids):
-            argv = [bwrap, *_bwrap_arguments(workspace, support, 16), "/bin/sh", "-c", "test -w /workspace"]
+            # The options through --args, as for every command: a bwrap without it fails here.
+            read_end, write_end = os.pipe()
+            with open(write_end, "wb") as options:  # a few KB: the pipe holds them
+                options.write(bwrap_options(_bwrap_arguments(workspace, support, 16)))
             try:
+                argv = [bwrap, "--args", str(read_end), "/bin/sh", "-c", "test -w /workspace"]
                 account = _account(ids)
                 result = subprocess.run(  # noqa: S603 - a fixed argument list
                     argv,
@@ -315,6 +326,7 @@ def _probe(bwrap: str) -> SandboxStatus:
                     capture_output=True,
                     timeout=10,
                     check=False,
+                    pass_fds=(read_end,),
                     user=account.user,
                     group=account.group,
                     extra_groups=account.extra_groups,
@@ -325,6 +337,8 @@ def _probe(bwrap: str) -> SandboxStatus:
                 return SandboxStatus(
                     available=False, disabled=False, reason=PROBE_FAILED.format(detail=exc.__class__.__name__)
                 )
+            finally:
+                os.close(read_end)
     if result.returncode != 0:
         detail = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
         # bwrap names paths in its errors: the reason is shown on /healthz, paths are not.
@@ -555,22 +569,6 @@ def storage_take_over(path: Path, *, folders_only: bool = False) -> None:
             os.chown(entry, *ids, follow_symlinks=False)
 
 
-def _limits(limits: Limits) -> Callable[[], None]:
-    import resource
-
-    def apply() -> None:
-        memory = limits.memory_mb * 1024 * 1024
-        file_size = limits.file_size_mb * 1024 * 1024
-        if memory:  # 0: no address-space cap (Node reserves far more than it uses)
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-
-    return apply
-
-
 class SandboxUnavailable(ApplicationError):
     """No sandbox can be made here; the command was not started."""
 
@@ -671,22 +669,27 @@ def _bwrapped(
             environment=environment,
         )
         account = _account(ids)
-        process = subprocess.Popen(  # noqa: S603 - user code or a fixed program, in the sandbox described above
-            [bwrap, *arguments, *argv],
-            env={},
-            stdin=subprocess.DEVNULL if stdin is None else stdin,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            start_new_session=True,
-            preexec_fn=_limits(limits),
-            user=account.user,
-            group=account.group,
-            extra_groups=account.extra_groups,
-        )
-        try:
-            yield process
-        finally:
-            process_kill(process)
+        # The limits' cgroup is joined before bwrap reads its options (--args), so before it
+        # can start anything (core/sandbox_limits.py).
+        with CommandLimits(limits, watched=(workspace, *(source for source, _ in writable))) as guard:
+            options = guard.gate_fd()
+            process = LimitedProcess(  # user code or a fixed program, in the sandbox described above
+                guard.argv([bwrap, "--args", str(options), *argv]),
+                env={},
+                stdin=subprocess.DEVNULL if stdin is None else stdin,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                start_new_session=True,
+                pass_fds=(options,),
+                user=account.user,
+                group=account.group,
+                extra_groups=account.extra_groups,
+            )
+            guard.start(process, gate=arguments)
+            try:
+                yield process
+            finally:
+                process_kill(process)
 
 
 @contextlib.contextmanager
@@ -695,20 +698,23 @@ def _unsandboxed_process(*, command: str, workspace: Path, limits: Limits) -> It
     home = tempfile.mkdtemp(prefix="autocoder-unsandboxed-")
     environment = {**_environment(), "HOME": home, "TMPDIR": home, "PATH": f"{workspace}/.venv/bin:{SYSTEM_PATH}"}
     try:
-        process = subprocess.Popen(  # noqa: S603 - the operator turned the sandbox off
-            ["/bin/sh", "-c", command],
-            cwd=workspace,
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_limits(limits),
-        )
-        try:
-            yield process
-        finally:
-            process_kill(process)
+        # rlimits and the disk watcher only: no cgroup (nothing holds the shell back
+        # until it has joined one).
+        with CommandLimits(limits, watched=(workspace,), cgroups=False) as guard:
+            process = LimitedProcess(  # the operator turned the sandbox off
+                guard.argv(["/bin/sh", "-c", command]),
+                cwd=workspace,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            guard.start(process)
+            try:
+                yield process
+            finally:
+                process_kill(process)
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

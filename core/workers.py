@@ -26,6 +26,7 @@ from celery import bootsteps
 from django.conf import settings
 
 from core.sandbox import sandbox_status
+from core.sandbox_limits import limits_enforcement
 
 logger = logging.getLogger(__name__)
 
@@ -100,9 +101,12 @@ def _heartbeat_prefix() -> str:
 def record_worker_heartbeat(hostname: str) -> None:
     """Mark the worker ``hostname`` alive for ``HEARTBEAT_TTL`` seconds (never raises).
 
-    The value says when, and whether this worker can sandbox test commands."""
+    The value says when, whether this worker can sandbox test commands, and which
+    limits hold there."""
     try:
-        beat = json.dumps({"at": time.time(), "sandbox": sandbox_status().as_dict()})
+        status = sandbox_status()
+        sandbox = {**status.as_dict(), "limits": limits_enforcement(sandboxed=not status.disabled)}
+        beat = json.dumps({"at": time.time(), "sandbox": sandbox})
         client = redis_client(settings.CELERY_BROKER_URL, 2.0)
         try:
             client.set(_heartbeat_prefix() + hostname, beat, ex=HEARTBEAT_TTL)

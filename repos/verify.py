@@ -1,9 +1,11 @@
 """The verify step: a project's test command, run in a run's worktree.
 
 The command runs in the sandbox (core/sandbox.py: bubblewrap, no network, no other
-files, an unprivileged account) with CPU, memory, file-size and process limits, a
+files, an unprivileged account) with memory, process and disk limits for the command as
+a whole where the host allows (core/sandbox_limits.py), CPU and file-size limits, a
 wall-clock timeout and cancel that end every process it started, and its output
-streamed as it comes. Where no sandbox can be made the command does not run at all.
+streamed as it comes. A command stopped by a limit fails, and its output ends saying
+which. Where no sandbox can be made the command does not run at all.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.sandbox import SANDBOX_DISABLED_WARNING, Limits, sandbox_status, sandboxed_process
+from core.sandbox_limits import LimitedProcess
 
 CANCEL_POLL_SECONDS = 0.2
 TAIL_MARKER = "[… {dropped} earlier characters of output dropped …]\n"
@@ -88,6 +91,7 @@ def run_test_command(
     if status.disabled:
         output.emit(SANDBOX_DISABLED_WARNING)
     timed_out = cancelled = False
+    limit_exceeded = ""
     try:
         with sandboxed_process(command=command, workspace=cwd, limits=limits) as process:
             assert process.stdout is not None
@@ -120,16 +124,24 @@ def run_test_command(
                 process.wait()
             returncode = process.returncode
             process.stdout.close()
+        # Known once the sandbox's block is left (the disk is checked once more then).
+        if isinstance(process, LimitedProcess):
+            limit_exceeded = process.limit_exceeded
+            if process.limit_notes:
+                output.emit("\n" + process.limit_notes)
     except OSError as exc:
         output.emit(f"The test command could not start: {exc}\n")
         return VerifyResult(None, False, False, False, output.text(), 0, False, False)
+    if limit_exceeded:
+        output.emit("\n" + limit_exceeded)
     if timed_out:
         output.emit(f"\n[verify: killed after {timeout:g} s]\n")
     exit_code = None if (timed_out or cancelled) else returncode
     sandboxed = not status.disabled
     return VerifyResult(
         exit_code=exit_code,
-        passed=exit_code == 0,
+        # Over a limit fails, even where the command ended well before the watcher looked.
+        passed=exit_code == 0 and not limit_exceeded,
         timed_out=timed_out,
         cancelled=cancelled,
         output=output.text(),
@@ -177,6 +189,8 @@ def verify_findings(result: VerifyResult, *, max_findings: int = 20) -> list[dic
         summary = "The test command did not finish in time and was killed."
     elif result.exit_code is None:
         summary = "The test command could not run."
+    elif result.exit_code == 0:
+        summary = "The test command went over a limit of the sandbox."
     else:
         summary = f"The test command failed (exit code {result.exit_code})."
     tail = result.output[-1500:].strip()

@@ -543,6 +543,9 @@ SANDBOX_UID_POOL_SIZE = env_int("SANDBOX_UID_POOL_SIZE", default=64, minimum=1)
 SANDBOX_MAX_PROCESSES = env_int("SANDBOX_MAX_PROCESSES", default=256, minimum=16)
 SANDBOX_FILE_SIZE_MB = env_int("SANDBOX_FILE_SIZE_MB", default=1024, minimum=1)
 SANDBOX_TMP_SIZE_MB = env_int("SANDBOX_TMP_SIZE_MB", default=512, minimum=16)
+# What one command may add to its worktree (on the host's disk; /tmp and home are the
+# tmpfs above): watched while it runs, and the command is stopped over it.
+SANDBOX_DISK_MB = env_int("SANDBOX_DISK_MB", default=2048, minimum=1)
 # The operator's explicit, unsafe way out where no sandbox can be made: test commands
 # then run as the server's own user and can read everything it can.
 UNSAFE_RUN_TESTS_WITHOUT_SANDBOX = env_bool("UNSAFE_RUN_TESTS_WITHOUT_SANDBOX", default=False)

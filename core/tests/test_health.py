@@ -160,3 +160,28 @@ def test_the_sandbox_is_reported_and_its_absence_degrades(client: Client, settin
     assert "apt-get install bubblewrap" in body["sandbox"]["reason"]
     if not settings.EMBEDDED:
         assert body["sandbox"]["workers_without_sandbox"] == 1
+
+
+def test_the_enforced_limits_are_listed(client: Client, live_worker: None) -> None:
+    """Which limits hold on this host, per what and by what: an operator sees from
+    /healthz whether memory and processes are held per command (a cgroup) or only per
+    process or account (rlimits), and why not."""
+    from core.sandbox_cgroups import cgroup_support
+    from core.tests.test_sandbox import host_can_make_cgroup
+
+    support = cgroup_support(refresh=True)
+    _, body = get_health(client)
+    limits = body["sandbox"]["limits"]
+    for name in ("memory", "processes", "disk", "cpu", "file_size", "tmp", "wall_clock"):
+        assert {"per", "by"} <= limits[name].keys(), limits
+    assert limits["memory"]["mb"] == settings.VERIFY_MEMORY_MB
+    assert limits["disk"] == {"per": "command", "by": "watcher (worktree)", "mb": settings.SANDBOX_DISK_MB}
+    assert limits["cpu"]["per"] == "process" and limits["file_size"]["per"] == "file"
+    for name, controller, rlimit in (("memory", "memory", "RLIMIT_AS"), ("processes", "pids", "RLIMIT_NPROC")):
+        parent = support.parent(controller)
+        assert (parent is not None) == host_can_make_cgroup(controller)
+        if parent is not None:
+            assert limits[name]["per"] == "command" and limits[name]["by"] == f"cgroup v{parent.version} {controller}"
+        else:
+            assert limits[name]["by"] == f"rlimit {rlimit}" and limits[name]["why_not_per_command"]
+    assert "/sys/fs/cgroup" not in str(body)  # /healthz is public: no server paths

@@ -3,7 +3,9 @@
 A hostile test command (or agent-written code inside it) tries to read the database
 file, a server process's environment, another repository, a unix socket, a file
 outside its worktree, and the network; to leave a setuid file or a fake ``.git``
-behind; to fork without end. And where no sandbox can be made, nothing runs.
+behind; to fork without end; to learn the server's paths from bwrap's command line;
+to use more memory, processes or disk than its limits by spreading over several
+processes or files. And where no sandbox can be made, nothing runs.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from core import sandbox_limits
 from core.health import check_sandbox
 from core.sandbox import (
     BWRAP_MISSING,
@@ -29,6 +32,8 @@ from core.sandbox import (
     sandbox_status,
     storage_ids,
 )
+from core.sandbox_cgroups import CGROUP_PREFIX, CgroupSupport, cgroup_support
+from core.sandbox_limits import DISK_LIMIT_EXCEEDED, MEMORY_LIMIT_EXCEEDED, PROCESS_LIMIT_REACHED, limits_enforcement
 from core.workers import forget_worker_heartbeat, record_worker_heartbeat
 from repos.verify import VerifyResult, run_test_command
 
@@ -209,7 +214,182 @@ def test_limits_hold_processes_tmp_and_memory(area: Path) -> None:
     tmp = run(area, "dd if=/dev/zero of=/tmp/fill bs=1M count=40 2>&1", tmp_size_mb=16)
     assert "No space left on device" in tmp.output
     hog = run(area, "python3 -c \"b = bytearray(1024 * 1024 * 1024); print('allocated')\"", memory_mb=256)
-    assert not hog.passed and "allocated" not in hog.output and "MemoryError" in hog.output
+    assert not hog.passed and "allocated" not in hog.output
+    if cgroup_support().parent("memory") is not None:
+        assert MEMORY_LIMIT_EXCEEDED.format(mb=256) in hog.output  # the kernel's OOM killer, then the command
+    else:
+        assert "MemoryError" in hog.output  # RLIMIT_AS
+
+
+# --- Limits for the command as a whole -------------------------------------------------
+
+
+def host_can_make_cgroup(controller: str) -> bool:
+    """Independently of core.sandbox_limits: can this process make a child cgroup with
+    ``controller`` under its own (v1 at /sys/fs/cgroup/<controller>, v2 at
+    /sys/fs/cgroup or /sys/fs/cgroup/unified)? Where it can, the sandbox must use it."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, own = line.split(":", 2)
+        if controllers == "":
+            places = [Path("/sys/fs/cgroup", own.lstrip("/")), Path("/sys/fs/cgroup/unified", own.lstrip("/"))]
+            places = [p for p in places if controller in _read(p / "cgroup.controllers").split()]
+        elif controller in controllers.split(","):
+            places = [Path("/sys/fs/cgroup", controller, own.lstrip("/"))]
+        else:
+            continue
+        for place in places:
+            child = place / f"oracle-{os.getpid()}"
+            try:
+                child.mkdir()
+            except OSError:
+                continue
+            child.rmdir()
+            return True
+    return False
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+THREE_HOGS = """
+import os, signal
+ready_r, ready_w = os.pipe()
+children = []
+for n in range(3):
+    child = os.fork()
+    if child == 0:
+        block = b"\\1" * (60 * 1024 * 1024)  # every page written
+        os.write(ready_w, b"x")
+        signal.pause()
+    children.append(child)
+os.close(ready_w)
+got = b""
+while len(got) < 3:
+    more = os.read(ready_r, 3)
+    if not more:
+        break
+    got += more
+if len(got) == 3 and all(os.waitpid(child, os.WNOHANG) == (0, 0) for child in children):
+    print("three allocated at once", flush=True)
+    for child in children:
+        os.kill(child, signal.SIGKILL)
+else:
+    print("a child was killed; waiting to be stopped", flush=True)
+    signal.pause()
+"""
+
+
+@needs_bwrap
+def test_memory_is_limited_for_the_command_as_a_whole(area: Path) -> None:
+    memory = cgroup_support(refresh=True).parent("memory")
+    assert (memory is not None) == host_can_make_cgroup("memory")
+    report = limits_enforcement()["memory"]
+    if memory is None:
+        # No cgroup here: the fallback is today's per-process rlimit, and /healthz says so.
+        assert report["per"] == "process" and report["by"] == "rlimit RLIMIT_AS" and report["why_not_per_command"]
+        return
+    assert report["per"] == "command" and report["by"] == f"cgroup v{memory.version} memory"
+    (area / "hogs.py").write_text(THREE_HOGS)
+    result = run(area, "python3 hogs.py", memory_mb=100)
+    # Three processes of 60 MB each under 100 MB: not three at once, and the command stopped.
+    assert "three allocated at once" not in result.output
+    assert not result.passed and not result.timed_out
+    assert MEMORY_LIMIT_EXCEEDED.format(mb=100) in result.output
+    # The command's cgroup is gone with it.
+    assert not [name for name in os.listdir(memory.path) if name.startswith(f"{CGROUP_PREFIX}{os.getpid()}-")]
+
+
+@needs_bwrap
+def test_without_cgroups_the_rlimits_hold_and_health_says_so(area: Path, monkeypatch) -> None:
+    none = CgroupSupport(parents={}, reasons=dict.fromkeys(("memory", "pids"), "no cgroup filesystem is mounted"))
+    monkeypatch.setattr(sandbox_limits, "cgroup_support", lambda **_: none)
+    report = limits_enforcement()
+    assert report["memory"]["per"] == "process" and report["memory"]["by"] == "rlimit RLIMIT_AS"
+    assert report["processes"]["by"] == "rlimit RLIMIT_NPROC"
+    assert report["memory"]["why_not_per_command"] == "no cgroup filesystem is mounted"
+    hog = run(area, "python3 -c \"b = bytearray(1024 * 1024 * 1024); print('allocated')\"", memory_mb=256)
+    assert not hog.passed and "MemoryError" in hog.output and "allocated" not in hog.output
+    forks = run(area, "for i in $(seq 200); do sleep 5 & done 2>&1 | tail -1; echo forked", processes=32)
+    assert "Resource temporarily unavailable" in forks.output or "Cannot fork" in forks.output
+
+
+@needs_bwrap
+def test_the_process_limit_is_the_commands_own(area: Path, settings) -> None:
+    pids = cgroup_support(refresh=True).parent("pids")
+    assert (pids is not None) == host_can_make_cgroup("pids")
+    if pids is None:
+        assert limits_enforcement()["processes"]["per"] == "account (SANDBOX_UID)"
+        return
+    # Forty processes of the sandbox's account elsewhere on the host (another command's):
+    # with a per-account rlimit of 32 this command could not start one.
+    account = {"user": settings.SANDBOX_UID, "group": settings.SANDBOX_GID} if os.geteuid() == 0 else {}
+    others = [subprocess.Popen(["sleep", "60"], **account) for _ in range(40)]
+    try:
+        result = run(area, "for i in $(seq 10); do sleep 0.1 & done; wait; echo ten ran", processes=32)
+    finally:
+        for other in others:
+            other.kill()
+            other.wait()
+    assert result.passed and "ten ran" in result.output, result.output
+    forks = run(area, "for i in $(seq 200); do sleep 5 & done 2>&1 | tail -1; echo forked", processes=32)
+    assert "Cannot fork" in forks.output or "Resource temporarily unavailable" in forks.output
+    assert PROCESS_LIMIT_REACHED.format(count=32) in forks.output
+
+
+@needs_bwrap
+def test_disk_is_limited_for_the_command_as_a_whole(area: Path) -> None:
+    # Six files of 1 MB, each under the file-size limit, together over the disk limit.
+    command = (
+        "for i in 1 2 3 4 5 6; do dd if=/dev/urandom of=blob$i bs=1M count=1 2>/dev/null; done; "
+        "echo wrote six; sleep 25; echo still running"
+    )
+    result = run(area, command, disk_mb=5, file_size_mb=2)
+    assert "wrote six" in result.output
+    assert not result.passed and not result.timed_out
+    assert DISK_LIMIT_EXCEEDED.format(mb=5) in result.output and "still running" not in result.output
+    # Written quickly and gone before the watcher looked: still over, still a failure.
+    quick = run(area, "dd if=/dev/urandom of=big bs=1M count=7 2>/dev/null; echo done", disk_mb=5, file_size_mb=8)
+    assert not quick.passed and DISK_LIMIT_EXCEEDED.format(mb=5) in quick.output
+    under = run(area, "rm -f blob* big; dd if=/dev/urandom of=small bs=1M count=3 2>/dev/null; echo ok", disk_mb=5)
+    assert under.passed and "limit exceeded" not in under.output
+
+
+@needs_bwrap
+def test_pid_1s_command_line_names_no_server_path(area: Path, settings) -> None:
+    result = run(area, "tr '\\0' '\\n' < /proc/1/cmdline; echo; cat /proc/1/cmdline | wc -c")
+    assert result.passed and result.output.splitlines()[0] == BWRAP
+    for path in (str(area), settings.WORKTREES_ROOT, settings.REPOS_ROOT, "autocoder-sandbox-", "--bind", "--setenv"):
+        assert path not in result.output, path
+
+
+@needs_bwrap
+def test_commands_start_without_preexec_fn_and_keep_their_rlimits(area: Path, monkeypatch, settings) -> None:
+    """preexec_fn is unsafe in a process with threads (the workers run commands from
+    threads): every process the sandbox starts — the probe, a command, an unsandboxed
+    one — starts without it, and the rlimits still hold inside."""
+    seen: list[object] = []
+    original = subprocess.Popen.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("preexec_fn"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", spy)
+    assert sandbox_status(refresh=True).available
+    result = run(area, "grep -E 'Max (cpu time|file size|core file size)' /proc/self/limits", cpu_seconds=77)
+    settings.UNSAFE_RUN_TESTS_WITHOUT_SANDBOX = True
+    unsandboxed = run(area, "grep -E 'Max cpu time' /proc/self/limits", cpu_seconds=78)
+    assert len(seen) >= 3 and all(function is None for function in seen)
+    file_size = str(limits_from_settings().file_size_mb * 1024 * 1024)
+    # "Max cpu time  77  82  seconds": the name, soft and hard (the name is 3 or 4 words).
+    lines = {line.rsplit(None, 3)[0].strip(): line.split()[-3:-1] for line in result.output.splitlines()}
+    assert lines["Max cpu time"] == ["77", "82"] and lines["Max file size"] == [file_size, file_size]
+    assert lines["Max core file size"] == ["0", "0"]
+    assert "78" in unsandboxed.output
 
 
 @needs_bwrap
@@ -292,3 +472,7 @@ def test_the_operators_opt_out_is_loud(area: Path, settings) -> None:
     health = sandbox_health()
     assert health["ok"] is False and health["disabled"] is True
     assert "UNSAFE_RUN_TESTS_WITHOUT_SANDBOX" in health["reason"]
+    # Its commands get rlimits, not cgroups, and no tmpfs: /healthz does not claim more.
+    limits = health["limits"]
+    assert limits["memory"]["by"] == "rlimit RLIMIT_AS" and limits["processes"]["by"] == "rlimit RLIMIT_NPROC"
+    assert "tmp" not in limits
