@@ -61,6 +61,7 @@ DEFAULT_API = "https://api.anthropic.com"
 SANDBOX_PYTHON = ("/usr/bin/python3", "/usr/local/bin/python3")
 RELAY_SOCKET = "api.sock"
 RELAY_FOLDER = "/run/autocoder"
+LOGIN_FILE = "login.json"
 SOCKET_PATH_LIMIT = 100
 ACCOUNT_KEYS = ("oauthAccount", "userID", "hasCompletedOnboarding")
 FORBIDDEN = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -328,16 +329,25 @@ def cli_sandbox(
                 read_only.append(Path(nested[2]))  # bwrap itself, where it is not under /usr
         for path in (tools, *tools.iterdir()):
             path.chmod(0o755)
+        login_file = sockets / LOGIN_FILE
+        login_file.write_text(json.dumps(login))
+        login_file.chmod(0o600)
         inside = {
             **{k: v for k, v in env.items() if not k.startswith("XDG_") and k != "CLAUDE_CODE_OAUTH_TOKEN"},
-            **login,
             "PATH": f"{tools}:{os.path.dirname(executable)}:{SYSTEM_PATH}",
             "HOME": SANDBOX_HOME,
             "TMPDIR": "/tmp",  # noqa: S108 - the sandbox's own tmpfs
             "CLAUDE_CONFIG_DIR": SANDBOX_CONFIG,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
-        relayed = [_sandbox_python(), f"{tools}/sandbox_relay.py", f"{RELAY_FOLDER}/{RELAY_SOCKET}", "--", *argv]
+        relayed = [
+            _sandbox_python(),
+            f"{tools}/sandbox_relay.py",
+            f"{RELAY_FOLDER}/{RELAY_SOCKET}",
+            f"{RELAY_FOLDER}/{LOGIN_FILE}",
+            "--",
+            *argv,
+        ]
         with sandboxed_program(
             argv=relayed,
             workspace=workspace,
@@ -353,7 +363,7 @@ def cli_sandbox(
     finally:
         if relay is not None:
             relay.close()
-        for folder in (config, tools, sockets):
+        for folder in (config, tools, sockets):  # the login file too, if the relay never read it
             shutil.rmtree(folder, ignore_errors=True)
 
 

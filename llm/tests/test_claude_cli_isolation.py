@@ -7,7 +7,9 @@ The fake CLI is tests/bin/claude, the fake API tests/fake_anthropic.py."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli
 from llm.providers.base import LLMRequest
 from llm.providers.claude_cli import ClaudeCliProvider
+from llm.providers.claude_cli_sandbox import ApiRelay
 from pipelines.agents import PLAN_TOOL
 from tests.fake_anthropic import FakeAnthropicServer
 from tests.fake_claude import fake_claude
@@ -170,6 +173,14 @@ def test_planner_and_reviewer_calls_run_in_the_sandbox(
     secret.chmod(0o644)
     monkeypatch.setenv("FAKE_CLAUDE_MODE", "record")
     monkeypatch.setenv("FAKE_CLAUDE_SECRET_PATH", str(secret))
+    started: list[str] = []
+    popen = subprocess.Popen
+
+    def recorded_popen(args, *positional, **keywords):
+        started.extend(str(arg) for arg in args)
+        return popen(args, *positional, **keywords)
+
+    monkeypatch.setattr(subprocess, "Popen", recorded_popen)
 
     recorded = json.loads(_complete(_plan_request()).text)
 
@@ -177,6 +188,8 @@ def test_planner_and_reviewer_calls_run_in_the_sandbox(
     assert recorded["config"] == "/home/sandbox/.claude"
     assert recorded["secret_readable"] is False
     assert recorded["env"].count("CLAUDE_CODE_OAUTH_TOKEN") == 1 and "HTTPS_PROXY" in recorded["env"]
+    # Its token reached it, but not through bwrap's command line (the server's process list).
+    assert started[0].endswith("bwrap") and ACCESS_TOKEN not in " ".join(started) and API_KEY not in " ".join(started)
 
 
 @pytest.mark.parametrize("kind", ["plan", "edit"])
@@ -189,3 +202,29 @@ def test_no_transcript_or_config_folder_survives_a_call(
     config = sorted(path.name for path in (home / ".claude").iterdir())
     assert config == [".credentials.json", "projects", "settings.json"]
     assert list(scratch.iterdir()) == []
+
+
+def test_the_relay_tunnels_only_to_its_api(tmp_path: Path, listener: Listener) -> None:
+    """HTTPS: ``CONNECT host:port`` to the API's address only (the TLS inside is the CLI's)."""
+    folder = Path(tempfile.mkdtemp(prefix="relay-", dir="/tmp"))
+    relay = ApiRelay(folder, scheme="https", host="127.0.0.1", port=listener.port)
+    try:
+
+        def connect(target: str) -> bytes:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+                client.settimeout(5)
+                client.connect(str(relay.path))
+                client.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+                received = b""
+                while chunk := client.recv(4096):
+                    received += chunk
+                return received
+
+        assert connect(f"127.0.0.1:{listener.port}") == b"HTTP/1.1 200 Connection established\r\n\r\n+PONG\r\n"
+        assert connect(f"127.0.0.1:{listener.port + 1}").startswith(b"HTTP/1.1 403")
+        assert connect(f"localhost:{listener.port}").startswith(b"HTTP/1.1 403")  # the name the API was given
+        assert listener.connections == 1
+        assert relay.refused == [f"127.0.0.1:{listener.port + 1}", f"localhost:{listener.port}"]
+    finally:
+        relay.close()
+        shutil.rmtree(folder)
