@@ -2,18 +2,22 @@
 
 The CLI has no forced tool use, so the tool's schema goes into the prompt and the
 reply's JSON object is taken as the tool input (the agents validate it as usual).
-The child runs in its own process group; a timeout or a cancel kills the group.
 Every failure's message starts with "Error: ".
 
 A request with a ``worktree`` is the Coder editing it (``edits_worktree``): the CLI
 runs there as an agent with its own file tools only (Read, Edit, MultiEdit, Write,
-Glob, Grep; Bash for exactly the project's test command, if any; no web tools, no MCP
-servers), streaming its events (``--output-format stream-json``) into the live log.
-The CLI can read any file its process can, so it runs in the sandbox
-(core/sandbox.py) with the network on (it talks to the API) and nothing of the
-server's: the worktree writable, /usr, the CLI's own folder read-only, a private copy
-of its login. Where no sandbox can be made it does not run (SandboxUnavailable); with
-the operator's ``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` it runs unsandboxed, saying so.
+Glob, Grep; Bash for exactly ``autocoder-run-tests``, which runs the project's test
+command in a sandbox of its own, if there is one; no web tools, no MCP servers; only
+what ``--allowedTools`` names runs), streaming its events (``--output-format
+stream-json``) into the live log.
+
+Every call — the Coder's and the one-shot answers of the Planner, the Reviewer and the
+assistant alike — runs in the sandbox (llm/providers/claude_cli_sandbox.py: no network
+but the API through a relay, a private config folder removed afterwards, the login in
+the CLI's environment only); a timeout or a cancel kills it. Where no sandbox can be
+made it does not run (SandboxUnavailable); with the operator's
+``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` it runs unsandboxed (with a private config folder
+still), saying so.
 """
 
 from __future__ import annotations
