@@ -19,7 +19,10 @@ assistant's one-shot answers — runs ``sandboxed_program`` with:
 - for the Coder, the project's test command as one program, ``autocoder-run-tests``,
   which runs it in a sandbox nested in the CLI's (``nested_sandbox_argv``): no network,
   no config folder, a fresh home and ``/tmp``, an environment without the login. The CLI
-  may run nothing else through Bash (``--permission-mode dontAsk``).
+  may run nothing else through Bash (``--permission-mode dontAsk``) but the commands it
+  deems read-only (``pwd``, ``git status``…: a worktree's git config can make those run
+  anything), so every command of its Bash tool runs in such a nested sandbox too
+  (``CLAUDE_CODE_SHELL_PREFIX``, ``autocoder-shell``); the test runner then nests once more.
 
 Why a nested sandbox for the tests and not the tests as an MCP tool that the server runs
 (repos/verify.py): the test command keeps running in the CLI's own process tree and
@@ -57,6 +60,8 @@ from core.sandbox import (
 
 SANDBOX_CONFIG = f"{SANDBOX_HOME}/.claude"
 TEST_RUNNER = "autocoder-run-tests"
+SHELL_PREFIX = "autocoder-shell"
+NESTED_PATH = f"/workspace/.venv/bin:{SYSTEM_PATH}"
 DEFAULT_API = "https://api.anthropic.com"
 SANDBOX_PYTHON = ("/usr/bin/python3", "/usr/local/bin/python3")
 RELAY_SOCKET = "api.sock"
@@ -280,6 +285,12 @@ def _sandbox_python() -> str:
     raise FileNotFoundError("no python3 under /usr for the sandbox's API relay")
 
 
+def shell_prefix_script(nested: list[str]) -> str:
+    """``autocoder-shell``: the CLI's Bash tool hands it each command line as ``$1``."""
+    comment = "# Every command of the CLI's Bash tool, in a sandbox without network or login."
+    return f'#!/bin/sh\n{comment}\nexec {shlex.join(nested)} "$1"\n'
+
+
 def test_runner_script(argv: list[str]) -> str:
     """``autocoder-run-tests``: ``argv`` (the test command in the nested sandbox)."""
     return (
@@ -322,9 +333,15 @@ def cli_sandbox(
         )
         shutil.copyfile(Path(__file__).with_name("sandbox_relay.py"), tools / "sandbox_relay.py")
         read_only = [tools, *(Path(path) for path in (os.path.dirname(executable), *extra_paths))]
+        shell: dict[str, str] = {}
         if test_command:
             nested = nested_sandbox_argv(["/bin/sh", "-c", test_command], tmp_size_mb=limits.tmp_size_mb)
             (tools / TEST_RUNNER).write_text(test_runner_script(nested))
+            # bwrap's own options may follow the standard ones: the tools stay on PATH.
+            on_path = ["--ro-bind", str(tools), str(tools), "--setenv", "PATH", f"{tools}:{NESTED_PATH}"]
+            prefix = nested_sandbox_argv([*on_path, "/bin/bash", "-c"], tmp_size_mb=limits.tmp_size_mb)
+            (tools / SHELL_PREFIX).write_text(shell_prefix_script(prefix))
+            shell = {"CLAUDE_CODE_SHELL_PREFIX": str(tools / SHELL_PREFIX)}
             if not nested[2].startswith("/usr/"):
                 read_only.append(Path(nested[2]))  # bwrap itself, where it is not under /usr
         for path in (tools, *tools.iterdir()):
@@ -339,6 +356,7 @@ def cli_sandbox(
             "TMPDIR": "/tmp",  # noqa: S108 - the sandbox's own tmpfs
             "CLAUDE_CONFIG_DIR": SANDBOX_CONFIG,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            **shell,
         }
         relayed = [
             _sandbox_python(),

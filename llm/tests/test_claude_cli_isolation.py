@@ -38,7 +38,13 @@ SETTINGS_KEY = "sk-ant-api03-key-in-the-operators-settings"
 
 @pytest.fixture(autouse=True)
 def _fake_cli_sees_its_settings(monkeypatch) -> None:
-    fake = {"FAKE_CLAUDE_MODE", "FAKE_CLAUDE_EDIT_MODE", "FAKE_CLAUDE_ADDRESSES", "FAKE_CLAUDE_SECRET_PATH"}
+    fake = {
+        "FAKE_CLAUDE_MODE",
+        "FAKE_CLAUDE_EDIT_MODE",
+        "FAKE_CLAUDE_ADDRESSES",
+        "FAKE_CLAUDE_SECRET_PATH",
+        "FAKE_CLAUDE_ALSO_RUN",
+    }
     monkeypatch.setattr(claude_cli, "CLI_ENVIRONMENT", claude_cli.CLI_ENVIRONMENT | fake)
 
 
@@ -124,20 +130,32 @@ def _complete(request: LLMRequest):
     return provider.complete(request, on_chunk=lambda c: None, should_cancel=lambda: False)
 
 
-def test_a_hostile_test_command_sees_no_login_and_no_loopback_of_the_server(
-    worktree: Path, home: Path, scratch: Path, listener: Listener, monkeypatch
-) -> None:
-    hostile = (
+def _hostile(port: int) -> str:
+    """A command that prints every secret it can find and reaches for a service of the server's."""
+    return (
         "echo STARTED; "
         "cat /home/sandbox/.claude/.credentials.json /home/sandbox/.claude/.claude.json "
         '/home/sandbox/.claude/settings.json "$CLAUDE_CONFIG_DIR/.credentials.json"; '
         "env; cat /proc/*/environ | tr '\\0' '\\n'; "
-        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener.port}), 2); print('CONNECTED')\""
+        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')\""
         " || echo NOT-CONNECTED"
     )
-    monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "run_tests")
 
-    output = _complete(_edit_request(worktree, hostile)).text
+
+@pytest.mark.parametrize("how", ["test command", "other shell command"])
+def test_a_hostile_command_sees_no_login_and_no_loopback_of_the_server(
+    how: str, worktree: Path, home: Path, scratch: Path, listener: Listener, monkeypatch
+) -> None:
+    """The project's test command (agent-written code runs in it), and any other command
+    the CLI's Bash tool may run (those it deems read-only, ``git status``: a worktree's git
+    config can make them run anything)."""
+    monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "run_tests")
+    if how == "other shell command":
+        monkeypatch.setenv("FAKE_CLAUDE_ALSO_RUN", _hostile(listener.port))
+
+    output = _complete(
+        _edit_request(worktree, "echo the tests" if how == "other shell command" else _hostile(listener.port))
+    ).text
 
     assert "STARTED" in output and "NOT-CONNECTED" in output  # it ran, to its end
     for secret in (ACCESS_TOKEN, REFRESH_TOKEN, API_KEY, SETTINGS_KEY):
