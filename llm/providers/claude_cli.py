@@ -106,7 +106,15 @@ class ClaudeCliProvider:
         self.sandbox_paths = sandbox_paths
 
     def _prompt(self, request: LLMRequest) -> str:
-        parts = [request.system, *(str(m["content"]) for m in request.messages if m.get("role") == "user")]
+        # The conversation so far is in the prompt: each call has a config folder of its
+        # own, removed afterwards, so there is no earlier session to --resume.
+        *earlier, last = request.messages or [{"role": "user", "content": ""}]
+        history = "\n\n".join(f"{str(m.get('role', 'user')).title()}: {_text(m.get('content'))}" for m in earlier)
+        parts = [
+            request.system,
+            f"The conversation so far:\n\n{history}" if history else "",
+            _text(last.get("content")),
+        ]
         if request.tool is not None:
             parts.append(
                 f"Answer with only one JSON object, the input of the tool `{request.tool.name}` "
@@ -128,8 +136,6 @@ class ClaudeCliProvider:
             "",
             "--strict-mcp-config",
         ]
-        if request.resume_session:
-            command += ["--resume", request.resume_session]
         if self.model or request.model:
             command += ["--model", self.model or request.model]
         return command
@@ -447,6 +453,13 @@ def _lines(child: subprocess.Popen[bytes], deadline: float, should_cancel: Cance
 
 def _cli_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in CLI_ENVIRONMENT or k.startswith("CLAUDE_")}
+
+
+def _text(content: Any) -> str:
+    """A message's text: a string, or the text blocks of a list of content blocks."""
+    if isinstance(content, list):
+        return "\n".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+    return str(content or "")
 
 
 def _test_command(request: LLMRequest) -> str:

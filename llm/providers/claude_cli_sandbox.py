@@ -45,7 +45,9 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
@@ -57,6 +59,8 @@ from core.sandbox import (
     nested_sandbox_argv,
     sandboxed_program,
 )
+
+from .base import ProviderError
 
 SANDBOX_CONFIG = f"{SANDBOX_HOME}/.claude"
 TEST_RUNNER = "autocoder-run-tests"
@@ -72,6 +76,12 @@ ACCOUNT_KEYS = ("oauthAccount", "userID", "hasCompletedOnboarding")
 FORBIDDEN = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 HEAD_LIMIT = 65536
+SETTINGS_LOGIN_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+LOGIN_EXPIRED = (
+    "Error: the Claude CLI's login on this server ran out at {when} and each call gets only its access "
+    "token, not the refresh token. Run `claude` once as the server's user to renew it, or give the server "
+    "a long-lived token (`claude setup-token`) as CLAUDE_CODE_OAUTH_TOKEN."
+)
 CONNECT_TIMEOUT_SECONDS = 10.0
 _HOP_HEADERS = (b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization")
 
@@ -81,15 +91,22 @@ _HOP_HEADERS = (b"connection", b"proxy-connection", b"keep-alive", b"proxy-autho
 
 def login_environment(env: dict[str, str], config: Path) -> dict[str, str]:
     """Fill ``config`` (the call's CLAUDE_CONFIG_DIR) and return the variables that carry
-    the login into the CLI's environment. No token or key is written into ``config``."""
+    the login into the CLI's environment. No token or key is written into ``config``.
+
+    Raises ProviderError where the only login is an access token that has run out (the
+    CLI, without the refresh token, could not renew it)."""
     source = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else Path(env.get("HOME", "~"), ".claude")
     account = source / ".claude.json" if env.get("CLAUDE_CONFIG_DIR") else Path(env.get("HOME", "~"), ".claude.json")
     with contextlib.suppress(OSError):
         shutil.copyfile(source / "settings.json", config / "settings.json")
     login: dict[str, str] = {}
-    with contextlib.suppress(OSError, ValueError, AttributeError):
+    expired_at: float | None = None
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
         oauth = json.loads((source / ".credentials.json").read_text()).get("claudeAiOauth") or {}
-        if oauth.get("accessToken"):
+        expires = oauth.get("expiresAt")  # milliseconds since the epoch
+        if isinstance(expires, int | float) and expires / 1000 < time.time():
+            expired_at = expires / 1000
+        elif oauth.get("accessToken"):
             login["CLAUDE_CODE_OAUTH_TOKEN"] = str(oauth["accessToken"])
     kept: dict[str, object] = {"hasCompletedOnboarding": True}
     with contextlib.suppress(OSError, ValueError):
@@ -101,7 +118,19 @@ def login_environment(env: dict[str, str], config: Path) -> dict[str, str]:
     (config / ".claude.json").write_text(json.dumps(kept))
     # A token the operator gave the server itself wins over the login's files.
     login.update({k: v for k, v in env.items() if k in ("CLAUDE_CODE_OAUTH_TOKEN",)})
+    if expired_at is not None and not login and not _settings_login(config):
+        when = datetime.fromtimestamp(expired_at, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+        raise ProviderError(LOGIN_EXPIRED.format(when=when), retryable=False)
     return login
+
+
+def _settings_login(config: Path) -> bool:
+    """Whether the operator's settings.json gives the CLI a key of its own."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        settings = json.loads((config / "settings.json").read_text())
+        variables = settings.get("env") or {}
+        return bool(settings.get("apiKeyHelper") or any(variables.get(name) for name in SETTINGS_LOGIN_VARIABLES))
+    return False
 
 
 def api_address(env: dict[str, str], config: Path) -> tuple[str, str, int]:

@@ -20,9 +20,9 @@ import pytest
 from core.sandbox import sandbox_status
 from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli
-from llm.providers.base import LLMRequest
+from llm.providers.base import LLMRequest, ProviderError
 from llm.providers.claude_cli import ClaudeCliProvider
-from llm.providers.claude_cli_sandbox import ApiRelay
+from llm.providers.claude_cli_sandbox import LOGIN_EXPIRED, ApiRelay
 from pipelines.agents import PLAN_TOOL
 from tests.fake_anthropic import FakeAnthropicServer
 from tests.fake_claude import fake_claude
@@ -246,3 +246,20 @@ def test_the_relay_tunnels_only_to_its_api(tmp_path: Path, listener: Listener) -
     finally:
         relay.close()
         shutil.rmtree(folder)
+
+
+def test_a_login_whose_access_token_ran_out_is_a_clear_error(home: Path, scratch: Path, settings, tmp_path) -> None:
+    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
+    sandbox_status(refresh=True)
+    expired = {"claudeAiOauth": {"accessToken": ACCESS_TOKEN, "refreshToken": REFRESH_TOKEN, "expiresAt": 1_000_000}}
+    (home / ".claude" / ".credentials.json").write_text(json.dumps(expired))
+    (home / ".claude.json").write_text("{}")
+
+    with pytest.raises(ProviderError) as excinfo:
+        _complete(_plan_request())
+
+    assert excinfo.value.message == LOGIN_EXPIRED.format(when="1970-01-01 00:16 UTC")
+    assert list(scratch.iterdir()) == []
+    # With a key of its own the CLI does not need the token.
+    (home / ".claude.json").write_text(json.dumps({"primaryApiKey": API_KEY}))
+    assert _complete(_plan_request()).tool_input is not None

@@ -50,23 +50,33 @@ def _complete(provider: ClaudeCliProvider, request: LLMRequest | None = None, ca
 
 
 def test_json_result_becomes_tool_input(monkeypatch) -> None:
-    result = _complete(ClaudeCliProvider(executable=FAKE_CLAUDE), _request(resume_session="sess-9"))
+    result = _complete(ClaudeCliProvider(executable=FAKE_CLAUDE))
     assert result.tool_input == {"subtasks": [{"id": "s1", "title": "Do it", "description": "d", "order": 1}]}
     assert (result.input_tokens, result.output_tokens) == (12, 34)
     assert (result.cache_creation_input_tokens, result.cache_read_input_tokens) == (0, 0)
-    assert result.extra["session_id"] == "sess-9"
+    assert result.extra["session_id"] == "sess-123"
 
 
 def test_the_cli_gets_no_tools_and_nothing_of_the_servers(monkeypatch) -> None:
     monkeypatch.setenv("FAKE_CLAUDE_MODE", "record")
     monkeypatch.setenv("SECRET_KEY", "do-not-leak-this-secret-key-value-0123456789")
     monkeypatch.setenv("REDIS_URL", "redis://:password@redis:6379/0")
-    result = _complete(ClaudeCliProvider(executable=FAKE_CLAUDE), _request(resume_session="sess-9"))
+    conversation = [
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "4."},
+        {"role": "user", "content": "Plan it"},
+    ]
+    request = _request(resume_session="sess-9")
+    request.messages = conversation
+    result = _complete(ClaudeCliProvider(executable=FAKE_CLAUDE), request)
     recorded = json.loads(result.text)
     argv = recorded["argv"]
     assert argv[0] == "-p" and "submit_plan" in argv[1]
     assert argv[argv.index("--output-format") + 1] == "json"
-    assert argv[argv.index("--resume") + 1] == "sess-9"
+    # Its sessions do not outlive a call (a config folder of its own): the conversation is
+    # in the prompt instead of --resume.
+    assert "--resume" not in argv
+    assert "The conversation so far:\n\nUser: What is 2 + 2?\n\nAssistant: 4.\n\nPlan it" in argv[1]
     # No tools (it would read files), in an empty folder of its sandbox, with no server settings.
     assert argv[argv.index("--tools") + 1] == "" and "--strict-mcp-config" in argv
     assert recorded["cwd"] == "/workspace"
