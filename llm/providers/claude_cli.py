@@ -128,8 +128,7 @@ class ClaudeCliProvider:
         # servers from the CLI's own config are tools too.
         command = [
             executable,
-            "-p",
-            self._prompt(request),
+            "-p",  # the prompt comes on stdin: it can outgrow an argument, and argv is public
             "--output-format",
             "json",
             "--tools",
@@ -160,7 +159,9 @@ class ClaudeCliProvider:
         executable = os.path.realpath(located)
         workdir = Path(tempfile.mkdtemp(prefix="autocoder-claude-cli-"))
         try:
-            with tempfile.TemporaryFile() as stderr:
+            with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
+                stdin.write(self._prompt(request).encode("utf-8"))
+                stdin.seek(0)
                 if status.disabled:
                     with (
                         private_config(env) as unsandboxed_env,
@@ -176,7 +177,7 @@ class ClaudeCliProvider:
                     env=env,
                     timeout=self.timeout,
                     extra_paths=self.sandbox_paths,
-                    stdin=None,
+                    stdin=stdin,
                     stderr=stderr,
                 ) as (child, _relay):
                     return self._answer(request, child, stderr, should_cancel=should_cancel, on_chunk=on_chunk)
