@@ -577,6 +577,7 @@ def nested_sandbox_argv(argv: list[str], *, tmp_size_mb: int) -> list[str]:
     ``/etc`` files and ``/workspace``, and the test command's environment. bwrap starts
     from an empty environment (``env -i``): the outer program's, its API key or token
     included, is not passed on, and its processes are not in the inner PID namespace.
-    bwrap is the server's (``argv[2]``): the outer sandbox must see it (under ``/usr``)."""
+    bwrap is the server's (``argv[2]``): the outer sandbox must see it (``/usr`` is bound;
+    elsewhere the caller binds it in)."""
     arguments = _bwrap_arguments(Path(SANDBOX_ROOT), Path("/etc"), tmp_size_mb)
     return ["/usr/bin/env", "-i", _bwrap_path() or "/usr/bin/bwrap", *arguments, *argv]

@@ -55,6 +55,7 @@ from urllib.parse import urlsplit
 from core.sandbox import (
     SANDBOX_HOME,
     SYSTEM_PATH,
+    Limits,
     limits_from_settings,
     nested_sandbox_argv,
     sandboxed_program,
@@ -320,13 +321,14 @@ def shell_prefix_script(nested: list[str]) -> str:
     return f'#!/bin/sh\n{comment}\nexec {shlex.join(nested)} "$1"\n'
 
 
-def test_runner_script(argv: list[str]) -> str:
-    """``autocoder-run-tests``: ``argv`` (the test command in the nested sandbox)."""
-    return (
-        "#!/bin/sh\n# The project's test command, in a sandbox without network or login.\nexec "
-        + shlex.join(argv)
-        + "\n"
-    )
+def test_runner_script(argv: list[str], limits: Limits) -> str:
+    """``autocoder-run-tests``: ``argv`` (the test command in the nested sandbox), with
+    the verify step's memory and CPU limits (the CLI's own sandbox has none on memory)."""
+    caps = [f"ulimit -t {limits.cpu_seconds}"]
+    if limits.memory_mb:
+        caps.append(f"ulimit -v {limits.memory_mb * 1024}")
+    comment = "# The project's test command, in a sandbox without network or login."
+    return f"#!/bin/sh\n{comment}\n{' && '.join(caps)} || exit 125\nexec {shlex.join(argv)}\n"
 
 
 @contextlib.contextmanager
@@ -365,7 +367,7 @@ def cli_sandbox(
         shell: dict[str, str] = {}
         if test_command:
             nested = nested_sandbox_argv(["/bin/sh", "-c", test_command], tmp_size_mb=limits.tmp_size_mb)
-            (tools / TEST_RUNNER).write_text(test_runner_script(nested))
+            (tools / TEST_RUNNER).write_text(test_runner_script(nested, limits_from_settings()))
             # bwrap's own options may follow the standard ones: the tools stay on PATH.
             on_path = ["--ro-bind", str(tools), str(tools), "--setenv", "PATH", f"{tools}:{NESTED_PATH}"]
             prefix = nested_sandbox_argv([*on_path, "/bin/bash", "-c"], tmp_size_mb=limits.tmp_size_mb)

@@ -263,3 +263,15 @@ def test_a_login_whose_access_token_ran_out_is_a_clear_error(home: Path, scratch
     # With a key of its own the CLI does not need the token.
     (home / ".claude.json").write_text(json.dumps({"primaryApiKey": API_KEY}))
     assert _complete(_plan_request()).tool_input is not None
+
+
+def test_the_test_command_run_through_the_cli_keeps_the_verify_limits(
+    worktree: Path, home: Path, scratch: Path, settings, monkeypatch
+) -> None:
+    settings.VERIFY_MEMORY_MB = 512
+    settings.VERIFY_CPU_SECONDS = 77
+    monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "run_tests")
+
+    output = _complete(_edit_request(worktree, "echo memory $(ulimit -v) cpu $(ulimit -t)")).text
+
+    assert "memory 524288 cpu 77" in output
