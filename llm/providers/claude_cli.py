@@ -299,7 +299,7 @@ class ClaudeCliProvider:
             if status.disabled:
                 on_chunk(SANDBOX_DISABLED_WARNING)
                 with (
-                    private_config(env) as unsandboxed_env,
+                    private_config(env, _test_command(request)) as unsandboxed_env,
                     _unsandboxed(
                         self.edit_command(request, executable), worktree, unsandboxed_env, stdin, stderr
                     ) as child,

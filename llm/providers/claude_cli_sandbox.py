@@ -54,6 +54,7 @@ from urllib.parse import urlsplit
 
 from core.sandbox import (
     SANDBOX_HOME,
+    SANDBOX_ROOT,
     SYSTEM_PATH,
     Limits,
     limits_from_settings,
@@ -66,7 +67,7 @@ from .base import ProviderError
 SANDBOX_CONFIG = f"{SANDBOX_HOME}/.claude"
 TEST_RUNNER = "autocoder-run-tests"
 SHELL_PREFIX = "autocoder-shell"
-NESTED_PATH = f"/workspace/.venv/bin:{SYSTEM_PATH}"
+NESTED_PATH = f"{SANDBOX_ROOT}/.venv/bin:{SYSTEM_PATH}"
 DEFAULT_API = "https://api.anthropic.com"
 SANDBOX_PYTHON = ("/usr/bin/python3", "/usr/local/bin/python3")
 RELAY_SOCKET = "api.sock"
@@ -417,12 +418,16 @@ def cli_sandbox(
 
 
 @contextlib.contextmanager
-def private_config(env: dict[str, str]) -> Iterator[dict[str, str]]:
+def private_config(env: dict[str, str], test_command: str = "") -> Iterator[dict[str, str]]:
     """Unsandboxed (the operator's UNSAFE_RUN_TESTS_WITHOUT_SANDBOX): the CLI still gets
-    a config folder of its own for the call, removed afterwards, and only its login."""
+    a config folder of its own for the call, removed afterwards, and only its login;
+    ``autocoder-run-tests`` runs the test command as it is, as the server."""
     config = Path(tempfile.mkdtemp(prefix="autocoder-claude-config-"))
     try:
         login = login_environment(env, config)
-        yield {**{k: v for k, v in env.items() if k != "CLAUDE_CONFIG_DIR"}, **login, "CLAUDE_CONFIG_DIR": str(config)}
+        (config / TEST_RUNNER).write_text(f"#!/bin/sh\nexec /bin/sh -c {shlex.quote(test_command)}\n")
+        (config / TEST_RUNNER).chmod(0o700)
+        path = f"{config}:{env.get('PATH', SYSTEM_PATH)}"
+        yield {**env, **login, "CLAUDE_CONFIG_DIR": str(config), "PATH": path}
     finally:
         shutil.rmtree(config, ignore_errors=True)

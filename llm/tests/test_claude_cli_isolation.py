@@ -275,3 +275,16 @@ def test_the_test_command_run_through_the_cli_keeps_the_verify_limits(
     output = _complete(_edit_request(worktree, "echo memory $(ulimit -v) cpu $(ulimit -t)")).text
 
     assert "memory 524288 cpu 77" in output
+
+
+def test_unsandboxed_the_test_command_still_runs_and_the_config_folder_goes(
+    worktree: Path, home: Path, scratch: Path, settings, monkeypatch
+) -> None:
+    """The operator's UNSAFE_RUN_TESTS_WITHOUT_SANDBOX: no isolation, but the same tools."""
+    settings.UNSAFE_RUN_TESTS_WITHOUT_SANDBOX = True
+    monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "run_tests")
+
+    output = _complete(_edit_request(worktree, "echo tests ran in $(pwd)")).text
+
+    assert f"tests ran in {worktree}" in output
+    assert list(scratch.iterdir()) == [] and list((home / ".claude" / "projects").iterdir()) == []
