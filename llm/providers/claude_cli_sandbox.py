@@ -57,6 +57,7 @@ from core.sandbox import (
     SANDBOX_ROOT,
     SYSTEM_PATH,
     Limits,
+    SandboxUnavailable,
     limits_from_settings,
     nested_sandbox_argv,
     sandboxed_program,
@@ -83,6 +84,10 @@ LOGIN_EXPIRED = (
     "Error: the Claude CLI's login on this server ran out at {when} and each call gets only its access "
     "token, not the refresh token. Run `claude` once as the server's user to renew it, or give the server "
     "a long-lived token (`claude setup-token`) as CLAUDE_CODE_OAUTH_TOKEN."
+)
+NO_SANDBOX_PYTHON = (
+    "The Claude CLI's sandbox needs python3 under /usr (/usr/bin/python3 or /usr/local/bin/python3) for its "
+    "relay to the API; install it (Debian/Ubuntu: apt-get install python3-minimal)."
 )
 CONNECT_TIMEOUT_SECONDS = 10.0
 _HOP_HEADERS = (b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization")
@@ -313,7 +318,7 @@ def _sandbox_python() -> str:
     for path in SANDBOX_PYTHON:
         if os.access(path, os.X_OK):
             return path
-    raise FileNotFoundError("no python3 under /usr for the sandbox's API relay")
+    raise SandboxUnavailable(NO_SANDBOX_PYTHON)
 
 
 def shell_prefix_script(nested: list[str]) -> str:
@@ -348,6 +353,7 @@ def cli_sandbox(
     """Start ``argv`` (the CLI) in its sandbox, as the module's docstring describes;
     everything made for the call is gone when the block is left. Raises
     SandboxUnavailable (nothing started) where no sandbox can be made."""
+    python = _sandbox_python()
     config = Path(tempfile.mkdtemp(prefix="autocoder-claude-config-"))
     # Read-only inside (the relay, the test runner: the CLI cannot change them), and
     # the relay's socket, in a folder handed to the sandbox's account (it connects to it).
@@ -391,7 +397,7 @@ def cli_sandbox(
             **shell,
         }
         relayed = [
-            _sandbox_python(),
+            python,
             f"{tools}/sandbox_relay.py",
             f"{RELAY_FOLDER}/{RELAY_SOCKET}",
             f"{RELAY_FOLDER}/{LOGIN_FILE}",

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from core.sandbox import sandbox_status
+from core.sandbox import SandboxUnavailable, sandbox_status
 from core.tests.test_sandbox import needs_bwrap
-from llm.providers import claude_cli
+from llm.providers import claude_cli, claude_cli_sandbox
 from llm.providers.base import LLMRequest, ProviderError
 from llm.providers.claude_cli import ClaudeCliProvider
 from llm.providers.claude_cli_sandbox import LOGIN_EXPIRED, ApiRelay
@@ -288,3 +288,11 @@ def test_unsandboxed_the_test_command_still_runs_and_the_config_folder_goes(
 
     assert f"tests ran in {worktree}" in output
     assert list(scratch.iterdir()) == [] and list((home / ".claude" / "projects").iterdir()) == []
+
+
+def test_without_a_python_for_the_relay_the_cli_does_not_start(home: Path, scratch: Path, monkeypatch) -> None:
+    monkeypatch.setattr(claude_cli_sandbox, "SANDBOX_PYTHON", ("/nonexistent/python3",))
+    with pytest.raises(SandboxUnavailable) as excinfo:
+        _complete(_plan_request())
+    assert excinfo.value.message == claude_cli_sandbox.NO_SANDBOX_PYTHON
+    assert list(scratch.iterdir()) == []
