@@ -166,7 +166,7 @@ class ClaudeCliProvider:
                     with (
                         private_config(env) as unsandboxed_env,
                         _unsandboxed(
-                            self._command(request, executable), workdir, unsandboxed_env, None, stderr
+                            self._command(request, executable), workdir, unsandboxed_env, stdin, stderr
                         ) as child,
                     ):
                         return self._answer(request, child, stderr, should_cancel=should_cancel, on_chunk=on_chunk)

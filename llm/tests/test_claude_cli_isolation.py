@@ -287,6 +287,8 @@ def test_unsandboxed_the_test_command_still_runs_and_the_config_folder_goes(
     output = _complete(_edit_request(worktree, "echo tests ran in $(pwd)")).text
 
     assert f"tests ran in {worktree}" in output
+    monkeypatch.setenv("FAKE_CLAUDE_MODE", "record")
+    assert "Plan it" in json.loads(_complete(_plan_request()).text)["prompt"]
     assert list(scratch.iterdir()) == [] and list((home / ".claude" / "projects").iterdir()) == []
 
 
