@@ -278,3 +278,18 @@ def test_the_test_command_the_cli_runs_sees_no_login_and_no_loopback_of_the_serv
     with pytest.raises(TimeoutError):
         service.accept()
     service.close()
+
+
+def test_a_whole_run_leaves_no_transcript_of_any_agent(linked, repo_root, task, owner, tmp_path, monkeypatch) -> None:
+    """Planner, Coder and Reviewer each run the CLI in a sandbox with a config folder of
+    its own: the server's ~/.claude keeps no transcript of their prompts."""
+    home = tmp_path / "home"
+    (home / ".claude" / "projects").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    assert {call.agent for call in AgentCall.objects.filter(run=run)} >= {"planner", "coder", "reviewer"}
+    assert list((home / ".claude" / "projects").iterdir()) == []
+    assert sorted(path.name for path in (home / ".claude").iterdir()) == ["projects"]
