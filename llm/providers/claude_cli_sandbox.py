@@ -141,13 +141,13 @@ def _settings_login(config: Path) -> bool:
 
 
 def api_address(env: dict[str, str], config: Path) -> tuple[str, str, int]:
-    """(scheme, host, port) of the API the CLI talks to: ANTHROPIC_BASE_URL from its
-    environment or from the operator's settings.json, else Anthropic's."""
-    url = env.get("ANTHROPIC_BASE_URL", "")
-    if not url:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            url = str(json.loads((config / "settings.json").read_text()).get("env", {}).get("ANTHROPIC_BASE_URL") or "")
-    parts = urlsplit(url or DEFAULT_API)
+    """(scheme, host, port) of the API the CLI talks to: ANTHROPIC_BASE_URL from the
+    operator's settings.json (the CLI applies its ``env`` over its own environment), else
+    from its environment, else Anthropic's."""
+    url = ""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        url = str(json.loads((config / "settings.json").read_text()).get("env", {}).get("ANTHROPIC_BASE_URL") or "")
+    parts = urlsplit(url or env.get("ANTHROPIC_BASE_URL") or DEFAULT_API)
     scheme = parts.scheme or "https"
     return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
 

@@ -22,7 +22,7 @@ from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli, claude_cli_sandbox
 from llm.providers.base import LLMRequest, ProviderError
 from llm.providers.claude_cli import ClaudeCliProvider
-from llm.providers.claude_cli_sandbox import LOGIN_EXPIRED, ApiRelay
+from llm.providers.claude_cli_sandbox import LOGIN_EXPIRED, ApiRelay, api_address
 from pipelines.agents import PLAN_TOOL
 from tests.fake_anthropic import FakeAnthropicServer
 from tests.fake_claude import fake_claude
@@ -298,3 +298,11 @@ def test_without_a_python_for_the_relay_the_cli_does_not_start(home: Path, scrat
         _complete(_plan_request())
     assert excinfo.value.message == claude_cli_sandbox.NO_SANDBOX_PYTHON
     assert list(scratch.iterdir()) == []
+
+
+def test_the_api_is_the_one_the_cli_will_use(tmp_path: Path) -> None:
+    assert api_address({}, tmp_path) == ("https", "api.anthropic.com", 443)
+    assert api_address({"ANTHROPIC_BASE_URL": "http://127.0.0.1:8123"}, tmp_path) == ("http", "127.0.0.1", 8123)
+    # The operator's settings.json env wins, as it does in the CLI.
+    (tmp_path / "settings.json").write_text(json.dumps({"env": {"ANTHROPIC_BASE_URL": "https://GW.example:8443/x"}}))
+    assert api_address({"ANTHROPIC_BASE_URL": "http://127.0.0.1:8123"}, tmp_path) == ("https", "gw.example", 8443)
