@@ -803,3 +803,17 @@ def process_kill(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def nested_sandbox_argv(argv: list[str], *, tmp_size_mb: int) -> list[str]:
+    """``argv`` in a sandbox made from inside one that :func:`sandboxed_program` started
+    (bwrap nests: user namespaces are allowed inside one): the outer sandbox may share
+    the host's network and hold a program's login (the Claude CLI's), the inner one has
+    no network, a fresh ``/tmp`` and home, only ``/usr``, the outer sandbox's few
+    ``/etc`` files and ``/workspace``, and the test command's environment. bwrap starts
+    from an empty environment (``env -i``): the outer program's, its API key or token
+    included, is not passed on, and its processes are not in the inner PID namespace.
+    bwrap is the server's (``argv[2]``): the outer sandbox must see it (``/usr`` is bound;
+    elsewhere the caller binds it in)."""
+    arguments = _bwrap_arguments(Path(SANDBOX_ROOT), Path("/etc"), tmp_size_mb)
+    return ["/usr/bin/env", "-i", _bwrap_path() or "/usr/bin/bwrap", *arguments, *argv]

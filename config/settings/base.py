@@ -416,8 +416,9 @@ LLM_RETRY_AFTER_CAP_SECONDS = 60.0
 LLM_DEMO_MODE = env_bool("LLM_DEMO_MODE", default=False)
 CLAUDE_CLI_PATH = env_str("CLAUDE_CLI_PATH", "claude")
 CLAUDE_CLI_TIMEOUT_SECONDS = env_int("CLAUDE_CLI_TIMEOUT_SECONDS", default=600, minimum=1)
-# The CLI's Coder runs in the sandbox (core/sandbox.py) with the network: besides /usr and
-# the CLI's own folder it sees only these folders, read-only (e.g. a Node.js outside /usr).
+# Every CLI call runs in the sandbox (llm/providers/claude_cli_sandbox.py; the API only, through
+# a relay): besides /usr and the CLI's own folder it sees only these folders, read-only (e.g. a
+# Node.js outside /usr).
 CLAUDE_CLI_SANDBOX_PATHS = env_list("CLAUDE_CLI_SANDBOX_PATHS", [])
 # A working phase whose worker has not renewed its lease for this long is re-queued.
 # Workers renew every quarter of it, from one thread per process (pipelines/leases.py).

@@ -2,30 +2,32 @@
 
 The CLI has no forced tool use, so the tool's schema goes into the prompt and the
 reply's JSON object is taken as the tool input (the agents validate it as usual).
-The child runs in its own process group; a timeout or a cancel kills the group.
 Every failure's message starts with "Error: ".
 
 A request with a ``worktree`` is the Coder editing it (``edits_worktree``): the CLI
 runs there as an agent with its own file tools only (Read, Edit, MultiEdit, Write,
-Glob, Grep; Bash for exactly the project's test command, if any; no web tools, no MCP
-servers), streaming its events (``--output-format stream-json``) into the live log.
-The CLI can read any file its process can, so it runs in the sandbox
-(core/sandbox.py) with the network on (it talks to the API) and nothing of the
-server's: the worktree writable, /usr, the CLI's own folder read-only, a private copy
-of its login. Where no sandbox can be made it does not run (SandboxUnavailable); with
-the operator's ``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` it runs unsandboxed, saying so.
+Glob, Grep; Bash for exactly ``autocoder-run-tests``, which runs the project's test
+command in a sandbox of its own, if there is one; no web tools, no MCP servers; only
+what ``--allowedTools`` names runs), streaming its events (``--output-format
+stream-json``) into the live log.
+
+Every call — the Coder's and the one-shot answers of the Planner, the Reviewer and the
+assistant alike — runs in the sandbox (llm/providers/claude_cli_sandbox.py: no network
+but the API through a relay, a private config folder removed afterwards, the login in
+the CLI's environment only); a timeout or a cancel kills it. Where no sandbox can be
+made it does not run (SandboxUnavailable); with the operator's
+``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` it runs unsandboxed (with a private config folder
+still), saying so.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import re
 import select
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -33,34 +35,37 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from core.sandbox import (
-    SANDBOX_DISABLED_WARNING,
-    SANDBOX_HOME,
-    SYSTEM_PATH,
-    SandboxUnavailable,
-    limits_from_settings,
-    process_kill,
-    sandbox_status,
-    sandboxed_program,
-)
+from core.sandbox import SANDBOX_DISABLED_WARNING, SANDBOX_HOME, SandboxUnavailable, process_kill, sandbox_status
 
 from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, ToolCall
+from .claude_cli_sandbox import TEST_RUNNER, cli_sandbox, private_config
 
 POLL_SECONDS = 0.1
 CLI_ENVIRONMENT = frozenset(
-    {"PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"}
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TERM",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "XDG_CACHE_HOME",
+        "ANTHROPIC_BASE_URL",
+    }
 )
 # The Coder's tools in the CLI: its own file tools. No web tools, no subagents (Task),
-# no shell but the project's test command.
+# no shell but the project's test command (as TEST_RUNNER, in a sandbox of its own).
 EDIT_TOOLS = ("Read", "Edit", "MultiEdit", "Write", "Glob", "Grep")
 DENIED_TOOLS = ("WebFetch", "WebSearch", "Task", "NotebookEdit")
 SANDBOX_HOME_RULE = "//" + SANDBOX_HOME.lstrip("/") + "/**"
 OUT_OF_TURNS_SUBTYPE = "error_max_turns"
-SANDBOX_CONFIG = f"{SANDBOX_HOME}/.claude"
-# The CLI's login: copied into a private config folder for each call. Nothing else of
-# its config (its history of other projects' sessions) goes into the sandbox.
-LOGIN_FILES = (".credentials.json", "settings.json")
-ACCOUNT_KEYS = ("oauthAccount", "userID", "hasCompletedOnboarding", "primaryApiKey", "customApiKeyResponses")
+TEST_RUNNER_HINT = (
+    "The project's tests run with the shell command `{runner}` (exactly that, through Bash): "
+    "it runs the test command in a sandbox of its own. No other shell command is allowed."
+)
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.S)
 
 
@@ -101,7 +106,15 @@ class ClaudeCliProvider:
         self.sandbox_paths = sandbox_paths
 
     def _prompt(self, request: LLMRequest) -> str:
-        parts = [request.system, *(str(m["content"]) for m in request.messages if m.get("role") == "user")]
+        # The conversation so far is in the prompt: each call has a config folder of its
+        # own, removed afterwards, so there is no earlier session to --resume.
+        *earlier, last = request.messages or [{"role": "user", "content": ""}]
+        history = "\n\n".join(f"{str(m.get('role', 'user')).title()}: {_text(m.get('content'))}" for m in earlier)
+        parts = [
+            request.system,
+            f"The conversation so far:\n\n{history}" if history else "",
+            _text(last.get("content")),
+        ]
         if request.tool is not None:
             parts.append(
                 f"Answer with only one JSON object, the input of the tool `{request.tool.name}` "
@@ -109,22 +122,19 @@ class ClaudeCliProvider:
             )
         return "\n\n".join(part for part in parts if part)
 
-    def _command(self, request: LLMRequest) -> list[str]:
+    def _command(self, request: LLMRequest, executable: str) -> list[str]:
         # No tools: the CLI would otherwise read (Read, Grep, Glob) any file the worker
         # can — its .env, the database — at the word of a prompt a user wrote. MCP
         # servers from the CLI's own config are tools too.
         command = [
-            self.executable,
-            "-p",
-            self._prompt(request),
+            executable,
+            "-p",  # the prompt comes on stdin: it can outgrow an argument, and argv is public
             "--output-format",
             "json",
             "--tools",
             "",
             "--strict-mcp-config",
         ]
-        if request.resume_session:
-            command += ["--resume", request.resume_session]
         if self.model or request.model:
             command += ["--model", self.model or request.model]
         return command
@@ -135,55 +145,73 @@ class ClaudeCliProvider:
         if request.worktree:
             return self._edit(request, on_chunk=on_chunk, should_cancel=should_cancel)
         # The child gets nothing of the server's environment but what finds the CLI and
-        # its own login (under HOME, or CLAUDE_CONFIG_DIR); it works in an empty folder.
-        env = {k: v for k, v in os.environ.items() if k in CLI_ENVIRONMENT or k.startswith("CLAUDE_")}
-        workdir = tempfile.mkdtemp(prefix="autocoder-claude-cli-")
+        # its own login, in a sandbox of its own (no tools, no files: an empty working
+        # folder, a private config folder removed afterwards).
+        env = _cli_environment()
+        status = sandbox_status()
+        if not status.available:
+            raise SandboxUnavailable(status.message)
+        located = shutil.which(self.executable)
+        if located is None:
+            raise ProviderError(
+                f"Error: the Claude CLI ({self.executable}) is not installed or not on PATH.", retryable=False
+            )
+        executable = os.path.realpath(located)
+        workdir = Path(tempfile.mkdtemp(prefix="autocoder-claude-cli-"))
         try:
-            return self._run(request, env, workdir, on_chunk=on_chunk, should_cancel=should_cancel)
+            with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
+                stdin.write(self._prompt(request).encode("utf-8"))
+                stdin.seek(0)
+                if status.disabled:
+                    with (
+                        private_config(env) as unsandboxed_env,
+                        _unsandboxed(
+                            self._command(request, executable), workdir, unsandboxed_env, stdin, stderr
+                        ) as child,
+                    ):
+                        return self._answer(request, child, stderr, should_cancel=should_cancel, on_chunk=on_chunk)
+                with cli_sandbox(
+                    argv=self._command(request, executable),
+                    executable=executable,
+                    workspace=workdir,
+                    env=env,
+                    timeout=self.timeout,
+                    extra_paths=self.sandbox_paths,
+                    stdin=stdin,
+                    stderr=stderr,
+                ) as (child, _relay):
+                    return self._answer(request, child, stderr, should_cancel=should_cancel, on_chunk=on_chunk)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _run(
+    def _answer(
         self,
         request: LLMRequest,
-        env: dict[str, str],
-        workdir: str,
+        child: subprocess.Popen[bytes],
+        stderr: IO[bytes],
         *,
         on_chunk: ChunkCallback,
         should_cancel: CancelCheck,
     ) -> LLMResult:
-        try:
-            child = subprocess.Popen(  # noqa: S603 - fixed executable, arguments as a list
-                self._command(request),
-                cwd=workdir,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                env=env,
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            raise ProviderError(
-                f"Error: the Claude CLI ({self.executable}) is not installed or not on PATH.", retryable=False
-            ) from None
         deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                stdout, stderr = child.communicate(timeout=POLL_SECONDS)
-                break
-            except subprocess.TimeoutExpired:
-                if should_cancel():
-                    self._kill(child)
-                    raise Cancelled from None
-                if time.monotonic() > deadline:
-                    self._kill(child)
-                    raise ProviderError(
-                        f"Error: the Claude CLI did not finish within {self.timeout:g} s and was stopped.",
-                        retryable=True,
-                    ) from None
+        output = b"".join(line.encode("utf-8") + b"\n" for line in _lines(child, deadline, should_cancel))
+        if should_cancel():
+            process_kill(child)
+            raise Cancelled
+        if time.monotonic() > deadline:
+            process_kill(child)
+            raise ProviderError(
+                f"Error: the Claude CLI did not finish within {self.timeout:g} s and was stopped.", retryable=True
+            )
+        try:
+            child.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process_kill(child)
+        stdout = output.decode("utf-8", errors="replace")
         if child.returncode != 0:
-            detail = (stderr or stdout or "").strip().splitlines()[-1:] or ["no output"]
+            stderr.seek(0)
+            errors = stderr.read().decode("utf-8", errors="replace")
+            detail = (errors or stdout or "").strip().splitlines()[-1:] or ["no output"]
             raise ProviderError(f"Error: the Claude CLI exited with {child.returncode}: {detail[0]}", retryable=False)
         try:
             payload = json.loads(stdout)
@@ -209,20 +237,15 @@ class ClaudeCliProvider:
             cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
         )
 
-    @staticmethod
-    def _kill(child: subprocess.Popen[str]) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
-        child.wait(timeout=5)
-
     # --- The Coder editing a worktree --------------------------------------------------
 
     def edit_command(self, request: LLMRequest, executable: str) -> list[str]:
-        """The CLI as the Coder: its file tools only, edits accepted without asking (the
-        sandbox keeps them in the worktree), the test command as the one shell command."""
-        commands = tuple(command.strip() for command in request.allowed_commands if command.strip())
-        tools = [*EDIT_TOOLS, *(["Bash"] if commands else [])]
-        allowed = [*EDIT_TOOLS, *(f"Bash({command})" for command in commands)]
+        """The CLI as the Coder: its file tools only, and the test command as the one
+        shell command (``TEST_RUNNER``, which runs it in a sandbox of its own). Only what
+        ``--allowedTools`` names runs (``dontAsk``: not even the commands
+        ``acceptEdits`` lets through, ``mkdir``, ``sed -i``…, whose shell holds the login)."""
+        tools = [*EDIT_TOOLS, *(["Bash"] if _test_command(request) else [])]
+        allowed = [*EDIT_TOOLS, *([f"Bash({TEST_RUNNER})"] if _test_command(request) else [])]
         command = [
             executable,
             "-p",  # the prompt comes on stdin: with a branch's diff it can outgrow an argument
@@ -233,11 +256,11 @@ class ClaudeCliProvider:
             ",".join(tools),
             "--allowedTools",
             ",".join(allowed),
-            # Its file tools keep out of its home too, where its login is.
+            # Its file tools keep out of its home too, where its config is.
             "--disallowedTools",
             ",".join([*DENIED_TOOLS, f"Read({SANDBOX_HOME_RULE})", f"Edit({SANDBOX_HOME_RULE})"]),
             "--permission-mode",
-            "acceptEdits",
+            "dontAsk",
             # The repository's own .claude/settings*.json (which could allow more tools or
             # add hooks) is not read, nor an .mcp.json: only the operator's settings count.
             "--setting-sources",
@@ -246,8 +269,13 @@ class ClaudeCliProvider:
             "--max-turns",
             str(max(1, request.max_turns)),
         ]
-        if request.system:
-            command += ["--append-system-prompt", request.system]
+        system = "\n\n".join(
+            part
+            for part in (request.system, TEST_RUNNER_HINT.format(runner=TEST_RUNNER) if _test_command(request) else "")
+            if part
+        )
+        if system:
+            command += ["--append-system-prompt", system]
         if self.model or request.model:
             command += ["--model", self.model or request.model]
         return command
@@ -270,40 +298,25 @@ class ClaudeCliProvider:
             stdin.seek(0)
             if status.disabled:
                 on_chunk(SANDBOX_DISABLED_WARNING)
-                with _unsandboxed(self.edit_command(request, executable), worktree, env, stdin, stderr) as child:
+                with (
+                    private_config(env, _test_command(request)) as unsandboxed_env,
+                    _unsandboxed(
+                        self.edit_command(request, executable), worktree, unsandboxed_env, stdin, stderr
+                    ) as child,
+                ):
                     return self._stream(request, child, stderr, on_chunk=on_chunk, should_cancel=should_cancel)
-            config = Path(tempfile.mkdtemp(prefix="autocoder-claude-config-"))
-            try:
-                _copy_login(env, config)
-                inside = {
-                    **{k: v for k, v in env.items() if not k.startswith("XDG_")},
-                    "PATH": f"{os.path.dirname(executable)}:{SYSTEM_PATH}",
-                    "HOME": SANDBOX_HOME,
-                    "TMPDIR": "/tmp",  # noqa: S108 - the sandbox's own tmpfs
-                    "CLAUDE_CONFIG_DIR": SANDBOX_CONFIG,
-                }
-                limits = dataclasses.replace(
-                    limits_from_settings(),
-                    memory_mb=0,  # Node reserves far more address space than it uses
-                    cpu_seconds=max(limits_from_settings().cpu_seconds, int(self.timeout) + 60),
-                )
-                read_only = tuple(
-                    Path(path) for path in (os.path.dirname(executable), *self.sandbox_paths) if Path(path).exists()
-                )
-                with sandboxed_program(
-                    argv=self.edit_command(request, executable),
-                    workspace=worktree,
-                    limits=limits,
-                    environment=inside,
-                    share_network=True,
-                    read_only=read_only,
-                    writable=((config, SANDBOX_CONFIG),),
-                    stdin=stdin,
-                    stderr=stderr,
-                ) as child:
-                    return self._stream(request, child, stderr, on_chunk=on_chunk, should_cancel=should_cancel)
-            finally:
-                shutil.rmtree(config, ignore_errors=True)
+            with cli_sandbox(
+                argv=self.edit_command(request, executable),
+                executable=executable,
+                workspace=worktree,
+                env=env,
+                timeout=self.timeout,
+                extra_paths=self.sandbox_paths,
+                stdin=stdin,
+                stderr=stderr,
+                test_command=_test_command(request),
+            ) as (child, _relay):
+                return self._stream(request, child, stderr, on_chunk=on_chunk, should_cancel=should_cancel)
 
     def _stream(
         self,
@@ -443,23 +456,22 @@ def _cli_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in CLI_ENVIRONMENT or k.startswith("CLAUDE_")}
 
 
-def _copy_login(env: dict[str, str], config: Path) -> None:
-    """The CLI's login (and only that) into ``config``, the sandbox's CLAUDE_CONFIG_DIR."""
-    source = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else Path(env.get("HOME", "~"), ".claude")
-    for name in LOGIN_FILES:
-        with contextlib.suppress(OSError):
-            shutil.copyfile(source / name, config / name)
-    account = source / ".claude.json" if env.get("CLAUDE_CONFIG_DIR") else Path(env.get("HOME", "~"), ".claude.json")
-    with contextlib.suppress(OSError, ValueError):
-        state = json.loads(account.read_text())
-        if isinstance(state, dict):
-            kept = {key: state[key] for key in ACCOUNT_KEYS if key in state}
-            (config / ".claude.json").write_text(json.dumps(kept))
+def _text(content: Any) -> str:
+    """A message's text: a string, or the text blocks of a list of content blocks."""
+    if isinstance(content, list):
+        return "\n".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+    return str(content or "")
+
+
+def _test_command(request: LLMRequest) -> str:
+    """The project's test command (the commands a request allows, one after the other)."""
+    commands = [command.strip() for command in request.allowed_commands if command.strip()]
+    return " && ".join(f"({command})" for command in commands) if len(commands) > 1 else "".join(commands)
 
 
 @contextlib.contextmanager
 def _unsandboxed(
-    argv: list[str], worktree: Path, env: dict[str, str], stdin: IO[bytes], stderr: IO[bytes]
+    argv: list[str], worktree: Path, env: dict[str, str], stdin: IO[bytes] | None, stderr: IO[bytes]
 ) -> Iterator[subprocess.Popen[bytes]]:
     """The operator turned the sandbox off (UNSAFE_RUN_TESTS_WITHOUT_SANDBOX)."""
     child = subprocess.Popen(  # noqa: S603 - fixed executable, arguments as a list
@@ -467,7 +479,7 @@ def _unsandboxed(
         cwd=worktree,
         stdout=subprocess.PIPE,
         stderr=stderr,
-        stdin=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else stdin,
         env=env,
         start_new_session=True,
     )

@@ -73,12 +73,13 @@ def test_the_agent_edits_in_the_sandbox_and_its_events_stream(worktree: Path) ->
 
 
 @needs_bwrap
-def test_the_agent_gets_a_copy_of_its_login_and_nothing_else_of_its_config(
+def test_the_agent_gets_its_login_as_far_as_it_needs_it_and_nothing_else_of_its_config(
     worktree: Path, tmp_path: Path, monkeypatch
 ) -> None:
     home = tmp_path / "home"
     (home / ".claude" / "projects").mkdir(parents=True)
-    (home / ".claude" / ".credentials.json").write_text('{"claudeAiOauth": {"accessToken": "t"}}')
+    login = {"claudeAiOauth": {"accessToken": "t", "refreshToken": "refresh-stays-home"}}
+    (home / ".claude" / ".credentials.json").write_text(json.dumps(login))
     (home / ".claude" / "projects" / "other.jsonl").write_text("someone else's session")
     state = {"oauthAccount": {"emailAddress": "ops@example.com"}, "projects": {"/srv/secret-repo": {}}}
     (home / ".claude.json").write_text(json.dumps(state))
@@ -92,9 +93,12 @@ def test_the_agent_gets_a_copy_of_its_login_and_nothing_else_of_its_config(
     seen = json.loads(_edit(ClaudeCliProvider(executable=FAKE_CLAUDE), _request(worktree)).text)
 
     assert seen["home"] == "/home/sandbox" and seen["config"] == "/home/sandbox/.claude"
-    assert seen["files"] == [".claude.json", ".credentials.json"]
-    assert seen["account"] == {"oauthAccount": {"emailAddress": "ops@example.com"}}
-    assert not list(scratch.iterdir())  # the private copy is gone afterwards
+    # The access token in its environment only; no credentials file, no refresh token.
+    assert seen["files"] == [".claude.json", "projects"]  # projects: this call's own transcript
+    assert seen["login"] == ["CLAUDE_CODE_OAUTH_TOKEN"] and seen["oauth_token"] == "t"
+    assert seen["account"] == {"oauthAccount": {"emailAddress": "ops@example.com"}, "hasCompletedOnboarding": True}
+    assert not list(scratch.iterdir())  # the private config folder is gone afterwards
+    assert [path.name for path in (home / ".claude" / "projects").iterdir()] == ["other.jsonl"]
 
 
 @needs_bwrap

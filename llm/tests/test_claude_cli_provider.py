@@ -3,17 +3,27 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
+from core.sandbox import sandbox_status
+from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli
 from llm.providers.base import Cancelled, LLMRequest, ProviderError
 from llm.providers.claude_cli import ClaudeCliProvider
 from pipelines.agents import PLAN_TOOL
 from tests.fake_claude import fake_claude
 
+# Every call of the CLI runs in the sandbox (llm/providers/claude_cli_sandbox.py).
+pytestmark = needs_bwrap
+
 FAKE_CLAUDE = fake_claude()
+
+
+@pytest.fixture(autouse=True)
+def _sandbox(tmp_path, settings) -> None:
+    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
+    sandbox_status(refresh=True)
 
 
 @pytest.fixture(autouse=True)
@@ -39,28 +49,39 @@ def _complete(provider: ClaudeCliProvider, request: LLMRequest | None = None, ca
     return provider.complete(request or _request(), on_chunk=lambda c: None, should_cancel=cancel)
 
 
-def test_json_result_becomes_tool_input(monkeypatch, tmp_path) -> None:
-    argv_file = tmp_path / "argv.json"
-    monkeypatch.setenv("FAKE_CLAUDE_ARGV_FILE", str(argv_file))
-    monkeypatch.setenv("SECRET_KEY", "do-not-leak-this-secret-key-value-0123456789")
-    monkeypatch.setenv("REDIS_URL", "redis://:password@redis:6379/0")
-    result = _complete(ClaudeCliProvider(executable=FAKE_CLAUDE), _request(resume_session="sess-9"))
+def test_json_result_becomes_tool_input(monkeypatch) -> None:
+    result = _complete(ClaudeCliProvider(executable=FAKE_CLAUDE))
     assert result.tool_input == {"subtasks": [{"id": "s1", "title": "Do it", "description": "d", "order": 1}]}
     assert (result.input_tokens, result.output_tokens) == (12, 34)
     assert (result.cache_creation_input_tokens, result.cache_read_input_tokens) == (0, 0)
-    assert result.extra["session_id"] == "sess-9"
-    recorded = json.loads(argv_file.read_text())
-    assert recorded["argv"][0] == "-p"
-    assert "submit_plan" in recorded["argv"][1]
-    assert recorded["argv"][recorded["argv"].index("--output-format") + 1] == "json"
-    assert recorded["argv"][recorded["argv"].index("--resume") + 1] == "sess-9"
-    assert recorded["has_secret"] is False
-    # No tools (it would read the server's files), in an empty folder, with no server settings.
+    assert result.extra["session_id"] == "sess-123"
+
+
+def test_the_cli_gets_no_tools_and_nothing_of_the_servers(monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_MODE", "record")
+    monkeypatch.setenv("SECRET_KEY", "do-not-leak-this-secret-key-value-0123456789")
+    monkeypatch.setenv("REDIS_URL", "redis://:password@redis:6379/0")
+    conversation = [
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "4."},
+        {"role": "user", "content": "Plan it"},
+    ]
+    request = _request(resume_session="sess-9")
+    request.messages = conversation
+    result = _complete(ClaudeCliProvider(executable=FAKE_CLAUDE), request)
+    recorded = json.loads(result.text)
     argv = recorded["argv"]
+    # The prompt on stdin (it can outgrow an argument; the process list is public).
+    assert argv[:3] == ["-p", "--output-format", "json"] and "submit_plan" in recorded["prompt"]
+    # Its sessions do not outlive a call (a config folder of its own): the conversation is
+    # in the prompt instead of --resume.
+    assert "--resume" not in argv
+    assert "The conversation so far:\n\nUser: What is 2 + 2?\n\nAssistant: 4.\n\nPlan it" in recorded["prompt"]
+    # No tools (it would read files), in an empty folder of its sandbox, with no server settings.
     assert argv[argv.index("--tools") + 1] == "" and "--strict-mcp-config" in argv
-    assert recorded["cwd"] != str(Path.cwd()) and "autocoder-claude-cli-" in recorded["cwd"]
-    assert not Path(recorded["cwd"]).exists()  # removed afterwards
-    assert "DJANGO_SETTINGS_MODULE" not in recorded["env"] and "REDIS_URL" not in recorded["env"]
+    assert recorded["cwd"] == "/workspace"
+    assert "SECRET_KEY" not in recorded["env"] and "REDIS_URL" not in recorded["env"]
+    assert "DJANGO_SETTINGS_MODULE" not in recorded["env"]
 
 
 def test_timeout_kills_the_child(monkeypatch) -> None:

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from core.exceptions import ApplicationError, Conflict, NotFound
 from core.jobs import enqueue_on_commit
+from core.sandbox import SandboxUnavailable
 from llm.providers import provider_for
 from llm.providers.base import LLMRequest, ProviderError
 from memory.models import AgentNote, AgentNoteRevision, DailyLogEntry
@@ -122,7 +123,8 @@ def notes_summarise(*, note_id: int) -> bool:
     # The LLM call is slow I/O: outside any transaction.
     try:
         result = provider.complete(request, on_chunk=lambda chunk: None, should_cancel=lambda: False)
-    except ProviderError as exc:
+    except (ProviderError, SandboxUnavailable) as exc:
+        # SandboxUnavailable: the Claude CLI provider runs every call sandboxed.
         logger.warning("Notes %s of %s: summary failed, notes kept: %s", note.pk, note.agent_id, exc.message)
         return False
     summary = result.text.strip()

@@ -7,6 +7,7 @@ really edits files in its working folder and prints stream-json events.
 from __future__ import annotations
 
 import json
+import socket
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -103,7 +104,8 @@ def test_the_cli_edits_the_worktree_and_the_branch_holds_exactly_that_edit(linke
     denied = set(option(command, "--disallowedTools").split(","))
     assert denied >= {"WebFetch", "WebSearch", "Read(//home/sandbox/**)", "Edit(//home/sandbox/**)"}
     assert option(command, "--setting-sources") == "user"  # not the repository's .claude/settings.json
-    assert "--strict-mcp-config" in command and option(command, "--permission-mode") == "acceptEdits"
+    # Only what --allowedTools names runs: not the shell commands acceptEdits lets through.
+    assert "--strict-mcp-config" in command and option(command, "--permission-mode") == "dontAsk"
     assert option(command, "--max-turns") == "7"
     system = option(command, "--append-system-prompt")
     assert system.startswith(agents.CODER_CLI_EDITING_ROLE[:40]) and "Keep functions small." in system
@@ -133,8 +135,10 @@ def test_with_a_test_command_exactly_that_command_is_allowed(linked, repo_root, 
     assert run.status == RunStatus.AWAITING_APPROVAL, run.error
     assert run.verify_result["passed"] is True  # the edit fixed add
     [command] = cli
+    # The one shell command runs the test command in a sandbox of its own.
     assert option(command, "--tools") == FILE_TOOLS + ",Bash"
-    assert option(command, "--allowedTools") == FILE_TOOLS + ",Bash(python3 check.py)"
+    assert option(command, "--allowedTools") == FILE_TOOLS + ",Bash(autocoder-run-tests)"
+    assert "`autocoder-run-tests`" in option(command, "--append-system-prompt")
 
 
 def test_a_memory_marker_in_the_clis_summary_is_kept_and_left_out_of_the_commit(
@@ -247,3 +251,47 @@ def test_without_a_sandbox_the_cli_does_not_run_and_the_run_pauses_saying_why(
     assert "cannot be made" in run.error
     assert not AgentCall.objects.filter(run=run, agent=agents.CODER).exists()
     assert (Path(run.worktree_path) / "app" / "calc.py").read_text() == CALC  # the CLI never ran
+
+
+def test_the_test_command_the_cli_runs_sees_no_login_and_no_loopback_of_the_server(
+    linked, repo_root, task, owner, tmp_path, monkeypatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / ".credentials.json").write_text(json.dumps({"claudeAiOauth": {"accessToken": SECRET}}))
+    (home / ".claude.json").write_text(json.dumps({"primaryApiKey": SECRET + "-key"}))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    service = socket.create_server(("127.0.0.1", 0))  # a service of the server's, as Redis is
+    service.settimeout(0.5)
+    port = service.getsockname()[1]
+    linked.test_command = (
+        "echo STARTED; cat $HOME/.claude/.credentials.json $HOME/.claude/.claude.json; env; "
+        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\" && echo REACHED"
+    )
+    linked.save()
+    monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "run_tests")
+    run = advance_to_coding(task, owner)
+    run_advance(run_id=run.pk)
+
+    call = AgentCall.objects.get(run=run, agent=agents.CODER)
+    assert "STARTED" in call.response_text
+    assert SECRET not in call.response_text and "REACHED" not in call.response_text
+    with pytest.raises(TimeoutError):
+        service.accept()
+    service.close()
+
+
+def test_a_whole_run_leaves_no_transcript_of_any_agent(linked, repo_root, task, owner, tmp_path, monkeypatch) -> None:
+    """Planner, Coder and Reviewer each run the CLI in a sandbox with a config folder of
+    its own: the server's ~/.claude keeps no transcript of their prompts."""
+    home = tmp_path / "home"
+    (home / ".claude" / "projects").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    assert {call.agent for call in AgentCall.objects.filter(run=run)} >= {"planner", "coder", "reviewer"}
+    assert list((home / ".claude" / "projects").iterdir()) == []
+    assert sorted(path.name for path in (home / ".claude").iterdir()) == ["projects"]
