@@ -34,6 +34,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx2
 from django.db import models
+from django.views.decorators.debug import sensitive_variables
 
 from .clone import address_allowed
 
@@ -302,10 +303,19 @@ def forge_client(
 # --- Webhooks ------------------------------------------------------------------------------
 
 
+@sensitive_variables("secret")
 def _hmac_hex(secret: str, body: bytes) -> str:
     return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+def _same(given: str, expected: str) -> bool:
+    """Constant-time equality of a header's value and the expected one, as bytes: a
+    value that is not ASCII (``compare_digest`` refuses such ``str``) or not well formed
+    is simply not equal."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
+
+
+@sensitive_variables("secret")
 def webhook_is_authentic(*, kind: str, secret: str, body: bytes, headers: Mapping[str, str]) -> bool:
     """Whether a delivery was signed with ``secret`` (``headers`` as Django's
     ``request.headers``: case-insensitive). No secret: nothing is authentic."""
@@ -313,17 +323,19 @@ def webhook_is_authentic(*, kind: str, secret: str, body: bytes, headers: Mappin
         return False
     if kind == ForgeKind.GITHUB:
         given = headers.get("X-Hub-Signature-256", "")
-        return hmac.compare_digest(given, "sha256=" + _hmac_hex(secret, body))
+        return _same(given, "sha256=" + _hmac_hex(secret, body))
     if kind == ForgeKind.GITEA:
         given = headers.get("X-Gitea-Signature") or headers.get("X-Forgejo-Signature") or ""
-        return hmac.compare_digest(given, _hmac_hex(secret, body))
+        return _same(given, _hmac_hex(secret, body))
     if kind == ForgeKind.GITLAB:
-        return hmac.compare_digest(headers.get("X-Gitlab-Token", ""), secret)
+        return _same(headers.get("X-Gitlab-Token", ""), secret)
     return False
 
 
 def webhook_delivery_id(*, kind: str, headers: Mapping[str, str]) -> str:
-    """The forge's id of a delivery (a replay carries the same one); '' if none."""
+    """The forge's id of a delivery, '' if none. Only a label: the forges do not sign
+    it, so a captured delivery can be sent again with any id (``webhook_body_digest``
+    is what tells a delivery seen before)."""
     names: dict[str, tuple[str, ...]] = {
         ForgeKind.GITHUB: ("X-GitHub-Delivery",),
         ForgeKind.GITEA: ("X-Gitea-Delivery", "X-Forgejo-Delivery"),
@@ -333,6 +345,14 @@ def webhook_delivery_id(*, kind: str, headers: Mapping[str, str]) -> str:
         if headers.get(name):
             return headers[name][:100]
     return ""
+
+
+def webhook_body_digest(body: bytes) -> str:
+    """What identifies a delivery: the SHA-256 (hex) of its body, which the signature
+    covers (GitHub, Gitea/Forgejo) — a replay carries the same body whatever its headers.
+    GitLab's token signs nothing, so its body is all there is to go on too. The forges'
+    bodies carry the pull request's ``updated_at``, so two real events never share one."""
+    return hashlib.sha256(body).hexdigest()
 
 
 def webhook_pull_request(*, kind: str, payload: Mapping[str, Any]) -> PullRequestInfo | None:
