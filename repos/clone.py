@@ -62,14 +62,23 @@ class CloneTarget:
 
 
 def parse_clone_url(url: str) -> CloneTarget:
+    """The scheme, host and port a clone URL names; ValidationError on ``url`` when it
+    names none that can be connected to."""
     if "://" in url:
-        parts = urlsplit(url)
         try:
+            # Both raise ValueError for what is not a URL: a bracket left open or not an
+            # IPv6 address ("https://[::1/x"), a port that is not a number from 0 to 65535,
+            # a host that NFKC normalisation turns into a path.
+            parts = urlsplit(url)
             port = parts.port
         except ValueError:
-            raise ValidationError({"url": [BAD_CLONE_URL]}) from None
+            raise ValidationError(
+                {"url": ["The clone URL is not a valid URL: check its host and its port (1 to 65535)."]}
+            ) from None
         if not parts.hostname:
             raise ValidationError({"url": [BAD_CLONE_URL]})
+        if port == 0:
+            raise ValidationError({"url": ["The clone URL's port must be from 1 to 65535."]})
         return CloneTarget(parts.scheme, parts.hostname, port or DEFAULT_PORTS[parts.scheme])
     # user@host:path — ssh
     host = url.split("@", 1)[1].split(":", 1)[0]

@@ -137,8 +137,8 @@ class ForgeClient:
     def _pinned(self, url: str) -> tuple[str, str, dict[str, Any]]:
         """The URL with its host replaced by a checked address, the Host header, and
         the TLS server name."""
+        address = forge_host_check(url)  # first: ForgeError for a URL urlsplit cannot read
         parts = urlsplit(url)
-        address = forge_host_check(url)
         literal = f"[{address}]" if ":" in address else address
         port = parts.port or (443 if parts.scheme == "https" else 80)
         pinned = urlunsplit(parts._replace(netloc=f"{literal}:{port}"))
@@ -207,10 +207,13 @@ def _forge_message(response: httpx2.Response) -> str:
 def forge_host_check(url: str) -> str:
     """The address to connect to for ``url``, after checking that every address its
     host resolves to is public or in an allowed network; ForgeError otherwise."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # not a URL: a bracket left open, a port past 65535 …
+        parts, port = urlsplit(""), 0
+    if parts.scheme not in ("https", "http") or not parts.hostname or not port:
         raise ForgeError(f"The forge's API URL {url} is not an http(s) URL.", code="forge_bad_url")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         addresses = list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(parts.hostname, port)))
     except (socket.gaierror, UnicodeError):
