@@ -77,6 +77,21 @@ def parse_clone_url(url: str) -> CloneTarget:
             ) from None
         if not parts.hostname:
             raise ValidationError({"url": [BAD_CLONE_URL]})
+        # A name in ASCII letters, digits, dots, hyphens (underscores), or an IPv6 literal:
+        # an international (or percent-encoded) name is resolved here one way and by git's
+        # curl maybe another, and then the checked address would not be the one pinned.
+        host = parts.hostname
+        if "[" in parts.netloc or ":" in host:
+            try:
+                if "%" in host:  # a zone: an interface of this server's
+                    raise ValueError(host)
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                raise ValidationError({"url": ["The clone URL's host is not an IP address or host name."]}) from None
+        elif not (host.isascii() and all(ch.isalnum() or ch in "._-" for ch in host)):
+            raise ValidationError(
+                {"url": ["Write the clone URL's host in ASCII (an international name in its xn-- form)."]}
+            )
         if port == 0:
             raise ValidationError({"url": ["The clone URL's port must be from 1 to 65535."]})
         return CloneTarget(parts.scheme, parts.hostname, port or DEFAULT_PORTS[parts.scheme])

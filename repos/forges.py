@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -204,6 +205,18 @@ def _forge_message(response: httpx2.Response) -> str:
     return f" (it said: {text})" if text else ""
 
 
+def _plain_host(host: str, *, bracketed: bool) -> bool:
+    """An IPv6 literal, or a name in ASCII letters, digits, dots, hyphens and underscores:
+    the Host header and TLS name are sent as they are, and must be ASCII."""
+    if bracketed or ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return False
+        return "%" not in host  # no zone: an interface of this server's
+    return host.isascii() and all(ch.isalnum() or ch in "._-" for ch in host)
+
+
 def forge_host_check(url: str) -> str:
     """The address to connect to for ``url``, after checking that every address its
     host resolves to is public or in an allowed network; ForgeError otherwise."""
@@ -214,6 +227,10 @@ def forge_host_check(url: str) -> str:
         parts, port = urlsplit(""), 0
     if parts.scheme not in ("https", "http") or not parts.hostname or not port:
         raise ForgeError(f"The forge's API URL {url} is not an http(s) URL.", code="forge_bad_url")
+    if not _plain_host(parts.hostname, bracketed="[" in parts.netloc):
+        raise ForgeError(
+            f"Write the forge's host in ASCII (an international name in its xn-- form): {url}", code="forge_bad_url"
+        )
     try:
         addresses = list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(parts.hostname, port)))
     except (socket.gaierror, UnicodeError):

@@ -171,6 +171,14 @@ NOT_URLS = [
     "https://user@",
     "https://user@/x",
     "https://\u2100/x",  # ℀: NFKC makes it "a/c"
+    # Hosts that are not plain ASCII names or IP literals.
+    "https://é",
+    "https://ü.example/x",
+    "https://１２７.０.０.１/x",
+    "https://a\u200b/x",
+    "https://%41/x",
+    "https://[v1.x]/x",
+    "https://[fe80::1%25eth0]/x",
 ]
 NOT_GIT_URLS = [*NOT_URLS, "git://[::1/x", "ssh://[::1/x", "ssh://git@[::1:22/x", "git://a:0/x", "ssh://a:99999/x"]
 
