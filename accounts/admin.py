@@ -3,17 +3,49 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm
 from django.contrib.auth.forms import UserChangeForm as BaseUserChangeForm
+from django.core.exceptions import ValidationError
 from django.forms import ModelForm
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
 from core.admin import admin_change_link
+from core.exceptions import RateLimited
 
 from .models import ApiToken, User
+from .services import AuthenticationFailed, client_address, user_authenticate
 from .signals import user_save_new
+
+ADMIN_LOGIN_WAIT = "{message} (about {seconds} s)"
+
+
+class AdminLoginForm(AdminAuthenticationForm):
+    """The admin's sign-in, through the one credential check of the login page and the
+    API (``user_authenticate``): the same throttle and counters, so failures here count
+    there and the other way round, and while an address is held back even the right
+    password is refused, with the throttle's message saying to wait."""
+
+    def clean(self) -> dict[str, Any]:
+        email, password = self.cleaned_data.get("username"), self.cleaned_data.get("password")
+        if email is None or not password:
+            return self.cleaned_data
+        address = client_address(self.request) if self.request is not None else "unknown"
+        try:
+            user = user_authenticate(request=self.request, client_address=address, email=email, password=password)
+        except RateLimited as refused:
+            message = ADMIN_LOGIN_WAIT.format(message=refused.message, seconds=refused.retry_after)
+            raise ValidationError(message, code=refused.code) from None
+        except AuthenticationFailed:
+            raise self.get_invalid_login_error() from None
+        self.user_cache = user
+        self.confirm_login_allowed(user)
+        return self.cleaned_data
+
+
+admin.site.login_form = AdminLoginForm
 
 
 class UserCreationForm(AdminUserCreationForm):

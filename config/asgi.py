@@ -17,19 +17,21 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from accounts.channels_auth import TokenAuthMiddleware  # noqa: E402
+from core.websocket_origin import SameOriginValidator  # noqa: E402
 
 from .routing import unknown_path_route, websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        # The Origin check refuses cross-site pages: the session cookie alone would let
-        # any site open a socket as the logged-in user.
-        "websocket": AllowedHostsOriginValidator(
+        # The Origin check refuses every page but ours (same host and port as the Host
+        # header, or CSRF_TRUSTED_ORIGINS): the session cookie alone would let any site —
+        # or anything else served on another port of this host — open a socket as the
+        # logged-in user.
+        "websocket": SameOriginValidator(
             # Session login first; scripts without a cookie may send "Authorization: Token …".
             AuthMiddlewareStack(TokenAuthMiddleware(URLRouter([*websocket_urlpatterns, unknown_path_route])))
         ),

@@ -94,6 +94,8 @@ class EmbeddedWorker:
     beat: threading.Thread | None
     beat_service: Service | None
     stopped: threading.Event
+    # The pool's size: the places for runs at once (pipelines/queue.py reads it).
+    threads: int = 4
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop beat and the worker, waiting ``timeout`` seconds at most.
@@ -184,6 +186,7 @@ def start_embedded_worker(*, concurrency: int = 4, beat: bool = True) -> Embedde
             beat=beat_thread,
             beat_service=beat_service,
             stopped=threading.Event(),
+            threads=concurrency,
         )
         register_embedded_worker(running)
         _stop_on_server_shutdown(running)

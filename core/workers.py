@@ -56,6 +56,9 @@ class EmbeddedWorkerHandle(Protocol):
     @property
     def stopped(self) -> threading.Event: ...
 
+    @property
+    def threads(self) -> int: ...
+
 
 _embedded_lock = threading.Lock()
 _embedded: EmbeddedWorkerHandle | None = None
@@ -79,6 +82,12 @@ def unregister_embedded_worker(worker: EmbeddedWorkerHandle) -> None:
 def embedded_worker() -> EmbeddedWorkerHandle | None:
     """The in-process worker started by the embedded server, until it is stopped."""
     return _embedded
+
+
+def embedded_worker_threads() -> int:
+    """How many jobs the in-process worker runs at once (its threads); 0 without one."""
+    embedded = embedded_worker()
+    return embedded.threads if embedded is not None else 0
 
 
 def embedded_worker_alive() -> bool:

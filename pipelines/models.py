@@ -269,19 +269,23 @@ class PullRequest(TimeStampedModel):
 
 
 class ForgeDelivery(models.Model):
-    """A webhook delivery already applied: a replay (same delivery id) changes nothing."""
+    """A webhook delivery already applied, known by its body's SHA-256: what the
+    signature covers (GitHub, Gitea/Forgejo), so a replay is the same delivery whatever
+    delivery id it claims — the forges do not sign the id. ``delivery_id`` is the forge's
+    label, kept to find the delivery in the forge's log."""
 
     repository = models.ForeignKey("repos.Repository", on_delete=models.CASCADE, related_name="+")
-    delivery_id = models.CharField(max_length=100)
+    body_sha256 = models.CharField(max_length=64)
+    delivery_id = models.CharField(max_length=100, blank=True)
     received_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["repository", "delivery_id"], name="pipelines_forge_delivery_once")
+            models.UniqueConstraint(fields=["repository", "body_sha256"], name="pipelines_forge_delivery_body_once")
         ]
 
     def __str__(self) -> str:
-        return self.delivery_id
+        return self.delivery_id or self.body_sha256
 
 
 class RunLineComment(TimeStampedModel):

@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 
 from accounts.models import User
 from core.crypto import decrypt_secret
@@ -30,6 +31,7 @@ from repos.forges import (
     PullRequestInfo,
     PullRequestState,
     forge_client,
+    webhook_body_digest,
     webhook_delivery_id,
     webhook_is_authentic,
     webhook_pull_request,
@@ -221,9 +223,12 @@ def pull_request_apply(*, pull_request: PullRequest, info: PullRequestInfo) -> P
     return locked
 
 
+@sensitive_variables("secret")
 def pull_request_webhook(*, repository_id: int | None, body: bytes, headers: Any) -> str:
     """Apply a forge's delivery. Returns what happened in a word: "applied", "ignored"
-    (not about one of our pull requests) or "replayed" (seen before)."""
+    (not about one of our pull requests) or "replayed" (the same body seen before for
+    this repository, whatever its delivery id). A signature that does not match — or is
+    not ASCII, or not well formed — is ``WebhookRefused``."""
     repository = Repository.objects.filter(pk=repository_id).exclude(forge_kind="").first() if repository_id else None
     secret = decrypt_secret(repository.forge_webhook_secret_encrypted) if repository else ""
     if repository is None or not secret:
@@ -231,13 +236,16 @@ def pull_request_webhook(*, repository_id: int | None, body: bytes, headers: Any
     kind = repository.forge_kind
     if not webhook_is_authentic(kind=kind, secret=secret, body=body, headers=headers):
         raise WebhookRefused(WEBHOOK_BAD_SIGNATURE)
-    delivery = webhook_delivery_id(kind=kind, headers=headers)
-    if delivery:
-        try:
-            with transaction.atomic():
-                ForgeDelivery.objects.create(repository=repository, delivery_id=delivery)
-        except IntegrityError:
-            return "replayed"
+    # Seen before: the same signed body, whatever delivery id (unsigned) comes with it.
+    try:
+        with transaction.atomic():
+            ForgeDelivery.objects.create(
+                repository=repository,
+                body_sha256=webhook_body_digest(body),
+                delivery_id=webhook_delivery_id(kind=kind, headers=headers),
+            )
+    except IntegrityError:
+        return "replayed"
     try:
         payload = json.loads(body)
     except ValueError:

@@ -39,7 +39,7 @@ from .models import (
     RunStatus,
     RunTransition,
 )
-from .queue import runs_free_to_start
+from .queue import run_places, runs_free_to_start
 from .selectors import run_subtask_index
 
 if TYPE_CHECKING:
@@ -110,11 +110,13 @@ def _enqueue_advance_or_leave_to_sweeper(run_id: int, status: str) -> None:
 
 
 def _start_waiting_runs(owner_id: int) -> None:
-    """After a run of the owner left a working status (or the queue): queue the owner's
-    runs that may start now. Their jobs decide again under the lock (``run_begin``); a
-    job lost here is the sweeper's (a run free to start counts as needing a worker)."""
+    """After a run of the owner left a working status (or the queue): queue the runs that
+    may start now — the owner's, or with places (``run_places``: the embedded worker's
+    threads) everyone's, since the freed place may be another user's turn. Their jobs
+    decide again under the lock (``run_begin``); a job lost here is the sweeper's (a run
+    free to start counts as needing a worker)."""
     try:
-        run_ids = runs_free_to_start(owner_id=owner_id)
+        run_ids = runs_free_to_start(owner_id=None if run_places() else owner_id)
     except Exception as exc:  # noqa: BLE001 - the transition committed; the sweeper starts them later
         logger.error("Could not look for waiting runs of user %s (%s); the sweeper will", owner_id, exc)
         return
@@ -276,16 +278,18 @@ def run_transition(
         if enqueue and to_status in WORKING_STATUSES:
             transaction.on_commit(functools.partial(_enqueue_advance_or_leave_to_sweeper, run.pk, to_status))
         if from_status in (RunStatus.QUEUED, *WORKING_STATUSES) and to_status not in WORKING_STATUSES:
-            # A place (or a place in line) came free: the owner's waiting runs may start.
+            # A place (or a place in line) came free: waiting runs may start.
             transaction.on_commit(functools.partial(_start_waiting_runs, task.project.owner_id))
     return run
 
 
 def run_begin(*, run: PipelineRun) -> bool:
     """Queued → planning, if starting the run keeps its owner and its project within
-    their runs at once (pipelines/queue.py); False, the run left untouched, when it must
-    wait (or is no longer queued). The check and the transition hold the owner's row
-    locked, so two runs of one owner starting at once cannot both take the last place.
+    their runs at once, and the run's turn has come among all users' for the places
+    (pipelines/queue.py); False, the run left untouched, when it must wait (or is no
+    longer queued). The check and the transition hold the owner's row locked (and with
+    places a lock every start takes), so two runs starting at once cannot both take the
+    last place.
     Raises StaleRun if the run left the queue between the check and the transition."""
     owner_id = Task.objects.filter(pk=run.task_id).values_list("project__owner_id", flat=True).get()
     with transaction.atomic():
@@ -293,7 +297,13 @@ def run_begin(*, run: PipelineRun) -> bool:
         # key-share lock that inserting a row pointing at the user takes (a transition's
         # actor, in a cancel holding its run's row) does not wait: with FOR UPDATE, a cancel
         # and a start deadlocked (pipelines/tests/test_hammer.py on PostgreSQL).
-        get_user_model().objects.select_for_update(no_key=True).filter(pk=owner_id).values_list("pk", flat=True).first()
+        users = get_user_model().objects.select_for_update(no_key=True)
+        if run_places():
+            # Places are shared by all users: every start takes one lock first (the first
+            # user's row, before the owner's: always in that order), so two users' runs
+            # cannot both take the last place.
+            users.order_by("pk").values_list("pk", flat=True).first()
+        users.filter(pk=owner_id).values_list("pk", flat=True).first()
         if run.pk not in runs_free_to_start(owner_id=owner_id):
             return False
         run_transition(run=run, to_status=RunStatus.PLANNING, reason="picked up by a worker", enqueue=False)

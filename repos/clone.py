@@ -62,14 +62,38 @@ class CloneTarget:
 
 
 def parse_clone_url(url: str) -> CloneTarget:
+    """The scheme, host and port a clone URL names; ValidationError on ``url`` when it
+    names none that can be connected to."""
     if "://" in url:
-        parts = urlsplit(url)
         try:
+            # Both raise ValueError for what is not a URL: a bracket left open or not an
+            # IPv6 address ("https://[::1/x"), a port that is not a number from 0 to 65535,
+            # a host that NFKC normalisation turns into a path.
+            parts = urlsplit(url)
             port = parts.port
         except ValueError:
-            raise ValidationError({"url": [BAD_CLONE_URL]}) from None
+            raise ValidationError(
+                {"url": ["The clone URL is not a valid URL: check its host and its port (1 to 65535)."]}
+            ) from None
         if not parts.hostname:
             raise ValidationError({"url": [BAD_CLONE_URL]})
+        # A name in ASCII letters, digits, dots, hyphens (underscores), or an IPv6 literal:
+        # an international (or percent-encoded) name is resolved here one way and by git's
+        # curl maybe another, and then the checked address would not be the one pinned.
+        host = parts.hostname
+        if "[" in parts.netloc or ":" in host:
+            try:
+                if "%" in host:  # a zone: an interface of this server's
+                    raise ValueError(host)
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                raise ValidationError({"url": ["The clone URL's host is not an IP address or host name."]}) from None
+        elif not (host.isascii() and all(ch.isalnum() or ch in "._-" for ch in host)):
+            raise ValidationError(
+                {"url": ["Write the clone URL's host in ASCII (an international name in its xn-- form)."]}
+            )
+        if port == 0:
+            raise ValidationError({"url": ["The clone URL's port must be from 1 to 65535."]})
         return CloneTarget(parts.scheme, parts.hostname, port or DEFAULT_PORTS[parts.scheme])
     # user@host:path — ssh
     host = url.split("@", 1)[1].split(":", 1)[0]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx2
 from django.db import models
+from django.views.decorators.debug import sensitive_variables
 
 from .clone import address_allowed
 
@@ -136,8 +138,8 @@ class ForgeClient:
     def _pinned(self, url: str) -> tuple[str, str, dict[str, Any]]:
         """The URL with its host replaced by a checked address, the Host header, and
         the TLS server name."""
+        address = forge_host_check(url)  # first: ForgeError for a URL urlsplit cannot read
         parts = urlsplit(url)
-        address = forge_host_check(url)
         literal = f"[{address}]" if ":" in address else address
         port = parts.port or (443 if parts.scheme == "https" else 80)
         pinned = urlunsplit(parts._replace(netloc=f"{literal}:{port}"))
@@ -203,13 +205,32 @@ def _forge_message(response: httpx2.Response) -> str:
     return f" (it said: {text})" if text else ""
 
 
+def _plain_host(host: str, *, bracketed: bool) -> bool:
+    """An IPv6 literal, or a name in ASCII letters, digits, dots, hyphens and underscores:
+    the Host header and TLS name are sent as they are, and must be ASCII."""
+    if bracketed or ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return False
+        return "%" not in host  # no zone: an interface of this server's
+    return host.isascii() and all(ch.isalnum() or ch in "._-" for ch in host)
+
+
 def forge_host_check(url: str) -> str:
     """The address to connect to for ``url``, after checking that every address its
     host resolves to is public or in an allowed network; ForgeError otherwise."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # not a URL: a bracket left open, a port past 65535 …
+        parts, port = urlsplit(""), 0
+    if parts.scheme not in ("https", "http") or not parts.hostname or not port:
         raise ForgeError(f"The forge's API URL {url} is not an http(s) URL.", code="forge_bad_url")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if not _plain_host(parts.hostname, bracketed="[" in parts.netloc):
+        raise ForgeError(
+            f"Write the forge's host in ASCII (an international name in its xn-- form): {url}", code="forge_bad_url"
+        )
     try:
         addresses = list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(parts.hostname, port)))
     except (socket.gaierror, UnicodeError):
@@ -302,10 +323,19 @@ def forge_client(
 # --- Webhooks ------------------------------------------------------------------------------
 
 
+@sensitive_variables("secret")
 def _hmac_hex(secret: str, body: bytes) -> str:
     return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+def _same(given: str, expected: str) -> bool:
+    """Constant-time equality of a header's value and the expected one, as bytes: a
+    value that is not ASCII (``compare_digest`` refuses such ``str``) or not well formed
+    is simply not equal."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
+
+
+@sensitive_variables("secret")
 def webhook_is_authentic(*, kind: str, secret: str, body: bytes, headers: Mapping[str, str]) -> bool:
     """Whether a delivery was signed with ``secret`` (``headers`` as Django's
     ``request.headers``: case-insensitive). No secret: nothing is authentic."""
@@ -313,17 +343,19 @@ def webhook_is_authentic(*, kind: str, secret: str, body: bytes, headers: Mappin
         return False
     if kind == ForgeKind.GITHUB:
         given = headers.get("X-Hub-Signature-256", "")
-        return hmac.compare_digest(given, "sha256=" + _hmac_hex(secret, body))
+        return _same(given, "sha256=" + _hmac_hex(secret, body))
     if kind == ForgeKind.GITEA:
         given = headers.get("X-Gitea-Signature") or headers.get("X-Forgejo-Signature") or ""
-        return hmac.compare_digest(given, _hmac_hex(secret, body))
+        return _same(given, _hmac_hex(secret, body))
     if kind == ForgeKind.GITLAB:
-        return hmac.compare_digest(headers.get("X-Gitlab-Token", ""), secret)
+        return _same(headers.get("X-Gitlab-Token", ""), secret)
     return False
 
 
 def webhook_delivery_id(*, kind: str, headers: Mapping[str, str]) -> str:
-    """The forge's id of a delivery (a replay carries the same one); '' if none."""
+    """The forge's id of a delivery, '' if none. Only a label: the forges do not sign
+    it, so a captured delivery can be sent again with any id (``webhook_body_digest``
+    is what tells a delivery seen before)."""
     names: dict[str, tuple[str, ...]] = {
         ForgeKind.GITHUB: ("X-GitHub-Delivery",),
         ForgeKind.GITEA: ("X-Gitea-Delivery", "X-Forgejo-Delivery"),
@@ -333,6 +365,14 @@ def webhook_delivery_id(*, kind: str, headers: Mapping[str, str]) -> str:
         if headers.get(name):
             return headers[name][:100]
     return ""
+
+
+def webhook_body_digest(body: bytes) -> str:
+    """What identifies a delivery: the SHA-256 (hex) of its body, which the signature
+    covers (GitHub, Gitea/Forgejo) — a replay carries the same body whatever its headers.
+    GitLab's token signs nothing, so its body is all there is to go on too. The forges'
+    bodies carry the pull request's ``updated_at``, so two real events never share one."""
+    return hashlib.sha256(body).hexdigest()
 
 
 def webhook_pull_request(*, kind: str, payload: Mapping[str, Any]) -> PullRequestInfo | None:

@@ -363,8 +363,13 @@ _FORGE_REPOSITORY = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+$")
 
 def _validate_forge_api_url(url: str) -> str:
     url = url.strip().rstrip("/")
-    parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.hostname or parts.username or parts.password:
+    try:
+        # ValueError: not a URL (a bracket left open, a port past 65535 …): as bad as any.
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ValidationError({"forge_api_url": [FORGE_BAD_API_URL]}) from None
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.username or parts.password or port == 0:
         raise ValidationError({"forge_api_url": [FORGE_BAD_API_URL]})
     try:
         forge_host_check(url)

@@ -4,8 +4,10 @@ The command runs in the sandbox (core/sandbox.py: bubblewrap, no network, no oth
 files, an unprivileged account) with memory, process and disk limits for the command as
 a whole where the host allows (core/sandbox_limits.py), CPU and file-size limits, a
 wall-clock timeout and cancel that end every process it started, and its output
-streamed as it comes. A command stopped by a limit fails, and its output ends saying
-which. Where no sandbox can be made the command does not run at all.
+streamed as it comes: at most VERIFY_STREAM_MAX_CHARS of it per command (each streamed
+chunk is stored as run events), the last VERIFY_OUTPUT_MAX_CHARS kept in the result. A
+command stopped by a limit fails, and its output ends saying which. Where no sandbox can
+be made the command does not run at all.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from core.sandbox_limits import LimitedProcess
 
 CANCEL_POLL_SECONDS = 0.2
 TAIL_MARKER = "[… {dropped} earlier characters of output dropped …]\n"
+STREAM_CUT_MARKER = (
+    "\n[output over {streamed:,} characters: the rest is not streamed; "
+    "the last {kept:,} characters are kept in the result]\n"
+)
 _PYTEST_FAILED = re.compile(r"^FAILED (?P<file>[^\s:]+)(?:::(?P<test>\S+))?(?: - (?P<message>.*))?$")
 
 
@@ -43,19 +49,45 @@ class VerifyResult:
 
 class _TailBuffer:
     """The output as it streams, keeping only its last ``limit`` characters: the
-    failures are at the end."""
+    failures are at the end. Only the first ``stream_limit`` characters of the command's
+    output are handed to ``on_output`` (each becomes stored run events and goes to every
+    page watching): past that the stream says once what is cut, and the result keeps
+    the tail as before."""
 
-    def __init__(self, limit: int, on_output: Callable[[str], None]) -> None:
+    def __init__(self, limit: int, on_output: Callable[[str], None], *, stream_limit: int | None = None) -> None:
         self.limit = limit
         self.on_output = on_output
+        self.stream_limit = stream_limit
+        self.streamed = 0
         self.chunks: list[str] = []
         self.kept = 0
         self.dropped = 0
 
     def emit(self, text: str) -> None:
+        """The command's output: streamed up to the stream limit, its tail kept."""
         if not text:
             return
-        self.on_output(text)
+        self._stream(text)
+        self._keep(text)
+
+    def note(self, text: str) -> None:
+        """Our own words about the run (a warning, a timeout): always streamed, and kept."""
+        if text:
+            self.on_output(text)
+            self._keep(text)
+
+    def _stream(self, text: str) -> None:
+        if self.stream_limit is None:
+            self.on_output(text)
+            return
+        room = self.stream_limit - self.streamed
+        if room > 0:
+            self.on_output(text[:room])
+        if room < len(text) and room >= 0:
+            self.on_output(STREAM_CUT_MARKER.format(streamed=self.stream_limit, kept=self.limit))
+        self.streamed += len(text)
+
+    def _keep(self, text: str) -> None:
         self.chunks.append(text)
         self.kept += len(text)
         while self.kept > self.limit:
@@ -82,14 +114,17 @@ def run_test_command(
     max_output_chars: int,
     on_output: Callable[[str], None],
     should_cancel: Callable[[], bool],
+    max_streamed_chars: int | None = None,
 ) -> VerifyResult:
     """Run ``command`` sandboxed in ``cwd``. Raises SandboxUnavailable, having started
-    nothing, where no sandbox can be made."""
+    nothing, where no sandbox can be made. ``on_output`` gets the output as it comes,
+    at most ``max_streamed_chars`` of it (None: all); the result keeps the last
+    ``max_output_chars``."""
     started = time.monotonic()
-    output = _TailBuffer(max_output_chars, on_output)
+    output = _TailBuffer(max_output_chars, on_output, stream_limit=max_streamed_chars)
     status = sandbox_status()
     if status.disabled:
-        output.emit(SANDBOX_DISABLED_WARNING)
+        output.note(SANDBOX_DISABLED_WARNING)
     timed_out = cancelled = False
     limit_exceeded = ""
     try:
@@ -128,14 +163,14 @@ def run_test_command(
         if isinstance(process, LimitedProcess):
             limit_exceeded = process.limit_exceeded
             if process.limit_notes:
-                output.emit("\n" + process.limit_notes)
+                output.note("\n" + process.limit_notes)
     except OSError as exc:
-        output.emit(f"The test command could not start: {exc}\n")
+        output.note(f"The test command could not start: {exc}\n")
         return VerifyResult(None, False, False, False, output.text(), 0, False, False)
     if limit_exceeded:
-        output.emit("\n" + limit_exceeded)
+        output.note("\n" + limit_exceeded)
     if timed_out:
-        output.emit(f"\n[verify: killed after {timeout:g} s]\n")
+        output.note(f"\n[verify: killed after {timeout:g} s]\n")
     exit_code = None if (timed_out or cancelled) else returncode
     sandboxed = not status.disabled
     return VerifyResult(
@@ -155,8 +190,9 @@ def run_project_tests(
     *, command: str, worktree: Path, on_output: Callable[[str], None], should_cancel: Callable[[], bool]
 ) -> VerifyResult:
     """A project's test command in a run's worktree with the verify settings (timeout,
-    sandbox limits, output size): the verify phase and the Coder's run_tests both run
-    tests this way. Raises SandboxUnavailable like run_test_command."""
+    sandbox limits, output kept, output streamed): the verify phase and the Coder's
+    run_tests both run tests this way, so both stream at most VERIFY_STREAM_MAX_CHARS of
+    a command's output as run events. Raises SandboxUnavailable like run_test_command."""
     from django.conf import settings
 
     from core.sandbox import limits_from_settings
@@ -167,6 +203,7 @@ def run_project_tests(
         timeout=settings.VERIFY_TIMEOUT_SECONDS,
         limits=limits_from_settings(),
         max_output_chars=settings.VERIFY_OUTPUT_MAX_CHARS,
+        max_streamed_chars=settings.VERIFY_STREAM_MAX_CHARS,
         on_output=on_output,
         should_cancel=should_cancel,
     )

@@ -32,6 +32,7 @@ import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,8 @@ class FakePull:
     title: str
     body: str
     state: str = "open"  # open, merged, closed
+    # As on the real forges, every change is stamped, so two events' bodies differ.
+    updated_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
 
 
 @dataclass
@@ -115,6 +118,7 @@ class FakeForge:
     def set_state(self, repository: str, number: int, state: str) -> FakePull:
         pull = self.repositories[repository].pulls[number]
         pull.state = state
+        pull.updated_at = datetime.now(UTC).isoformat()
         return pull
 
     def webhook(self, kind: str, repository: str, number: int, secret: str) -> tuple[bytes, dict[str, str]]:
@@ -127,7 +131,12 @@ class FakeForge:
             payload = {
                 "object_kind": "merge_request",
                 "project": {"path_with_namespace": repository},
-                "object_attributes": {"iid": number, "state": gitlab_state, "url": url},
+                "object_attributes": {
+                    "iid": number,
+                    "state": gitlab_state,
+                    "url": url,
+                    "updated_at": pull.updated_at,
+                },
             }
             body = json.dumps(payload).encode()
             return body, {
@@ -163,6 +172,7 @@ class FakeForge:
             "html_url": self.html_url(kind, repository, pull.number),
             "state": "open" if pull.state == "open" else "closed",
             "merged": pull.state == "merged",
+            "updated_at": pull.updated_at,
             "title": pull.title,
             "body": pull.body,
             "head": {"ref": pull.head},

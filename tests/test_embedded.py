@@ -115,6 +115,7 @@ def test_sends_on_the_server_loop_and_after_it_stopped_run_directly() -> None:
 
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")
 
 
 async def _connect(path: str, headers: list[tuple[bytes, bytes]]) -> tuple[bool, object]:
@@ -127,12 +128,12 @@ async def _connect(path: str, headers: list[tuple[bytes, bytes]]) -> tuple[bool,
 
 @pytest.mark.django_db(transaction=True)
 def test_unknown_websocket_path_is_refused_cleanly() -> None:
-    connected, close_code = async_to_sync(_connect)("/ws/no-such-thing/", [ORIGIN])
+    connected, close_code = async_to_sync(_connect)("/ws/no-such-thing/", [ORIGIN, HOST])
     assert connected is False
     assert close_code == 1000
 
 
 @pytest.mark.django_db(transaction=True)
 def test_websocket_from_a_foreign_origin_is_refused() -> None:
-    connected, _ = async_to_sync(_connect)("/ws/no-such-thing/", [(b"origin", b"https://evil.example")])
+    connected, _ = async_to_sync(_connect)("/ws/no-such-thing/", [(b"origin", b"https://evil.example"), HOST])
     assert connected is False

@@ -7,7 +7,7 @@ from django.test import Client
 from django.urls import reverse
 
 from accounts.models import ApiToken, User
-from accounts.services import api_token_create
+from accounts.services import BACKING_OFF, RATE_LIMITED, api_token_create
 from projects.models import DEFAULT_PROJECT_NAME, Project
 from tests.factories import ProjectFactory, UserFactory
 
@@ -188,3 +188,84 @@ def test_anonymous_visitors_are_sent_to_the_admin_login(client: Client, name: st
     response = client.get(reverse(name))
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("admin:login"))
+
+
+# --- The admin's sign-in shares the throttle -----------------------------------------------
+
+ADMIN_LOGIN = "/admin/login/"
+
+
+def admin_login(client: Client, email: str, password: str, address: str):  # type: ignore[no-untyped-def]
+    return client.post(ADMIN_LOGIN, {"username": email, "password": password, "next": "/admin/"}, REMOTE_ADDR=address)
+
+
+def logged_in(client: Client) -> bool:
+    return "_auth_user_id" in client.session
+
+
+def form_errors(response) -> list[str]:  # type: ignore[no-untyped-def]
+    return list(response.context["form"].non_field_errors()) if response.context else []
+
+
+def test_wrong_passwords_at_the_admin_are_throttled_then_even_the_right_one_waits(
+    client: Client, superuser: User, settings
+) -> None:
+    answers = [admin_login(client, superuser.email, f"guess {n}", "10.9.0.1") for n in range(40)]
+    assert all(answer.status_code == 200 and not logged_in(client) for answer in answers)
+    refused = [answer for answer in answers if any(RATE_LIMITED in e or BACKING_OFF in e for e in form_errors(answer))]
+    # Held back, as the API would be: at the latest past the address's attempts per window.
+    assert len(refused) >= 40 - settings.AUTH_RATE_LIMIT_ADDRESS_ATTEMPTS and refused[-1] is answers[-1]
+    right = admin_login(client, superuser.email, "root password", "10.9.0.1")
+    assert right.status_code == 200 and not logged_in(client)
+    assert any("Wait" in error for error in form_errors(right)), form_errors(right)
+    # The API answers the same address 429.
+    api = Client().post(
+        "/api/auth/login",
+        {"email": superuser.email, "password": "root password"},
+        content_type="application/json",
+        REMOTE_ADDR="10.9.0.1",
+    )
+    assert api.status_code == 429
+    # Another address that has not failed gets in: the owner is not locked out.
+    assert admin_login(client, superuser.email, "root password", "10.9.0.2").status_code == 302
+    assert logged_in(client)
+
+
+def api_login(email: str, password: str, address: str):  # type: ignore[no-untyped-def]
+    return Client().post(
+        "/api/auth/login", {"email": email, "password": password}, content_type="application/json", REMOTE_ADDR=address
+    )
+
+
+# Failures from the address under test, then three more from addresses that had not
+# failed (let through, counted against the email): the backoff then holds the address
+# back for 2**3 = 8 s, long enough for the next attempt on a slow machine.
+EXTRA_FAILURES = ["10.9.9.1", "10.9.9.2", "10.9.9.3"]
+
+
+def test_failures_at_the_api_count_at_the_admin(client: Client, superuser: User, settings) -> None:
+    addresses = ["10.9.1.1"] * settings.AUTH_BACKOFF_AFTER_FAILURES + EXTRA_FAILURES
+    for address in addresses:
+        assert api_login(superuser.email, "wrong password", address).status_code == 401
+    right = admin_login(client, superuser.email, "root password", "10.9.1.1")
+    assert not logged_in(client) and [BACKING_OFF in error for error in form_errors(right)] == [True]
+
+
+def test_failures_at_the_admin_count_at_the_api(client: Client, superuser: User, settings) -> None:
+    addresses = ["10.9.2.1"] * settings.AUTH_BACKOFF_AFTER_FAILURES + EXTRA_FAILURES
+    for address in addresses:
+        failed = admin_login(client, superuser.email, "wrong password", address)
+        assert failed.status_code == 200 and "correct email" in " ".join(form_errors(failed)).lower()
+    api = api_login(superuser.email, "root password", "10.9.2.1")
+    assert api.status_code == 429 and api.json()["message"] == BACKING_OFF
+
+
+def test_the_right_password_at_the_admin_still_signs_in_and_non_staff_are_refused(
+    client: Client, superuser: User, owner: User
+) -> None:
+    from tests.factories import DEFAULT_PASSWORD
+
+    refused = admin_login(client, owner.email, DEFAULT_PASSWORD, "10.9.3.1")
+    assert refused.status_code == 200 and not logged_in(client) and form_errors(refused)
+    assert admin_login(client, superuser.email, "root password", "10.9.3.1").status_code == 302
+    assert logged_in(client)

@@ -513,6 +513,10 @@ VERIFY_TIMEOUT_SECONDS = env_int("VERIFY_TIMEOUT_SECONDS", default=600, minimum=
 VERIFY_MEMORY_MB = env_int("VERIFY_MEMORY_MB", default=2048, minimum=64)
 VERIFY_CPU_SECONDS = env_int("VERIFY_CPU_SECONDS", default=900, minimum=1)
 VERIFY_OUTPUT_MAX_CHARS = env_int("VERIFY_OUTPUT_MAX_CHARS", default=200_000, minimum=1000)
+# Of a test command's output (the verify step's and the Coder's run_tests), at most this
+# many characters stream live and are stored as run events; past it the log says what was
+# cut, and the result still keeps the last VERIFY_OUTPUT_MAX_CHARS.
+VERIFY_STREAM_MAX_CHARS = env_int("VERIFY_STREAM_MAX_CHARS", default=300_000, minimum=1000)
 
 # The Coder's run_tests tool (repos/coder_tools.py): the same command, sandbox and limits
 # as the verify step, at most this many runs per conversation, and the end of the

@@ -16,6 +16,7 @@ from tests.factories import TaskFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")
 
 
 def test_every_socket_pings_while_idle_and_ignores_what_the_client_sends(
@@ -24,7 +25,7 @@ def test_every_socket_pings_while_idle_and_ignores_what_the_client_sends(
     monkeypatch.setattr(LiveConsumer, "keepalive_seconds", 0.05)
     task = TaskFactory(project=project)
     _, raw = api_token_create(user=owner, name="ws")
-    headers = [ORIGIN, (b"authorization", f"Token {raw}".encode())]
+    headers = [ORIGIN, HOST, (b"authorization", f"Token {raw}".encode())]
     paths = [f"/ws/tasks/{task.pk}", f"/ws/projects/{project.pk}", "/ws/chat", f"/ws/chat?project={project.pk}"]
 
     async def scenario(path: str) -> list[dict]:

@@ -170,10 +170,10 @@ def test_a_refused_socket_is_closed_with_its_code_after_the_handshake(other_user
     from channels.testing import WebsocketCommunicator
 
     from config.asgi import application
-    from tests.sockets import ORIGIN
+    from tests.sockets import HOST, ORIGIN
 
     async def refusal(*headers: tuple[bytes, bytes]) -> tuple[bool, dict]:
-        communicator = WebsocketCommunicator(application, f"/ws/tasks/{task.pk}", headers=[ORIGIN, *headers])
+        communicator = WebsocketCommunicator(application, f"/ws/tasks/{task.pk}", headers=[ORIGIN, HOST, *headers])
         accepted, _ = await communicator.connect()
         closing = await communicator.receive_output(timeout=1)
         await communicator.wait()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.crypto import decrypt_secret
-from pipelines.models import PullRequest, RunStatus
+from pipelines.models import ForgeDelivery, PullRequest, RunStatus
 from pipelines.pull_requests import PullRequestFailed, pull_requests_poll, run_open_pull_request
 from pipelines.services import run_start
 from repos.models import Repository, RepositoryFolder
@@ -231,3 +231,79 @@ def test_other_users_do_not_see_the_webhook_secret(forge, linked, remote, owner,
     repository = set_forge(linked, forge, remote, "github", owner)
     client.force_login(other_user)
     assert client.get(f"/projects/{repository.project_id}/repository").status_code == 404
+
+
+SIGNATURE_HEADER = {"github": "X-Hub-Signature-256", "gitea": "X-Gitea-Signature", "gitlab": "X-Gitlab-Token"}
+DELIVERY_HEADER = {"github": "X-GitHub-Delivery", "gitea": "X-Gitea-Delivery", "gitlab": "X-Gitlab-Event-UUID"}
+
+
+@pytest.mark.parametrize("kind", ["github", "gitea", "gitlab"])
+def test_a_signature_not_ascii_or_not_well_formed_is_refused_like_a_bad_one(
+    fake_llm, forge, linked, remote, task, owner, client, kind
+) -> None:  # type: ignore[no-untyped-def]
+    repository = set_forge(linked, forge, remote, kind, owner)
+    run = awaiting_run(fake_llm, task, owner)
+    run_open_pull_request(run=run, actor=owner)
+    forge.set_state("team/calc", 1, "closed")
+    secret = decrypt_secret(repository.forge_webhook_secret_encrypted)
+    delivery, headers = forge.webhook(kind, "team/calc", 1, secret=secret)
+    hook = f"/api/forges/webhooks/{repository.pk}"
+    name = SIGNATURE_HEADER[kind]
+    right = headers[name]
+    wrong = right[:-1] + ("1" if right.endswith("0") else "0")
+    bad_signature = client.post(
+        hook, delivery, content_type="application/json", **http_headers({**headers, name: wrong})
+    )
+    assert bad_signature.status_code == 401
+    for given in (right + "é", "é" * len(right), right[:-1] + "\u00ff", "sha256=☃", "sha256=", "sha256", " " + right):
+        answer = client.post(hook, delivery, content_type="application/json", **http_headers({**headers, name: given}))
+        assert (answer.status_code, answer.json()) == (401, bad_signature.json()), given
+    if kind == "gitea":  # Forgejo's name for the same header
+        forgejo = {k: v for k, v in headers.items() if k != name} | {"X-Forgejo-Signature": "é" + right}
+        answer = client.post(hook, delivery, content_type="application/json", **http_headers(forgejo))
+        assert answer.status_code == 401
+    run.refresh_from_db()
+    assert run.status == RunStatus.AWAITING_APPROVAL and PullRequest.objects.get().state == "open"
+    # The right one is still applied, once.
+    applied = client.post(hook, delivery, content_type="application/json", **http_headers(headers))
+    assert applied.json()["outcome"] == "applied"
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+
+
+@pytest.mark.parametrize("kind", ["github", "gitea", "gitlab"])
+def test_a_captured_delivery_sent_again_with_another_or_no_delivery_id_is_a_replay(
+    fake_llm, forge, linked, remote, task, owner, client, kind
+) -> None:  # type: ignore[no-untyped-def]
+    repository = set_forge(linked, forge, remote, kind, owner)
+    run = awaiting_run(fake_llm, task, owner)
+    run_open_pull_request(run=run, actor=owner)
+    secret = decrypt_secret(repository.forge_webhook_secret_encrypted)
+    hook = f"/api/forges/webhooks/{repository.pk}"
+
+    def post(delivery: bytes, headers: dict[str, str]) -> str:
+        answer = client.post(hook, delivery, content_type="application/json", **http_headers(headers))
+        assert answer.status_code == 200, answer.content
+        return str(answer.json()["outcome"])
+
+    forge.set_state("team/calc", 1, "closed")
+    closed, closed_headers = forge.webhook(kind, "team/calc", 1, secret=secret)
+    assert post(closed, closed_headers) == "applied"
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED and PullRequest.objects.get().state == "closed"
+    # Reopened on the forge: a new event, a new body.
+    forge.set_state("team/calc", 1, "open")
+    reopened, reopened_headers = forge.webhook(kind, "team/calc", 1, secret=secret)
+    assert post(reopened, reopened_headers) == "applied"
+    assert PullRequest.objects.get().state == "open"
+
+    # Someone who captured the "closed" delivery sends it again: the delivery id is not
+    # signed, so it comes with a new one, or none.
+    delivery_header = DELIVERY_HEADER[kind]
+    new_id = {**closed_headers, delivery_header: "a-new-delivery-id"}
+    no_id = {name: value for name, value in closed_headers.items() if name != delivery_header}
+    for headers in (closed_headers, new_id, no_id):
+        assert post(closed, headers) == "replayed"
+    assert PullRequest.objects.get().state == "open"
+    # Per repository: each delivery applied once.
+    assert ForgeDelivery.objects.filter(repository=repository).count() == 2

@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.urls import reverse
 
@@ -17,7 +18,7 @@ from pipelines.models import PipelineRun, RunStatus
 from pipelines.orchestrator import run_advance
 from pipelines.queue import ordinal, run_queue_position, runs_free_to_start
 from pipelines.services import run_begin, run_cancel, run_start, run_transition
-from tests.factories import ProjectFactory, TaskFactory
+from tests.factories import ProjectFactory, TaskFactory, UserFactory
 from tests.fake_anthropic import ToolReply, coder_creates
 from tests.workers import drive_in_process
 
@@ -263,3 +264,107 @@ def test_two_concurrent_starts_of_one_owner_with_one_place_start_exactly_one(
 
     assert errors == []
     assert (_status(older), _status(younger)) == (RunStatus.CODING, RunStatus.QUEUED)
+
+
+# --- Places shared by users (the embedded worker's threads) -----------------------------
+
+
+@pytest.fixture
+def four_places(monkeypatch: pytest.MonkeyPatch, settings):  # type: ignore[no-untyped-def]
+    """As in the embedded server: a worker of four threads, so four places."""
+    monkeypatch.setattr("pipelines.queue.embedded_worker_threads", lambda: 4)
+    settings.RUNS_AT_ONCE_PER_USER = 4
+    settings.RUNS_AT_ONCE_PER_PROJECT = 10
+    return settings
+
+
+@pytest.mark.django_db
+def test_a_freed_place_goes_to_the_user_who_has_waited_longest_not_to_the_one_holding_most(
+    four_places, server_key, sent, owner, project, other_user, other_project, django_capture_on_commit_callbacks
+) -> None:
+    third_user = UserFactory(email="carol@example.com")
+    carols = ProjectFactory(owner=third_user, name="Carol's project")
+    alices = [_queued_run(project, owner, f"Alice {n}") for n in range(1, 4)]
+    assert all(run_begin(run=run) for run in alices)
+    bob_first = _queued_run(other_project, other_user, "Bob 1")
+    assert run_begin(run=bob_first)  # four places taken: three of Alice's, one of Bob's
+    bob_waiting = _queued_run(other_project, other_user, "Bob 2")
+    carol_waiting = _queued_run(carols, third_user, "Carol 1")
+    alice_waiting = _queued_run(project, owner, "Alice 4")
+    assert not any(run_begin(run=run) for run in (bob_waiting, carol_waiting, alice_waiting))
+
+    # One of Alice's runs ends: the place goes to the longest-waiting user's run (Bob's),
+    # not back to Alice (who holds the most), nor to a younger one.
+    sent.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        run_cancel(run=alices[0])
+    assert sent == [bob_waiting.pk]
+    assert not run_begin(run=alice_waiting) and not run_begin(run=carol_waiting)
+    assert run_begin(run=bob_waiting)
+    # The sweeper agrees: the others wait, they are not lost.
+    needing = runs_needing_a_worker(grace_seconds=0)
+    assert carol_waiting.pk not in needing and alice_waiting.pk not in needing
+
+    # Next place: Carol (waiting since before Alice's fourth).
+    sent.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        run_cancel(run=bob_first)
+    assert sent == [carol_waiting.pk] and run_begin(run=carol_waiting)
+
+
+@pytest.mark.django_db
+def test_with_other_users_no_user_takes_every_place(four_places, server_key, sent, owner, project, other_user) -> None:
+    alices = [_queued_run(project, owner, f"Alice {n}") for n in range(1, 6)]
+    assert [run_begin(run=run) for run in alices] == [True, True, True, False, False]
+    assert _status(alices[3]) == RunStatus.QUEUED
+
+
+@pytest.mark.django_db
+def test_alone_a_user_has_every_place(four_places, server_key, sent, owner, project) -> None:
+    alices = [_queued_run(project, owner, f"Alice {n}") for n in range(1, 6)]
+    assert [run_begin(run=run) for run in alices] == [True, True, True, True, False]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(settings.REDIS_URL is not None, reason="the embedded mode (REDIS_URL unset)")
+def test_in_the_embedded_worker_one_users_runs_do_not_starve_anothers(
+    fake_llm, owner, project, other_user, other_project, settings
+) -> None:
+    """The finding: the per-user limit (4) equalled the worker's threads (4), so Alice's
+    four planners held every thread and Bob's run waited for one of them to end."""
+    from tests.test_worker_threads_e2e import PlannerGates
+    from tests.workers import embedded_worker, wait_until
+
+    settings.RUNS_AT_ONCE_PER_USER = 4
+    settings.RUNS_AT_ONCE_PER_PROJECT = 10
+    settings.LLM_TIMEOUT_SECONDS = 60  # the planners wait at their gates, not time out
+    gates = PlannerGates()
+    fake_llm.fallback = gates.reply
+
+    def start(user, project, gate: str) -> PipelineRun:  # type: ignore[no-untyped-def]
+        return run_start(task=TaskFactory(project=project, title=gate, description=f"[gate {gate}]"), user=user)
+
+    def status() -> dict[str, str]:
+        found = dict(PipelineRun.objects.values_list("task__title", "status"))
+        return {title: found[title] for title in sorted(found)}
+
+    try:
+        with embedded_worker(concurrency=4, beat=False):
+            for n in range(1, 6):
+                start(owner, project, f"a{n}")
+            start(other_user, other_project, "b1")
+            # Bob's planner runs while Alice's first runs are still in theirs.
+            wait_until(lambda: gates.waiting() == {"a1", "a2", "a3", "b1"}, 30, lambda: f"{gates.waiting()} {status()}")
+            assert status() == {
+                "a1": "planning", "a2": "planning", "a3": "planning", "a4": "queued", "a5": "queued", "b1": "planning",
+            }  # fmt: skip
+            # One of Alice's ends: her fourth takes its place (her fifth still waits).
+            run_cancel(run=PipelineRun.objects.get(task__title="a1"))
+            gates.open("a1")
+            wait_until(lambda: gates.waiting() == {"a2", "a3", "a4", "b1"}, 30, lambda: f"{gates.waiting()} {status()}")
+            assert status()["a5"] == "queued"
+            for run in PipelineRun.objects.exclude(status=RunStatus.CANCELLED):
+                run_cancel(run=run)
+            gates.open_all()
+    finally:
+        gates.open_all()

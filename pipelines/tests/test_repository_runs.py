@@ -500,3 +500,38 @@ def test_in_a_fix_round_the_coder_edits_what_it_wrote_with_the_findings_in_its_p
     coder_fixing = [r for r in fake_llm.requests if EDITOR in r.tool_names][2]
     assert "X=2" in coder_fixing.prompt_text and "+X = 1" in coder_fixing.prompt_text
     assert git(repo_root, "rev-list", "--count", f"main..{run.branch}") == "2"
+
+
+FLOOD_BYTES = 20_000_000
+# A test command printing ~20 MB, then the line a person would look for.
+FLOOD = f"yes 'a line of a very chatty test suite' | head -c {FLOOD_BYTES}; echo THE END"
+
+
+@needs_bwrap
+def test_a_test_command_printing_megabytes_streams_and_stores_only_up_to_the_cap(
+    fake_llm, linked, task, owner, owner_client, settings
+) -> None:
+    from pipelines.tests.test_api import read_stream
+
+    cap = settings.VERIFY_STREAM_MAX_CHARS = 50_000
+    settings.VERIFY_OUTPUT_MAX_CHARS = 20_000
+    linked.test_command = FLOOD
+    linked.save()
+    # The Coder runs the tests once with its tool, then the verify step runs them.
+    fake_llm.script(ToolReply(input=PLAN), FIX_CALC, ToolReply(name="run_tests", input={}), DONE, ToolReply(input=PASS))
+    run = drive_in_process(run_start(task=task, user=owner))
+    assert run.status == RunStatus.AWAITING_APPROVAL
+
+    # Two commands ran: each streamed (and stored) at most the cap, and said so once.
+    for agent in ("coder", "verifier"):
+        log = log_text(run, agent)
+        assert log.count("the rest is not streamed") == 1, agent
+        assert cap <= len(log) < cap + 2000, (agent, len(log))  # the command's and the agent's own lines
+    stored = sum(len(json.dumps(event.data)) for event in RunEvent.objects.filter(task=task))
+    assert stored < 2 * cap + 100_000, stored  # the run's own events are a few KB
+    events = read_stream(owner_client.get(f"/api/tasks/{task.pk}/events?follow=false", HTTP_ACCEPT="text/event-stream"))
+    assert len(events) < 2 * cap + 150_000, len(events)
+    # The result still keeps the end of the output, where failures are.
+    output = run.verify_result["output"]
+    assert output.endswith("THE END\n") and "earlier characters of output dropped" in output
+    assert len(output) <= settings.VERIFY_OUTPUT_MAX_CHARS + 100

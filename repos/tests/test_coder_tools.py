@@ -163,4 +163,17 @@ def test_only_the_tail_of_long_output_is_answered(worktree: Path, settings) -> N
     assert "[… 19004 earlier characters cut]\n" in outcome.content
     assert outcome.content.endswith("xEND")
     assert len(outcome.content) < 1200
-    assert "".join(streamed).count("x") == 20000  # the log still gets all of it
+    assert "".join(streamed).count("x") == 20000  # the log gets all of it: under VERIFY_STREAM_MAX_CHARS
+
+
+@needs_bwrap
+def test_the_log_gets_at_most_the_stream_cap_of_a_runs_output(worktree: Path, settings) -> None:
+    settings.VERIFY_STREAM_MAX_CHARS = 5000
+    streamed: list[str] = []
+    session = CoderSession(on_output=streamed.append)
+    outcome = coder_tool_run(
+        worktree, "run_tests", {}, test_command="python3 -c \"print('x' * 2_000_000 + 'END')\"", session=session
+    )
+    log = "".join(streamed)
+    assert log.count("x") == 5000 and log.count("the rest is not streamed") == 1 and len(log) < 5200
+    assert not outcome.is_error and outcome.content.endswith("xEND")

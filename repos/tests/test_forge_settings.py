@@ -151,3 +151,58 @@ def test_the_admin_never_shows_the_token(admin_client, project, repo: Path, link
     page = admin_client.get(f"/admin/repos/repository/{linked.pk}/change/")
     assert page.status_code == 200
     assert TOKEN.encode() not in page.content and b"forge_token_encrypted" not in page.content
+
+
+# URLs urlsplit cannot read (ValueError: a bracket left open, a port past 65535, a host NFKC
+# turns into a path) and their neighbours: each a 400 on its field, never a 500.
+NOT_URLS = [
+    "https://[::1",
+    "https://[::1/x",
+    "https://[]/x",
+    "https://[::1]:99999/x",
+    "https://a:99999",
+    "https://a:99999/x",
+    "https://a:-1/x",
+    "https://a:0",
+    "https://a:0/x",
+    "https://[::1]:0/x",
+    "https://",
+    "https:///x",
+    "https://user@",
+    "https://user@/x",
+    "https://\u2100/x",  # ℀: NFKC makes it "a/c"
+    # Hosts that are not plain ASCII names or IP literals.
+    "https://é",
+    "https://ü.example/x",
+    "https://１２７.０.０.１/x",
+    "https://a\u200b/x",
+    "https://%41/x",
+    "https://[v1.x]/x",
+    "https://[fe80::1%25eth0]/x",
+]
+NOT_GIT_URLS = [*NOT_URLS, "git://[::1/x", "ssh://[::1/x", "ssh://git@[::1:22/x", "git://a:0/x", "ssh://a:99999/x"]
+
+
+@pytest.mark.parametrize("bad", NOT_URLS)
+def test_a_forge_api_url_that_is_not_a_url_is_a_400(owner_client, project, repo: Path, linked, bad: str) -> None:  # type: ignore[no-untyped-def]
+    body = {"forge_kind": "github", "forge_api_url": bad, "forge_repository": "team/app", "token": TOKEN}
+    response = owner_client.put(forge_url(project), body, format="json")
+    assert response.status_code == 400, response.content
+    assert "forge_api_url" in response.json()["extra"]["fields"]
+    linked.refresh_from_db()
+    assert (linked.forge_kind, linked.forge_api_url, linked.forge_token_encrypted) == ("", "", "")
+
+
+@pytest.mark.parametrize("bad", NOT_GIT_URLS)
+def test_a_push_or_clone_url_that_is_not_a_url_is_a_400(owner_client, project, repo: Path, linked, bad: str) -> None:  # type: ignore[no-untyped-def]
+    response = owner_client.put(forge_url(project), {"push_url": bad}, format="json")
+    assert response.status_code == 400, response.content
+    assert "push_url" in response.json()["extra"]["fields"]
+    linked.refresh_from_db()
+    assert linked.push_url == ""
+    # Cloning it (into a project with no repository yet).
+    linked.delete()
+    clone = owner_client.post(f"/api/projects/{project.pk}/repository/clone", {"url": bad}, format="json")
+    assert clone.status_code == 400, clone.content
+    assert "url" in clone.json()["extra"]["fields"]
+    assert not Repository.objects.exists()

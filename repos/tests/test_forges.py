@@ -125,6 +125,10 @@ def test_webhook_signatures(forge: FakeForge, kind: str) -> None:
     assert not webhook_is_authentic(kind=kind, secret="another-secret", body=body, headers=headers)
     assert not webhook_is_authentic(kind=kind, secret="", body=body, headers=headers)
     assert not webhook_is_authentic(kind=kind, secret="hook-secret", body=body, headers={})
+    # Not ASCII or not well formed: simply not authentic (compare_digest refuses non-ASCII str).
+    name = next(n for n in headers if "Signature" in n or "Token" in n)
+    for given in (headers[name] + "é", "☃" * len(headers[name]), headers[name][:-2]):
+        assert not webhook_is_authentic(kind=kind, secret="hook-secret", body=body, headers={**headers, name: given})
     if kind != ForgeKind.GITLAB:  # GitLab sends the secret itself, not a signature of the body
         assert not webhook_is_authentic(kind=kind, secret="hook-secret", body=body + b" ", headers=headers)
     pull = webhook_pull_request(kind=kind, payload=json.loads(body))

@@ -11,7 +11,7 @@ import pytest
 
 from core.sandbox import Limits
 from core.tests.test_sandbox import needs_bwrap
-from repos.verify import VerifyResult, run_test_command, verify_findings
+from repos.verify import STREAM_CUT_MARKER, VerifyResult, run_test_command, verify_findings
 
 pytestmark = needs_bwrap
 
@@ -55,6 +55,21 @@ def test_output_streams_as_it_comes_and_keeps_the_tail(tmp_path: Path) -> None:
     long, _ = verify(tmp_path, "seq 1 50000", max_output_chars=2000)
     assert long.output.endswith("50000\n") and "earlier characters of output dropped" in long.output
     assert len(long.output) < 2500
+
+
+def test_only_the_first_characters_stream_and_the_cut_is_said_once(tmp_path: Path) -> None:
+    result, chunks = verify(
+        tmp_path, "seq 1 300000; sleep 5", max_output_chars=2000, max_streamed_chars=10_000, timeout=1
+    )
+    streamed = "".join(chunks)
+    assert streamed.startswith("1\n2\n3\n")
+    assert streamed.count(STREAM_CUT_MARKER.format(streamed=10_000, kept=2000)) == 1
+    assert "10,000 characters" in streamed and "last 2,000 characters are kept in the result" in streamed
+    command_output = streamed.split(STREAM_CUT_MARKER.format(streamed=10_000, kept=2000))[0]
+    assert len(command_output) == 10_000
+    # Our own words after the cut still stream; the result keeps the tail.
+    assert streamed.endswith("[verify: killed after 1 s]\n") and len(streamed) < 10_300
+    assert result.timed_out and "300000\n" in result.output and len(result.output) < 2100
 
 
 def _processes_running(argv: list[str]) -> list[int]:
