@@ -97,6 +97,8 @@ ETC_READ_ONLY = (
     "debian_version",
 )
 PROBE_TTL_SECONDS = 60.0
+GIT_POINTER_FILE = "git-pointer"
+NEUTRAL_GIT_POINTER = "gitdir: /repository-not-available-in-the-sandbox\n"
 _ABSOLUTE_PATH = re.compile(r"/[^\s:'\"]+")
 
 SANDBOX_UNAVAILABLE = (
@@ -437,6 +439,13 @@ def _bwrap_arguments(
         args += ["--bind", str(source), target]
     if workspace is not None:
         args += ["--bind", str(workspace), SANDBOX_ROOT, "--chdir", SANDBOX_ROOT]
+        # The worktree's .git pointer names the repository's place on the server (and
+        # git could not reach it here anyway): the command sees a neutral one, read-only,
+        # which it can neither replace nor link under another name.
+        pointer = workspace / ".git"
+        neutral = support / GIT_POINTER_FILE
+        if neutral.is_file() and pointer.is_file() and not pointer.is_symlink():
+            args += ["--ro-bind", str(neutral), f"{SANDBOX_ROOT}/.git"]
     elif chdir is not None:
         args += ["--chdir", str(chdir)]
     for name, value in (_environment() if environment is None else environment).items():
@@ -452,6 +461,7 @@ def _support_files(directory: Path) -> None:
         "group": f"sandbox:x:{inside}:\n",
         "hostname": "sandbox\n",
         "hosts": "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost\n",
+        GIT_POINTER_FILE: NEUTRAL_GIT_POINTER,
     }
     for name, content in files.items():
         (directory / name).write_text(content)

@@ -18,14 +18,22 @@ A clone URL names a host the server then connects to. Left alone, ``git://127.0.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
+import os
+import shutil
 import socket
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+
+from core.sandbox import storage_ids
 
 from .git import GitAccess, GitError, repository_git_dir, run_git
 
@@ -41,6 +49,7 @@ REPOSITORY_REFUSED = (
 )
 CLONE_FAILED = "git could not clone the repository."
 BAD_CLONE_URL = "The clone URL has no host."
+SSH_KEY_UNREADABLE = "The server cannot read its ssh key (GIT_SSH_KEY_FILE); an operator has to look."
 LOCAL_CLONE_FAILED = "git could not clone that folder: it is not a git repository with commits."
 
 
@@ -143,6 +152,40 @@ def _pinned(url: str, target: CloneTarget, address: str) -> tuple[str, list[str]
     return url, [], {"GIT_SSH_COMMAND": ssh}
 
 
+@contextmanager
+def _ssh_identity(environment: dict[str, str], access: GitAccess) -> Iterator[tuple[dict[str, str], GitAccess]]:
+    """For git over ssh in the sandbox, which sees no file of the server's: the
+    operator's key (``GIT_SSH_KEY_FILE``), copied for the storage account for this one
+    command, and the hosts it has met (``REPOS_ROOT/.ssh_known_hosts``), so that a host
+    whose key changed is refused. Other transports: unchanged."""
+    if "GIT_SSH_COMMAND" not in environment:
+        yield environment, access
+        return
+    known = Path(settings.REPOS_ROOT) / ".ssh_known_hosts"
+    known.touch(mode=0o600, exist_ok=True)
+    options = f" -o UserKnownHostsFile={known}"
+    readable = access.read_only
+    with tempfile.TemporaryDirectory(prefix="autocoder-ssh-") as folder:
+        if settings.GIT_SSH_KEY_FILE:
+            key = Path(folder) / "key"
+            try:
+                shutil.copyfile(settings.GIT_SSH_KEY_FILE, key)
+            except OSError:
+                raise GitError(SSH_KEY_UNREADABLE) from None
+            key.chmod(0o600)
+            ids = storage_ids()
+            if ids is not None:
+                os.chown(folder, *ids)
+                os.chown(key, *ids)
+            options += f" -i {key} -o IdentitiesOnly=yes"
+            readable = (*readable, Path(folder))
+        command = environment["GIT_SSH_COMMAND"] + options
+        yield (
+            {**environment, "GIT_SSH_COMMAND": command},
+            dataclasses.replace(access, read_only=readable, writable=(*access.writable, known)),
+        )
+
+
 def _explain(stderr: str) -> str:
     text = stderr.lower()
     if "could not resolve" in text or "name or service not known" in text:
@@ -194,14 +237,16 @@ def clone_from(source: str, destination: Path) -> None:
     if not source.startswith("/"):
         target = parse_clone_url(source)
         url, args, environment = _network_git(source, target, GitError(HOST_UNRESOLVED), GitError(HOST_NOT_ALLOWED))
-        cloned = run_git(
-            [*args, "clone", "--quiet", "--", url, str(destination)],
-            cwd=destination.parent,
-            access=GitAccess(writable=(destination.parent,), share_network=True),
-            timeout=seconds,
-            check=False,
-            extra_env=environment,
-        )
+        network = GitAccess(writable=(destination.parent,), share_network=True)
+        with _ssh_identity(environment, network) as (environment, access):
+            cloned = run_git(
+                [*args, "clone", "--quiet", "--", url, str(destination)],
+                cwd=destination.parent,
+                access=access,
+                timeout=seconds,
+                check=False,
+                extra_env=environment,
+            )
         if cloned.returncode != 0:
             raise GitError(_explain(cloned.stderr))
         if target.scheme == "git":
@@ -287,13 +332,14 @@ def push_to(repository: Path, remote: str, branch: str) -> None:
         PushError(HOST_UNRESOLVED, retryable=True),
         PushError(PUSH_HOST_NOT_ALLOWED),
     )
-    pushed = run_git(
-        [*args, "push", "--quiet", "--", url, refspec],
-        cwd=repository,
-        access=GitAccess(read_only=(source,), share_network=True),
-        timeout=seconds,
-        check=False,
-        extra_env=environment,
-    )
+    with _ssh_identity(environment, GitAccess(read_only=(source,), share_network=True)) as (environment, access):
+        pushed = run_git(
+            [*args, "push", "--quiet", "--", url, refspec],
+            cwd=repository,
+            access=access,
+            timeout=seconds,
+            check=False,
+            extra_env=environment,
+        )
     if pushed.returncode != 0:
         raise _explain_push(pushed.stderr, branch, local=False)

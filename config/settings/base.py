@@ -485,6 +485,9 @@ WORKTREES_ROOT = env_str("WORKTREES_ROOT", str(BASE_DIR / "var" / "worktrees"))
 WORKTREE_RETENTION_HOURS = env_int("WORKTREE_RETENTION_HOURS", default=72, minimum=1)
 GIT_TIMEOUT_SECONDS = env_int("GIT_TIMEOUT_SECONDS", default=60, minimum=1)
 GIT_CLONE_TIMEOUT_SECONDS = env_int("GIT_CLONE_TIMEOUT_SECONDS", default=600, minimum=1)
+# git runs in the sandbox, which sees no key of the server's: the private key (a deploy
+# key) that clones and pushes over ssh authenticate with, if any. Copied for each command.
+GIT_SSH_KEY_FILE = env_str("GIT_SSH_KEY_FILE", "")
 # Clone URLs whose host is (or resolves to) a loopback, private, link-local or other
 # internal address are refused, except in these networks (CIDRs, comma-separated), e.g.
 # the company's own git server: 10.20.0.0/16.

@@ -208,6 +208,18 @@ def test_setuid_files_and_a_fake_git_folder_do_not_survive_the_command(area: Pat
 
 
 @needs_bwrap
+def test_the_worktrees_git_pointer_names_no_server_path_and_cannot_be_replaced(area: Path, tmp_path: Path) -> None:
+    pointer = (area / ".git").read_text()
+    result = run(
+        area, "cat .git; ln .git linked 2>&1; rm -f .git 2>&1; echo x > .git 2>&1; cat /proc/1/cmdline; echo done"
+    )
+    assert "done" in result.output and "gitdir: " in result.output
+    assert str(tmp_path) not in result.output
+    assert (area / ".git").read_text() == pointer and os.lstat(area / ".git").st_nlink == 1
+    assert not (area / "linked").exists() or str(tmp_path) not in (area / "linked").read_text()
+
+
+@needs_bwrap
 def test_limits_hold_processes_tmp_and_memory(area: Path) -> None:
     forks = run(area, "for i in $(seq 200); do sleep 5 & done 2>&1 | tail -1; echo forked", processes=32)
     assert "Resource temporarily unavailable" in forks.output or "Cannot fork" in forks.output

@@ -189,8 +189,12 @@ def test_a_hard_link_to_the_worktree_pointer_is_broken_before_anything_writes_th
     pointer = f"gitdir: {tmp_path}/repos/app/.git/worktrees/task-1-run-1\n"
     (worktree / ".git").write_text(pointer)
     sandbox_status(refresh=True)
+    # Inside the sandbox the pointer is a read-only stand-in that cannot be linked
+    # (EXDEV); a link made outside it, as the operator's opt-out would allow, must not
+    # survive the next command either.
+    os.link(worktree / ".git", worktree / "notes.txt")
     result = run_test_command(
-        command="ln .git notes.txt && echo linked",
+        command="ln .git other.txt 2>&1; echo linked",
         cwd=worktree,
         timeout=30,
         limits=dataclasses.replace(limits_from_settings()),
@@ -233,3 +237,28 @@ def test_a_run_that_moved_a_submodule_shows_its_commits(project, root: Path, tmp
             "submodule": True,
         }
     ]
+
+
+def test_git_over_ssh_gets_the_operators_key_for_one_command_and_the_known_hosts(
+    root: Path, tmp_path: Path, settings
+) -> None:
+    from repos.clone import _ssh_identity
+
+    key = tmp_path / "deploy-key"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a real one\n")
+    key.chmod(0o600)
+    settings.GIT_SSH_KEY_FILE = str(key)
+    base = GitAccess(read_only=(root,), share_network=True)
+    with _ssh_identity({"GIT_SSH_COMMAND": "ssh -o BatchMode=yes"}, base) as (environment, access):
+        command = environment["GIT_SSH_COMMAND"]
+        copy = Path(command.split(" -i ", 1)[1].split()[0])
+        assert copy != key and copy.read_text() == key.read_text()
+        ids = storage_ids()
+        if ids is not None:  # readable by the account git runs as, by no one else
+            assert (copy.stat().st_uid, oct(copy.stat().st_mode & 0o777)) == (ids[0], "0o600")
+        known = root / ".ssh_known_hosts"
+        assert f"-o UserKnownHostsFile={known}" in command and "IdentitiesOnly=yes" in command
+        assert copy.parent in access.read_only and known in access.writable and access.share_network
+    assert not copy.exists()  # gone with the command
+    with _ssh_identity({}, base) as (environment, access):  # https: nothing added
+        assert environment == {} and access == base
