@@ -57,9 +57,10 @@ BASE_CONFIG = (
     # account than the server's.
     "safe.directory=*",
     # Confined to one repository and one worktree, git would take every other worktree
-    # of the repository for gone: no automatic gc (it prunes worktrees) in the sandbox.
-    "gc.auto=0",
+    # of the repository for gone: its automatic gc never prunes worktrees, and runs in
+    # the foreground (a detached one would die with the sandbox).
     "gc.worktreePruneExpire=never",
+    "gc.autoDetach=false",
     # Never step into nested repositories (a submodule's folder may hold one that a
     # test command made, with a config of its own): not to check them for changes,
     # not to update them.

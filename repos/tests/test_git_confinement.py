@@ -262,3 +262,22 @@ def test_git_over_ssh_gets_the_operators_key_for_one_command_and_the_known_hosts
     assert not copy.exists()  # gone with the command
     with _ssh_identity({}, base) as (environment, access):  # https: nothing added
         assert environment == {} and access == base
+
+
+def test_a_gc_confined_to_one_worktree_keeps_the_others(project, root: Path, tmp_path: Path) -> None:
+    from repos.git import worktree_access
+
+    repo = make_repo(root / "app")
+    linked = services.repository_link(project=project, path="app")
+    first, second = tmp_path / "worktrees" / "task-1-run-1", tmp_path / "worktrees" / "task-2-run-1"
+    services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=first)
+    services.worktree_create(repository=linked, branch="autocoder/task-2-run-1", path=second)
+    # What an automatic gc after a commit in the first would do; the second is not
+    # visible in its sandbox, and its record is old enough for git's own default expiry.
+    for name in ("gitdir", "index"):
+        os.utime(repo / ".git" / "worktrees" / "task-2-run-1" / name, (1, 1))
+    run_git(["gc", "--quiet", "--prune=now"], cwd=first, access=worktree_access(repo, first))
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert f"worktree {second}" in listed and "prunable" not in listed
+    (second / "b.txt").write_text("still works\n")
+    assert services.worktree_commit(repository=linked, worktree=second, message="Change\n")
