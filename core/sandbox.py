@@ -803,8 +803,12 @@ def process_kill(process: subprocess.Popen[bytes]) -> None:
     namespace, so killing its group ends every process in it."""
     import signal
 
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    # Only while it has not been waited for: a reaped process's pid (and group id) is
+    # free for the next process the host starts, and pids come round quickly
+    # (pid_max is 32768 on many hosts; every git command here starts four).
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
     process.wait()
 
 

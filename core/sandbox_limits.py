@@ -273,8 +273,9 @@ class CommandLimits:
 
     def _kill(self) -> None:
         assert self.process is not None
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        if self.process.poll() is None:  # a reaped process's group id may be another's now
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
         self.cgroup.kill()
 
     # -- afterwards

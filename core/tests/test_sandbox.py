@@ -488,3 +488,20 @@ def test_the_operators_opt_out_is_loud(area: Path, settings) -> None:
     limits = health["limits"]
     assert limits["memory"]["by"] == "rlimit RLIMIT_AS" and limits["processes"]["by"] == "rlimit RLIMIT_NPROC"
     assert "tmp" not in limits
+
+
+def test_a_command_already_waited_for_is_never_signalled_again(monkeypatch) -> None:
+    # Its pid, and the group id it led, may belong to another process by then: pids
+    # come round fast where pid_max is 32768 (a supervisor's worker was killed so).
+    from core.sandbox import process_kill
+
+    process = subprocess.Popen(["/bin/true"], start_new_session=True)
+    process.wait()
+    signalled: list[int] = []
+    monkeypatch.setattr(os, "killpg", lambda pgid, signal: signalled.append(pgid))
+    process_kill(process)
+    assert signalled == []
+    running = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    monkeypatch.undo()
+    process_kill(running)  # one still running is ended, with its group
+    assert running.returncode == -9
