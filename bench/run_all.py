@@ -32,6 +32,7 @@ BENCHES = [
     "bench_memory_retrieval.py",
     "bench_pipeline.py",
     "bench_coder_edits.py",
+    "bench_git_confinement.py",
 ]
 PACKAGES = [
     "Django",

@@ -555,27 +555,40 @@ def workspace_reclaim(workspace: Path, *, git_pointer: bytes | None = None) -> N
 
 
 def storage_take_over(path: Path, *, folders_only: bool = False) -> None:
-    """Make ``path`` (a repository, a worktree, a push target) writable where git needs
-    it by the storage account: what is not already its becomes its. ``folders_only``
-    for worktrees, whose files git replaces rather than rewrites (a file made by the
-    server's editor stays the server's until the next sandboxed command takes the
-    worktree back). Nothing to do when the server is not root."""
+    """Make ``path`` (a repository's ``.git``, a worktree, a push target) writable where
+    git needs it by the storage account: what is not already its becomes its. git
+    creates files and renames them into place, so folders are what count; files too,
+    except in ``objects/`` (never rewritten: the bulk of a repository, not looked at),
+    for the few it rewrites in place (reflogs, ``COMMIT_EDITMSG``). ``folders_only`` for
+    worktrees, whose files git replaces (a file the server's editor made stays the
+    server's until the next sandboxed command takes the worktree back). Nothing to do
+    when the server is not root."""
     ids = storage_ids()
     if ids is None or not path.exists():
         return
-    if folders_only:
-        for directory, _, _ in os.walk(path, followlinks=False):
-            info = os.lstat(directory)
-            if (info.st_uid, info.st_gid) != ids:
-                os.chown(directory, *ids, follow_symlinks=False)
-        return
-    for entry in _walk(path):
-        try:
-            info = os.lstat(entry)
-        except FileNotFoundError:
-            continue
+
+    def own(entry_path: str, info: os.stat_result) -> None:
         if (info.st_uid, info.st_gid) != ids:
-            os.chown(entry, *ids, follow_symlinks=False)
+            os.chown(entry_path, *ids, follow_symlinks=False)
+
+    def visit(folder: str, files_too: bool) -> None:
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    own(entry.path, entry.stat(follow_symlinks=False))
+                    visit(entry.path, files_too and entry.name != "objects")
+                elif files_too:
+                    own(entry.path, entry.stat(follow_symlinks=False))
+            except FileNotFoundError:
+                continue
+
+    own(str(path), os.lstat(path))
+    if path.is_dir() and not path.is_symlink():
+        visit(str(path), not folders_only)
 
 
 class SandboxUnavailable(ApplicationError):
