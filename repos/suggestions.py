@@ -2,7 +2,8 @@
 it keeps: the person linking it accepts or edits them.
 
 Only reads. Nothing of the checkout runs; a file is read only when it is a regular file
-inside the folder (a link is followed only while it stays inside), at most
+inside the folder (a link is followed only while it stays inside and out of ``.git``:
+``repos.paths.resolve_in_worktree``), at most
 ``MAX_FILE_BYTES``; folders are listed only so far (``MAX_LISTED_ENTRIES``). A file that
 cannot be read or parsed (bad TOML or JSON, too large, not text) is a reason "could not
 read …", never an exception.
@@ -48,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .paths import PathRefused, resolve_in_worktree
+
 MAX_FILE_BYTES = 256 * 1024
 MAX_LISTED_ENTRIES = 1000
 TESTS_SEARCH_DEPTH = 3
@@ -58,6 +61,7 @@ NOTHING_RECOGNISED = (
 )
 NPM_DEFAULT_TEST = "no test specified"
 PYTHON_EXTRAS = ("test", "tests", "testing", "dev")
+LINK_REFUSED = "{name} points outside the folder or into .git: not read."
 
 
 @dataclass
@@ -109,13 +113,11 @@ class _Checkout:
         if self.root is None:
             return None
         try:
-            resolved = (self.root / name).resolve(strict=True)
-        except (OSError, RuntimeError):  # missing, a loop, a dangling link
+            resolved, _ = resolve_in_worktree(self.root, name)
+        except PathRefused:
+            self.reasons.append(LINK_REFUSED.format(name=name))
             return None
-        if resolved != self.root and self.root not in resolved.parents:
-            self.reasons.append(f"{name} points outside the folder: not read.")
-            return None
-        return resolved
+        return resolved if os.path.lexists(resolved) else None
 
     def has_file(self, name: str) -> bool:
         resolved = self._inside(name)
@@ -123,10 +125,6 @@ class _Checkout:
             return resolved is not None and stat.S_ISREG(resolved.stat().st_mode)
         except OSError:
             return False
-
-    def has_dir(self, name: str) -> bool:
-        resolved = self._inside(name)
-        return resolved is not None and resolved.is_dir()
 
     def read(self, name: str) -> str | None:
         """The text of ``name``; None when it is not there. Raises _Unreadable (with the
@@ -219,7 +217,7 @@ def _toml(checkout: _Checkout, name: str) -> dict[str, Any] | None:
         return None
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # RecursionError: nested too deep
         checkout.reasons.append(f"Could not read {name}: it is not valid TOML.")
         return None
 
@@ -364,7 +362,7 @@ def _node(checkout: _Checkout) -> tuple[list[str], str]:
         package = json.loads(checkout.read("package.json") or "")
     except _Unreadable:
         return [], ""
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
         checkout.reasons.append("Could not read package.json: it is not valid JSON.")
         return [], ""
     lockfile, install, test = next(

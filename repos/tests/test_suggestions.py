@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from repos.suggestions import MAX_FILE_BYTES, NOTHING_RECOGNISED, Suggestion, repository_suggest
+from repos.suggestions import LINK_REFUSED, MAX_FILE_BYTES, NOTHING_RECOGNISED, Suggestion, repository_suggest
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -201,6 +201,8 @@ def test_several_ecosystems_combine_their_setup_and_python_tests_come_before_nod
         ({"package.json": "{'scripts': "}, "Could not read package.json: it is not valid JSON."),
         ({"Cargo.toml": "[package\n"}, "Could not read Cargo.toml: it is not valid TOML."),
         ({"go.mod": "nonsense\n"}, "Could not read go.mod: it names no module."),
+        ({"package.json": "[" * 100_000}, "Could not read package.json: it is not valid JSON."),
+        ({"pyproject.toml": "a = " + "[" * 100_000}, "Could not read pyproject.toml: it is not valid TOML."),
     ],
 )
 def test_malformed_files_are_reasons_not_exceptions(tmp_path: Path, files: dict[str, str], reason: str) -> None:
@@ -235,15 +237,23 @@ def test_links_out_of_the_folder_are_not_followed(tmp_path: Path) -> None:
     (root / "tests").symlink_to(outside / "tests")
     suggestion = repository_suggest(path=root)
     assert suggestion.setup_script == "" and suggestion.test_command == ""
-    assert "package.json points outside the folder: not read." in suggestion.reasons
-    assert "requirements.txt points outside the folder: not read." in suggestion.reasons
-    assert suggestion.reasons.count("package.json points outside the folder: not read.") == 1
+    assert LINK_REFUSED.format(name="package.json") in suggestion.reasons
+    assert LINK_REFUSED.format(name="requirements.txt") in suggestion.reasons
+    assert suggestion.reasons.count(LINK_REFUSED.format(name="package.json")) == 1
 
 
 def test_links_inside_the_folder_are_followed(tmp_path: Path) -> None:
     root = write(tmp_path / "checkout", {"config/go.mod": "module example.com/app\n"})
     (root / "go.mod").symlink_to("config/go.mod")
     assert repository_suggest(path=root).test_command == "go test ./..."
+
+
+def test_a_link_into_git_is_not_followed(tmp_path: Path) -> None:
+    root = write(tmp_path / "checkout", {".git/config": "[core]\n"})
+    (root / "Cargo.toml").symlink_to(".git/config")
+    suggestion = repository_suggest(path=root)
+    assert suggestion.test_command == ""
+    assert LINK_REFUSED.format(name="Cargo.toml") in suggestion.reasons
 
 
 def test_a_fifo_does_not_hang(tmp_path: Path) -> None:
