@@ -126,6 +126,14 @@ def test_no_suggestion_while_cloning(owner_client, project, repo: Path) -> None:
     assert response.status_code == 202 and response.json()["suggested"] is None
 
 
+def test_the_page_says_when_there_is_nothing_to_suggest(client, owner, project, repo: Path) -> None:
+    client.force_login(owner)
+    page = f"/projects/{project.pk}/repository"
+    assert client.post(page + "/link", {"path": "app", "merge_strategy": "merge"}).status_code == 302
+    html = client.get(page).content.decode()
+    assert "Nothing to suggest from the repository's files." in html and "data-fill-field" not in html
+
+
 def test_the_page_shows_the_suggestion_with_a_button_that_fills_the_field(client, owner, project, repo: Path) -> None:
     _node_checkout(repo)
     client.force_login(owner)

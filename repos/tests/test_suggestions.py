@@ -123,6 +123,12 @@ def test_a_tests_folder_means_pytest_even_when_no_dependency_names_it(tmp_path: 
     assert "Python: tests/ holds test modules: pytest -q." in suggestion.reasons
 
 
+def test_test_modules_are_looked_for_only_a_few_levels_down(tmp_path: Path) -> None:
+    shallow = suggest(tmp_path / "shallow", {"setup.py": "", "tests/a/b/test_x.py": ""})
+    deep = suggest(tmp_path / "deep", {"setup.py": "", "tests/a/b/c/test_x.py": ""})
+    assert (shallow.test_command, deep.test_command) == ("pytest -q", "")
+
+
 def test_a_tool_only_pyproject_installs_nothing(tmp_path: Path) -> None:
     suggestion = suggest(tmp_path, {"pyproject.toml": "[tool.ruff]\nline-length = 100\n"})
     assert suggestion.setup_script == "" and suggestion.test_command == ""
