@@ -14,6 +14,7 @@ from core.selectors import one_or_not_found
 from .git import GitAccess, GitError, git_output, git_succeeds, repository_git_dir, run_git
 from .models import Repository, RepositoryStatus
 from .services import path_disk_usage
+from .suggestions import Suggestion, repository_suggest
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -84,6 +85,18 @@ def repository_state(*, repository: Repository) -> RepositoryState:
         base_branch_exists=base_exists,
         branches=sorted(branches),
     )
+
+
+def repository_suggestion(*, repository: Repository) -> Suggestion | None:
+    """A setup script and test command suggested by the checkout's files, for a ready
+    repository whose folder is there; None otherwise. Reads a few small files: cheap
+    enough to compute on every read."""
+    if repository.status != RepositoryStatus.READY:
+        return None
+    path = Path(repository.path)
+    if not path.is_dir():
+        return None
+    return repository_suggest(path=path)
 
 
 def repository_worktrees_disk_usage(*, repository: Repository) -> int:

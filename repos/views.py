@@ -22,7 +22,12 @@ from projects.selectors import project_get_for_user
 from . import services
 from .forms import CloneForm, ForgeForm, LinkForm, SettingsForm
 from .models import RepositoryStatus
-from .selectors import repository_for_project, repository_state, repository_worktrees_disk_usage
+from .selectors import (
+    repository_for_project,
+    repository_state,
+    repository_suggestion,
+    repository_worktrees_disk_usage,
+)
 
 LINKED = "Repository linked: runs of this project now work on branches of {path}."
 CLONING = "Cloning {url}… this page updates when it is done."
@@ -39,6 +44,7 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
         "repository": repository,
         "state": state,
         "worktrees_bytes": repository_worktrees_disk_usage(repository=repository) if repository else 0,
+        "suggestion": repository_suggestion(repository=repository) if repository else None,
         "cloning": bool(repository and repository.status == RepositoryStatus.CLONING),
         "link_form": forms.get("link_form") or LinkForm(),
         "clone_form": forms.get("clone_form") or CloneForm(),

@@ -25,6 +25,12 @@ class RepositoryStateSerializer(serializers.Serializer[Any]):
     error = serializers.CharField()
 
 
+class SuggestionSerializer(serializers.Serializer[Any]):
+    setup_script = serializers.CharField(help_text="Commands that would prepare a checkout, one a line.")
+    test_command = serializers.CharField()
+    reasons = serializers.ListField(child=serializers.CharField(), help_text="What each file read suggested.")
+
+
 class RepositorySerializer(serializers.ModelSerializer[Repository]):
     project = serializers.IntegerField(source="project_id", read_only=True)
     path = serializers.CharField(
@@ -32,6 +38,12 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
     )
     state = RepositoryStateSerializer(read_only=True, help_text="The checkout as it is now.")
     worktrees_bytes = serializers.IntegerField(read_only=True, help_text="Disk used by the runs' worktrees.")
+    suggested = SuggestionSerializer(
+        read_only=True,
+        allow_null=True,
+        help_text="A setup script and test command the checkout's files suggest (ready repositories only; "
+        "nothing of the checkout is run).",
+    )
     push_url = serializers.CharField(
         source="push_url_display",
         read_only=True,
@@ -74,6 +86,7 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
             "error",
             "state",
             "worktrees_bytes",
+            "suggested",
             "push_url",
             "forge_kind",
             "forge_api_url",

@@ -15,7 +15,12 @@ from core.api import ApiView, error_responses
 from projects.selectors import project_get_for_user
 
 from ..models import Repository
-from ..selectors import repository_get_for_user, repository_state, repository_worktrees_disk_usage
+from ..selectors import (
+    repository_get_for_user,
+    repository_state,
+    repository_suggestion,
+    repository_worktrees_disk_usage,
+)
 from ..services import repository_clone, repository_link, repository_set_forge, repository_unlink, repository_update
 from .serializers import (
     RepositoryCloneSerializer,
@@ -29,6 +34,8 @@ from .serializers import (
 def _body(repository: Repository, request: Request | None = None) -> dict[str, Any]:
     repository.state = asdict(repository_state(repository=repository))  # type: ignore[attr-defined]
     repository.worktrees_bytes = repository_worktrees_disk_usage(repository=repository)  # type: ignore[attr-defined]
+    suggestion = repository_suggestion(repository=repository)
+    repository.suggested = asdict(suggestion) if suggestion else None  # type: ignore[attr-defined]
     return RepositorySerializer(repository, context={"request": request}).data
 
 

@@ -96,3 +96,61 @@ def test_the_page_of_another_users_project_is_404(client, other_user, project) -
     client.force_login(other_user)
     assert client.get(f"/projects/{project.pk}/repository").status_code == 404
     assert client.post(f"/projects/{project.pk}/repository/link", {"path": "app"}).status_code == 404
+
+
+def _node_checkout(repo: Path) -> None:
+    (repo / "package.json").write_text('{"scripts": {"test": "vitest run"}}')
+    (repo / "package-lock.json").write_text("{}")
+
+
+def test_the_api_suggests_a_setup_and_test_command_for_its_owner_only(
+    owner_client, other_client, project, repo: Path
+) -> None:
+    _node_checkout(repo)
+    assert owner_client.put(url(project), {"path": "app"}, format="json").json()["suggested"]["test_command"] == (
+        "npm test"
+    )
+    body = owner_client.get(url(project)).json()
+    assert body["test_command"] == ""  # suggested, not set
+    assert body["suggested"] == {
+        "setup_script": "npm ci",
+        "test_command": "npm test",
+        "reasons": ["package.json has a test script: npm test; package-lock.json: npm ci."],
+    }
+    assert other_client.get(url(project)).status_code == 404
+
+
+def test_no_suggestion_while_cloning(owner_client, project, repo: Path) -> None:
+    _node_checkout(repo)
+    response = owner_client.post(url(project) + "/clone", {"url": str(repo)}, format="json")
+    assert response.status_code == 202 and response.json()["suggested"] is None
+
+
+def test_the_page_says_when_there_is_nothing_to_suggest(client, owner, project, repo: Path) -> None:
+    client.force_login(owner)
+    page = f"/projects/{project.pk}/repository"
+    assert client.post(page + "/link", {"path": "app", "merge_strategy": "merge"}).status_code == 302
+    html = client.get(page).content.decode()
+    assert "Nothing to suggest from the repository's files." in html and "data-fill-field" not in html
+
+
+def test_the_page_shows_the_suggestion_with_a_button_that_fills_the_field(client, owner, project, repo: Path) -> None:
+    _node_checkout(repo)
+    client.force_login(owner)
+    page = f"/projects/{project.pk}/repository"
+    assert client.post(page + "/link", {"path": "app", "merge_strategy": "merge"}).status_code == 302
+    html = client.get(page).content.decode()
+    assert 'data-testid="suggested-test-command">npm test</code>' in html
+    assert 'data-fill-field="test_command" data-fill-value="npm test"' in html
+    assert "Suggested setup (environments are coming)" in html
+    assert "<code>npm ci</code>" in html
+    assert "package-lock.json: npm ci." in html
+
+    # Accepted: the button is not offered again.
+    assert (
+        client.post(
+            page + "/settings", {"base_branch": "main", "merge_strategy": "merge", "test_command": "npm test"}
+        ).status_code
+        == 302
+    )
+    assert "data-fill-field" not in client.get(page).content.decode()

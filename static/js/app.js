@@ -198,6 +198,17 @@
       }
       return;
     }
+    // Buttons that put a value in a field of their form (a suggestion to accept or edit):
+    // <button type="button" data-fill-field="name" data-fill-value="…">.
+    var filler = target.closest("[data-fill-field]");
+    if (filler && filler.form) {
+      var field = filler.form.elements.namedItem(filler.getAttribute("data-fill-field"));
+      if (field && "value" in field) {
+        field.value = filler.getAttribute("data-fill-value");
+        field.focus();
+      }
+      return;
+    }
     var closer = target.closest("[data-dialog-close]");
     if (closer) { closer.closest("dialog").close(); return; }
     if (target.tagName === "DIALOG") { target.close(); return; } // click on the backdrop
