@@ -331,7 +331,7 @@ def _view(worktree: Path, tool_input: dict[str, Any], max_characters: int) -> To
     # never reaches memory.
     shown_lines: list[str] = []
     length = 0
-    with closing(text_lines(path, scan, first)) as lines:
+    with closing(text_lines(path, scan, first, max_line_chars=max_characters)) as lines:
         for number, line in lines:
             if number > last or length > max_characters:
                 break

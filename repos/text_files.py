@@ -131,16 +131,22 @@ def text_decode(data: bytes, shown: str) -> tuple[TextScan, str]:
     return scan, data[len(scan.encoding.bom) :].decode(scan.encoding.codec)
 
 
-def text_lines(path: Path, scan: TextScan, first: int) -> Generator[tuple[int, str]]:
+def text_lines(path: Path, scan: TextScan, first: int, *, max_line_chars: int) -> Generator[tuple[int, str]]:
     """The file's lines from number ``first`` on, numbered, without their newline (CR LF
-    for an all-CRLF file), read as they are asked for."""
+    for an all-CRLF file), read as they are asked for; a line is cut at ``max_line_chars``
+    (the rest of a long line, a minified file's say, is read past, never held)."""
     with path.open("rb") as raw:
         raw.seek(len(scan.encoding.bom))
         # newline="\n": lines end at LF only, and come with their endings untouched.
         with io.TextIOWrapper(raw, encoding=scan.encoding.codec, newline="\n") as text:
-            for number, line in enumerate(text, start=1):
+            number = 0
+            while line := text.readline(max_line_chars + 1):
+                number += 1
+                rest = line
+                while len(rest) > max_line_chars and not rest.endswith("\n"):
+                    rest = text.readline(max_line_chars + 1)
                 if number < first:
                     continue
                 if line.endswith("\n"):
                     line = line[:-1].removesuffix("\r") if scan.crlf else line[:-1]
-                yield number, line
+                yield number, line[:max_line_chars]

@@ -151,3 +151,11 @@ def test_a_25_mb_file_is_refused_for_edits_but_viewed_by_range(repo: Path) -> No
     last = run(repo, command="view", path="huge.sql", view_range=[820_000, -1])
     assert last.content == "820000\trow 00820000 = 'xxxxxxxxxxxxxx'"
     assert run(repo, command="create", path="new.sql", file_text="x" * (editor.MAX_FILE_BYTES + 1)).is_error
+
+
+def test_a_long_line_is_cut_while_read_and_the_lines_after_it_keep_their_numbers(repo: Path) -> None:
+    (repo / "app.min.js").write_bytes(b"var a=1;" * 400_000 + b"\r\nsecond\r\nthird")
+    first = editor_run(repo, EDIT, {"command": "view", "path": "app.min.js", "view_range": [1, 1]}, max_characters=300)
+    assert len(first.content) < 450 and "truncated at 300 characters" in first.content
+    after = editor_run(repo, EDIT, {"command": "view", "path": "app.min.js", "view_range": [2, -1]}, max_characters=300)
+    assert after.content == "     2\tsecond\n     3\tthird"
