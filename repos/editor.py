@@ -137,10 +137,11 @@ def _cannot_hold(shown: str, encoding: Encoding, text: str) -> str:
     characters = encoding.unencodable(text)
     named = ", ".join(f"{character!r} (U+{ord(character):04X})" for character in characters[:10])
     code = ord(characters[0]) if characters else 0x20AC
+    escape = f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
     return (
         f"No change was made: {shown} is {encoding.label}, which cannot hold {named}. The editor never changes "
         "a file's encoding: write each such character as an escape the file's language understands (for example "
-        f"\\u{code:04x} in a Python, Java or JavaScript string, &#x{code:X}; in HTML or XML), or rewrite the text "
+        f"{escape} in a Python, Java or JavaScript string, &#x{code:X}; in HTML or XML), or rewrite the text "
         "without it. To convert the file to UTF-8 on purpose, delete_file it with force: true and create it again."
     )
 
