@@ -13,13 +13,25 @@ Decisions:
 - ``create`` makes a new file only (as Anthropic documents it: "create a new file"): an
   existing path is an error that points at ``str_replace``/``insert``, or ``delete_file``
   then ``create`` to rewrite it whole. Missing parent folders are made.
-- Encodings: UTF-8, and UTF-8 with a BOM (kept on write). Anything else — NUL bytes,
-  bytes that are not UTF-8 (latin-1 files among them) — is refused as binary/non-UTF-8.
-  New files are written as UTF-8 without a BOM.
+- Encodings (the rule: repos/text_files.py): UTF-8 with or without a BOM, UTF-16 LE/BE
+  with a BOM, and any other file without NUL bytes that is not UTF-8 as latin-1. A file
+  is viewed decoded (``view`` names the encoding when it is not UTF-8) and ``str_replace``
+  / ``insert`` write it back in its own encoding and BOM. New text the encoding cannot
+  hold (``€`` into latin-1) refuses the edit, file untouched, never re-encoded; the
+  message suggests an escape or a rewrite. Binary files (NUL bytes) are refused.
+- ``create`` writes UTF-8 without a BOM, so ``delete_file`` of a file in any other
+  encoding (UTF-8 with a BOM included) is refused unless ``force`` is true: a delete
+  then create would otherwise re-encode it silently. The refusal comes at the one call
+  where the model can still choose (edit in place instead, or convert on purpose), and it
+  needs no memory: the editor keeps no state between calls, and a run's Coder may be
+  resumed by another worker, where a record of deleted files' encodings would be gone.
 - Line endings: a file whose every newline is CRLF is matched and edited with LF and
   written back with CRLF throughout (``old_str``/``new_str`` may use either). Files with
   LF or mixed endings are matched as they are.
-- Files over ``MAX_FILE_BYTES`` are neither viewed nor edited; ``view`` output is cut at
+- Size: ``view`` of a whole file and ``create`` stop at ``MAX_FILE_BYTES``. A larger
+  file is viewed by ``view_range`` (streamed: only those lines are read into the reply)
+  and edited with ``str_replace`` / ``insert`` up to ``MAX_EDIT_BYTES`` (loaded whole);
+  above that it is refused with a message saying so. ``view`` output is cut at
   ``max_characters`` with a note saying how to see the rest.
 """
 
@@ -29,6 +41,7 @@ import difflib
 import os
 import stat
 import tempfile
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,17 +49,19 @@ from typing import Any
 from llm.providers.base import Tool
 
 from .paths import PathRefused, resolve_in_worktree
+from .text_files import UTF8, Encoding, TextFileRefused, text_decode, text_lines, text_scan_file
 from .tools import SEARCH_CODE, execute_repo_tool
 
 EDITOR_TOOL_NAME = "str_replace_based_edit_tool"
 EDITOR_TOOL_TYPE = "text_editor_20250728"
-MAX_FILE_BYTES = 1_000_000
+MAX_FILE_BYTES = 1_000_000  # view whole, create
+MAX_EDIT_BYTES = 20_000_000  # str_replace and insert (the file is loaded whole)
 DEFAULT_MAX_CHARACTERS = 20_000
 MAX_DIRECTORY_ENTRIES = 500
 DIRECTORY_DEPTH = 2
 SNIPPET_CONTEXT_LINES = 4
 FUZZY_CANDIDATES = 20
-UTF8_BOM = b"\xef\xbb\xbf"
+MAX_LISTED_MATCHES = 50  # line numbers named when old_str matches several times
 COMMANDS = ("view", "create", "str_replace", "insert")
 
 
@@ -65,11 +80,19 @@ DELETE_FILE = Tool(
     name="delete_file",
     description=(
         "Delete one file of the repository (not a folder). path is relative to the repository root. "
-        "To rewrite a file whole, delete it and create it again with str_replace_based_edit_tool."
+        "To rewrite a file whole, delete it and create it again with str_replace_based_edit_tool. "
+        "create writes UTF-8 without a BOM, so a file in another encoding (latin-1, UTF-16, a BOM) "
+        "is deleted only with force: true; edit it in place with str_replace or insert to keep its encoding."
     ),
     input_schema={
         "type": "object",
-        "properties": {"path": {"type": "string", "description": "File, relative to the repository root."}},
+        "properties": {
+            "path": {"type": "string", "description": "File, relative to the repository root."},
+            "force": {
+                "type": "boolean",
+                "description": "Delete a file that is not plain UTF-8 too (created again, it would be UTF-8).",
+            },
+        },
         "required": ["path"],
     },
 )
@@ -93,16 +116,38 @@ class _TextFile:
     path: Path
     shown: str
     text: str  # with LF newlines when the file is all-CRLF
-    bom: bool
+    encoding: Encoding
     crlf: bool
+    size: int
 
     def write(self, text: str) -> None:
-        if len(text.encode("utf-8")) > MAX_FILE_BYTES:
-            raise _Problem(f"The result would be larger than {MAX_FILE_BYTES} bytes; the edit was not applied.")
-        if self.crlf:
-            text = text.replace("\r\n", "\n").replace("\n", "\r\n")
-        _replace_file(self.path, (UTF8_BOM if self.bom else b"") + text.encode("utf-8"))
+        on_disk = text.replace("\r\n", "\n").replace("\n", "\r\n") if self.crlf else text
+        try:
+            data = self.encoding.encode(on_disk)
+        except UnicodeEncodeError as exc:
+            raise _Problem(_cannot_hold(self.shown, self.encoding, on_disk)) from exc
+        if len(data) > MAX_EDIT_BYTES:
+            raise _Problem(f"The result would be larger than {MAX_EDIT_BYTES} bytes; the edit was not applied.")
+        _replace_file(self.path, data)
         self.text = text.replace("\r\n", "\n") if self.crlf else text
+        self.size = len(data)
+
+
+def _cannot_hold(shown: str, encoding: Encoding, text: str) -> str:
+    characters = encoding.unencodable(text)
+    named = ", ".join(f"{character!r} (U+{ord(character):04X})" for character in characters[:10])
+    code = ord(characters[0]) if characters else 0x20AC
+    escape = f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return (
+        f"No change was made: {shown} is {encoding.label}, which cannot hold {named}. The editor never changes "
+        "a file's encoding: write each such character as an escape the file's language understands (for example "
+        f"{escape} in a Python, Java or JavaScript string, &#x{code:X}; in HTML or XML), or rewrite the text "
+        "without it. To convert the file to UTF-8 on purpose, delete_file it with force: true and create it again."
+    )
+
+
+def _encoding_note(encoding: Encoding) -> str:
+    return "" if encoding.codec == UTF8.codec else f" ({encoding.label}, kept)"
 
 
 def _replace_file(path: Path, data: bytes) -> None:
@@ -148,27 +193,37 @@ def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _load(path: Path, shown: str) -> _TextFile:
+def _regular_file(path: Path, shown: str) -> int:
+    """The file's size, or a problem when ``path`` is not an existing regular file."""
     if not os.path.lexists(path):
         raise _Problem(f"{shown} does not exist. View its folder or use search_code to find the right path.")
     if path.is_dir():
         raise _Problem(f"{shown} is a folder, not a file.")
     if not path.is_file():
         raise _Problem(f"{shown} is not a regular file.")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise _Problem(f"{shown} is {size} bytes, over the editor's limit of {MAX_FILE_BYTES} bytes.")
-    data = path.read_bytes()
-    if b"\x00" in data:
-        raise _Problem(f"{shown} is a binary file; the editor works on text files only.")
-    bom = data.startswith(UTF8_BOM)
+    return path.stat().st_size
+
+
+def _load(path: Path, shown: str) -> _TextFile:
+    """The whole file, for an edit."""
+    size = _regular_file(path, shown)
+    if size > MAX_EDIT_BYTES:
+        raise _Problem(
+            f"{shown} is {size} bytes, over the editor's limit of {MAX_EDIT_BYTES} bytes for an edit: "
+            "the editor cannot change it. It can still be viewed by view_range."
+        )
     try:
-        text = data[len(UTF8_BOM) if bom else 0 :].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Problem(f"{shown} is not UTF-8 text (binary or another encoding); the editor cannot change it.") from exc
-    newlines = text.count("\n")
-    crlf = newlines > 0 and text.count("\r\n") == newlines
-    return _TextFile(path=path, shown=shown, text=text.replace("\r\n", "\n") if crlf else text, bom=bom, crlf=crlf)
+        scan, text = text_decode(path.read_bytes(), shown)
+    except TextFileRefused as exc:
+        raise _Problem(str(exc)) from exc
+    return _TextFile(
+        path=path,
+        shown=shown,
+        text=text.replace("\r\n", "\n") if scan.crlf else text,
+        encoding=scan.encoding,
+        crlf=scan.crlf,
+        size=size,
+    )
 
 
 def _lines(text: str) -> list[str]:
@@ -199,6 +254,16 @@ def _snippet(file: _TextFile, first: int, last: int) -> str:
 
 def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
+
+
+def _lines_of(text: str, indexes: list[int]) -> list[int]:
+    """The line of each of ``indexes`` (ascending), counting the text once."""
+    numbers, line, counted = [], 1, 0
+    for index in indexes:
+        line += text.count("\n", counted, index)
+        counted = index
+        numbers.append(line)
+    return numbers
 
 
 def _nearest(text: str, old: str) -> str:
@@ -237,28 +302,47 @@ def _view(worktree: Path, tool_input: dict[str, Any], max_characters: int) -> To
         if view_range is not None:
             raise _Problem("view_range applies to files; this is a folder.")
         return ToolOutcome(_cap(_listing(path, shown), max_characters, "View a subfolder to see more."))
-    file = _load(path, shown)
-    lines = _lines(file.text)
-    first, last = 1, len(lines)
+    size = _regular_file(path, shown)
+    try:
+        scan = text_scan_file(path, shown)
+    except TextFileRefused as exc:
+        raise _Problem(str(exc)) from exc
+    count = scan.lines
+    first, last = 1, count
+    if view_range is None and size > MAX_FILE_BYTES:
+        raise _Problem(
+            f"{shown} is {size} bytes ({count} lines), over the editor's limit of {MAX_FILE_BYTES} bytes for viewing "
+            "a whole file: view it in parts with view_range, e.g. [1, 200], or find the lines with search_code."
+        )
     if view_range is not None:
         if not (isinstance(view_range, list) and len(view_range) == 2 and all(_integer(v) for v in view_range)):
             raise _Problem("view_range must be a list of two integers: [start, end], end -1 for the end of the file.")
         first, last = view_range
-        if first < 1 or first > len(lines):
-            raise _Problem(
-                f"view_range start {first} is out of bounds: {shown} has {len(lines)} lines (1-{len(lines)})."
-            )
+        if first < 1 or first > count:
+            raise _Problem(f"view_range start {first} is out of bounds: {shown} has {count} lines (1-{count}).")
         if last == -1:
-            last = len(lines)
-        elif last < first or last > len(lines):
+            last = count
+        elif last < first or last > count:
             raise _Problem(
-                f"view_range end {last} is out of bounds: it must be from {first} to {len(lines)}, or -1 for the end."
+                f"view_range end {last} is out of bounds: it must be from {first} to {count}, or -1 for the end."
             )
-    if not lines:
+    if not count:
         return ToolOutcome(f"{shown} is empty.")
-    body = _numbered(lines[first - 1 : last], first)
-    hint = f"Use view_range to see the rest ({shown} has {len(lines)} lines)."
-    return ToolOutcome(_cap(body, max_characters, hint))
+    # Read only the lines asked for, and only until the reply is full: a large file's rest
+    # never reaches memory.
+    shown_lines: list[str] = []
+    length = 0
+    with closing(text_lines(path, scan, first, max_line_chars=max_characters)) as lines:
+        for number, line in lines:
+            if number > last or length > max_characters:
+                break
+            shown_lines.append(f"{number:>6}\t{line}")
+            length += len(shown_lines[-1]) + 1
+    hint = f"Use view_range to see the rest ({shown} has {count} lines)."
+    body = _cap("\n".join(shown_lines), max_characters, hint)
+    if scan.encoding.codec != UTF8.codec:
+        body = f"({scan.encoding.label}: shown decoded; edits are written back in {scan.encoding.label})\n{body}"
+    return ToolOutcome(body)
 
 
 def _listing(folder: Path, shown: str) -> str:
@@ -297,13 +381,17 @@ def _create(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolOutcom
             f"{shown} already exists (a {kind}); create makes new files only. Change it with str_replace or insert, "
             "or delete_file it first to rewrite it whole."
         )
-    if len(file_text.encode("utf-8")) > MAX_FILE_BYTES:
+    try:
+        data = UTF8.encode(file_text)
+    except UnicodeEncodeError as exc:
+        raise _Problem(_cannot_hold(shown, UTF8, file_text)) from exc
+    if len(data) > MAX_FILE_BYTES:
         raise _Problem(f"file_text is larger than the editor's limit of {MAX_FILE_BYTES} bytes.")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
         raise _Problem(f"A parent of {shown} is a file, not a folder.") from exc
-    path.write_bytes(file_text.encode("utf-8"))
+    path.write_bytes(data)
     return ToolOutcome(f"Created {shown} ({len(_lines(file_text))} lines).", changed_path=shown)
 
 
@@ -322,14 +410,16 @@ def _str_replace(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolO
         starts.append(index)
         index = file.text.find(old, index + 1)
     if not starts:
-        nearest = _nearest(file.text, old)
+        nearest = _nearest(file.text, old) if file.size <= MAX_FILE_BYTES else ""
         message = f"No replacement was made: old_str does not appear verbatim in {shown}."
         if nearest:
             message += f" The most similar lines are:\n{nearest}\n"
         message += "old_str must match exactly, whitespace and indentation included: view the file and copy the text."
         raise _Problem(message)
     if len(starts) > 1:
-        numbers = ", ".join(str(_line_of(file.text, start)) for start in starts)
+        numbers = ", ".join(str(number) for number in _lines_of(file.text, starts[:MAX_LISTED_MATCHES]))
+        if len(starts) > MAX_LISTED_MATCHES:
+            numbers += ", …"
         raise _Problem(
             f"No replacement was made: old_str appears {len(starts)} times in {shown}, at lines {numbers}. "
             "Include more surrounding lines so it matches exactly once."
@@ -339,7 +429,8 @@ def _str_replace(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolO
     first = _line_of(file.text, start)
     last = first + new.count("\n")
     return ToolOutcome(
-        f"Edited {shown}. The changed region now reads:\n{_snippet(file, first, last)}", changed_path=shown
+        f"Edited {shown}{_encoding_note(file.encoding)}. The changed region now reads:\n{_snippet(file, first, last)}",
+        changed_path=shown,
     )
 
 
@@ -366,7 +457,8 @@ def _insert(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolOutcom
     file.write(text)
     last = line + max(1, len(_lines(new)))
     return ToolOutcome(
-        f"Inserted into {shown} after line {line}:\n{_snippet(file, line + 1, last)}", changed_path=shown
+        f"Inserted into {shown}{_encoding_note(file.encoding)} after line {line}:\n{_snippet(file, line + 1, last)}",
+        changed_path=shown,
     )
 
 
@@ -394,6 +486,21 @@ def _delete_file(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolO
         raise _Problem(f"{shown} does not exist.")
     if path.is_dir():
         raise _Problem(f"{shown} is a folder; delete_file deletes single files only.")
+    force = tool_input.get("force", False)
+    if not isinstance(force, bool):
+        raise _Problem("force must be true or false.")
+    if not force and path.is_file():
+        try:
+            encoding = text_scan_file(path, shown).encoding
+        except TextFileRefused:
+            encoding = UTF8  # binary: no text encoding to lose
+        if not encoding.is_plain_utf8:
+            raise _Problem(
+                f"{shown} was not deleted: it is {encoding.label}, and create writes UTF-8 without a BOM, so "
+                "deleting it to create it again would change its encoding. Edit it in place with str_replace or "
+                "insert, which keep its encoding; if you mean to delete it (or to convert it), call delete_file "
+                "again with force: true."
+            )
     path.unlink()
     return ToolOutcome(f"Deleted {shown}.", changed_path=shown)
 

@@ -194,8 +194,17 @@ def test_utf8_bom_is_kept(repo: Path) -> None:
     assert (repo / "bom.txt").read_bytes() == b"\xef\xbb\xbfth\xc3\xa9\nend\n"
 
 
-@pytest.mark.parametrize(("content", "message"), [(b"\x89PNG\x00\x00data", "binary"), (b"caf\xe9\n", "not UTF-8")])
-def test_binary_and_non_utf8_files_are_refused(repo: Path, content: bytes, message: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\x89PNG\x00\x00data", "binary"),
+        (b"caf\xe9" * 5000 + b"\x00", "binary"),  # a NUL anywhere, not only in the first 8 KB
+        (b"\xff\xfeh\x00\x00\x00", "binary"),  # UTF-16 with a NUL character (or UTF-32)
+        (b"\xef\xbb\xbfcaf\xe9\n", "not valid in UTF-8"),  # a UTF-8 BOM, then latin-1
+        (b"\xff\xfea\x00\x00\xd8", "not valid in UTF-16 LE"),  # a lone surrogate
+    ],
+)
+def test_binary_and_damaged_files_are_refused(repo: Path, content: bytes, message: str) -> None:
     (repo / "blob.bin").write_bytes(content)
     for call in (
         {"command": "view", "path": "blob.bin"},
