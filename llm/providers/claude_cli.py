@@ -162,24 +162,10 @@ class ClaudeCliProvider:
             with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
                 stdin.write(self._prompt(request).encode("utf-8"))
                 stdin.seek(0)
-                if status.disabled:
-                    with (
-                        private_config(env) as unsandboxed_env,
-                        _unsandboxed(
-                            self._command(request, executable), workdir, unsandboxed_env, stdin, stderr
-                        ) as child,
-                    ):
-                        return self._answer(request, child, stderr, should_cancel=should_cancel, on_chunk=on_chunk)
-                with cli_sandbox(
-                    argv=self._command(request, executable),
-                    executable=executable,
-                    workspace=workdir,
-                    env=env,
-                    timeout=self.timeout,
-                    extra_paths=self.sandbox_paths,
-                    stdin=stdin,
-                    stderr=stderr,
-                ) as (child, _relay):
+                argv = self._command(request, executable)
+                with self._started(
+                    argv, executable, workdir, env, stdin, stderr, sandboxed=not status.disabled
+                ) as child:
                     return self._answer(request, child, stderr, should_cancel=should_cancel, on_chunk=on_chunk)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -238,6 +224,41 @@ class ClaudeCliProvider:
         )
 
     # --- The Coder editing a worktree --------------------------------------------------
+
+    @contextlib.contextmanager
+    def _started(
+        self,
+        argv: list[str],
+        executable: str,
+        workspace: Path,
+        env: dict[str, str],
+        stdin: IO[bytes],
+        stderr: IO[bytes],
+        *,
+        sandboxed: bool,
+        test_command: str = "",
+    ) -> Iterator[subprocess.Popen[bytes]]:
+        """The CLI started in its sandbox (or, where the operator turned it off, as it
+        is), with a private config folder either way; one place for every call."""
+        if not sandboxed:
+            with (
+                private_config(env, test_command) as unsandboxed_env,
+                _unsandboxed(argv, workspace, unsandboxed_env, stdin, stderr) as child,
+            ):
+                yield child
+            return
+        with cli_sandbox(
+            argv=argv,
+            executable=executable,
+            workspace=workspace,
+            env=env,
+            timeout=self.timeout,
+            extra_paths=self.sandbox_paths,
+            stdin=stdin,
+            stderr=stderr,
+            test_command=test_command,
+        ) as (child, _relay):
+            yield child
 
     def edit_command(self, request: LLMRequest, executable: str) -> list[str]:
         """The CLI as the Coder: its file tools only, and the test command as the one
@@ -298,24 +319,17 @@ class ClaudeCliProvider:
             stdin.seek(0)
             if status.disabled:
                 on_chunk(SANDBOX_DISABLED_WARNING)
-                with (
-                    private_config(env, _test_command(request)) as unsandboxed_env,
-                    _unsandboxed(
-                        self.edit_command(request, executable), worktree, unsandboxed_env, stdin, stderr
-                    ) as child,
-                ):
-                    return self._stream(request, child, stderr, on_chunk=on_chunk, should_cancel=should_cancel)
-            with cli_sandbox(
-                argv=self.edit_command(request, executable),
-                executable=executable,
-                workspace=worktree,
-                env=env,
-                timeout=self.timeout,
-                extra_paths=self.sandbox_paths,
-                stdin=stdin,
-                stderr=stderr,
+            argv = self.edit_command(request, executable)
+            with self._started(
+                argv,
+                executable,
+                worktree,
+                env,
+                stdin,
+                stderr,
+                sandboxed=not status.disabled,
                 test_command=_test_command(request),
-            ) as (child, _relay):
+            ) as child:
                 return self._stream(request, child, stderr, on_chunk=on_chunk, should_cancel=should_cancel)
 
     def _stream(
