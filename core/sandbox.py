@@ -149,6 +149,22 @@ class Limits:
     disk_mb: int = 0  # what a command may add to its worktree; 0: not watched
 
 
+@dataclass(frozen=True)
+class ProjectSandbox:
+    """How one project's commands (its setup script, its test command) run besides
+    their worktree and limits (repos/environments/ builds it): the project's variables in
+    the command's environment, the network for setup (or tests a project opted in), and
+    folders of the project's own bound inside (its package cache)."""
+
+    variables: tuple[tuple[str, str], ...] = ()
+    share_network: bool = False
+    # (folder on the host, place inside): writable, handed to the command's account.
+    mounts: tuple[tuple[Path, str], ...] = ()
+
+
+NO_PROJECT = ProjectSandbox()
+
+
 def limits_from_settings() -> Limits:
     return Limits(
         memory_mb=settings.VERIFY_MEMORY_MB,
@@ -369,7 +385,9 @@ def _as_account(ids: tuple[int, int] | None) -> list[str]:
 
 def _environment() -> dict[str, str]:
     return {
-        "PATH": f"{SANDBOX_ROOT}/.venv/bin:{SYSTEM_PATH}",
+        # What setup installed comes first, as on a developer's machine with the
+        # virtualenv activated (repos/environments/).
+        "PATH": f"{SANDBOX_ROOT}/.venv/bin:{SANDBOX_ROOT}/node_modules/.bin:{SYSTEM_PATH}",
         "HOME": SANDBOX_HOME,
         "TMPDIR": SANDBOX_TMP,
         "USER": "sandbox",
@@ -598,24 +616,30 @@ class SandboxUnavailable(ApplicationError):
 
 
 @contextlib.contextmanager
-def sandboxed_process(*, command: str, workspace: Path, limits: Limits) -> Iterator[subprocess.Popen[bytes]]:
+def sandboxed_process(
+    *, command: str, workspace: Path, limits: Limits, project: ProjectSandbox = NO_PROJECT
+) -> Iterator[subprocess.Popen[bytes]]:
     """Start ``/bin/sh -c command`` in the sandbox with ``workspace`` as its working
-    folder; stdout and stderr together on ``process.stdout``. The caller reads it and
-    ends the process (``process_kill``); leaving the block takes the worktree back.
+    folder, as ``project`` says (variables, network, mounts); stdout and stderr together
+    on ``process.stdout``. The caller reads it and ends the process (``process_kill``);
+    leaving the block takes the worktree back.
 
     Raises SandboxUnavailable (nothing started) where no sandbox can be made."""
     status = sandbox_status()
     if not status.available:
         raise SandboxUnavailable(status.message)
     if status.disabled:
-        with _unsandboxed_process(command=command, workspace=workspace, limits=limits) as process:
+        with _unsandboxed_process(command=command, workspace=workspace, limits=limits, project=project) as process:
             yield process
         return
     with _bwrapped(
         argv=["/bin/sh", "-c", command],
         workspace=workspace,
         limits=limits,
-        environment=_environment(),
+        # The project's own variables never replace what makes the sandbox work.
+        environment={**dict(project.variables), **_environment()},
+        share_network=project.share_network,
+        writable=project.mounts,
         stderr=subprocess.STDOUT,
     ) as process:
         yield process
@@ -713,10 +737,18 @@ def _bwrapped(
 
 
 @contextlib.contextmanager
-def _unsandboxed_process(*, command: str, workspace: Path, limits: Limits) -> Iterator[subprocess.Popen[bytes]]:
+def _unsandboxed_process(
+    *, command: str, workspace: Path, limits: Limits, project: ProjectSandbox
+) -> Iterator[subprocess.Popen[bytes]]:
     """The operator's explicit opt-out: limits and a scrubbed environment only."""
     home = tempfile.mkdtemp(prefix="autocoder-unsandboxed-")
-    environment = {**_environment(), "HOME": home, "TMPDIR": home, "PATH": f"{workspace}/.venv/bin:{SYSTEM_PATH}"}
+    environment = {
+        **dict(project.variables),
+        **_environment(),
+        "HOME": home,
+        "TMPDIR": home,
+        "PATH": f"{workspace}/.venv/bin:{workspace}/node_modules/.bin:{SYSTEM_PATH}",
+    }
     try:
         # rlimits and the disk watcher only: no cgroup (nothing holds the shell back
         # until it has joined one).

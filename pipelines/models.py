@@ -14,6 +14,7 @@ from tasks.models import TaskStatus
 class RunStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     PLANNING = "planning", "Planning"
+    PREPARING = "preparing", "Preparing environment"
     CODING = "coding", "Coding"
     VERIFYING = "verifying", "Verifying"
     REVIEWING = "reviewing", "Reviewing"
@@ -26,7 +27,14 @@ class RunStatus(models.TextChoices):
 
 
 # Phases a worker executes, in pipeline order.
-WORKING_STATUSES = (RunStatus.PLANNING, RunStatus.CODING, RunStatus.VERIFYING, RunStatus.REVIEWING, RunStatus.FIXING)
+WORKING_STATUSES = (
+    RunStatus.PLANNING,
+    RunStatus.PREPARING,
+    RunStatus.CODING,
+    RunStatus.VERIFYING,
+    RunStatus.REVIEWING,
+    RunStatus.FIXING,
+)
 # A run in one of these owns its task: at most one per task (database constraint).
 ACTIVE_STATUSES = (RunStatus.QUEUED, *WORKING_STATUSES, RunStatus.AWAITING_APPROVAL, RunStatus.PAUSED)
 FINAL_STATUSES = (RunStatus.APPROVED, RunStatus.FAILED, RunStatus.CANCELLED)
@@ -35,7 +43,12 @@ FINAL_STATUSES = (RunStatus.APPROVED, RunStatus.FAILED, RunStatus.CANCELLED)
 # pipelines.services.run_transition changes a run's status, and only along these.
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     RunStatus.QUEUED: frozenset({RunStatus.PLANNING, RunStatus.CANCELLED, RunStatus.FAILED}),
-    RunStatus.PLANNING: frozenset({RunStatus.CODING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}),
+    # Planning goes through preparing when the repository has an environment to make
+    # ready or a test command to run on the base (repos/environments/).
+    RunStatus.PLANNING: frozenset(
+        {RunStatus.PREPARING, RunStatus.CODING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}
+    ),
+    RunStatus.PREPARING: frozenset({RunStatus.CODING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}),
     # Coding and fixing go through verifying when the project has a test command.
     RunStatus.CODING: frozenset(
         {RunStatus.VERIFYING, RunStatus.REVIEWING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}
@@ -58,6 +71,7 @@ RUN_TRANSITIONS: dict[str, frozenset[str]] = {
 # The board column a task shows while its run is in a status.
 TASK_STATUS_FOR_RUN: dict[str, str] = {
     RunStatus.PLANNING: "spec",
+    RunStatus.PREPARING: "building",
     RunStatus.CODING: "building",
     RunStatus.FIXING: "building",
     RunStatus.VERIFYING: "building",
@@ -107,6 +121,16 @@ class PipelineRun(TimeStampedModel):
     branch_discarded_at = models.DateTimeField(null=True, blank=True)
     # The project's test command in the worktree: {passed, exit_code, timed_out, output, …}.
     verify_result = models.JSONField(null=True, blank=True)
+    # The run's environment (repos/environments/): {key, source, prepared, restored_ms,
+    # base_tests: {passed, failing_tests, …}} once preparing is done.
+    environment = models.JSONField(null=True, blank=True)
+    # Why the run is paused when a person must act first: "environment_broken" (setup
+    # failed or the test command cannot start; Retry prepares again, no fix round spent).
+    pause_kind = models.CharField(max_length=32, blank=True)
+    # Paths the Coder wrote through its tools (relative to the worktree): new files are
+    # committed only when it wrote them; anything else new is listed in ``left_out``.
+    written_paths = models.JSONField(default=list, blank=True)
+    left_out = models.JSONField(default=list, blank=True, help_text="Files changed in the worktree but not committed.")
     # The last attempt to merge on approval: {merged, commit, conflicts, message}.
     merge_result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)

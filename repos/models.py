@@ -38,6 +38,21 @@ class Repository(TimeStampedModel):
     )
     status = models.CharField(max_length=16, choices=RepositoryStatus.choices, default=RepositoryStatus.READY)
     error = models.TextField(blank=True)
+    # The environment (repos/environments/): a setup script written here (else the one
+    # the repository carries), run once per key with network; a container image whose
+    # root filesystem setup and tests run on instead of the server's /usr.
+    setup_script = models.TextField(
+        blank=True, help_text="Shell commands that prepare a checkout (install dependencies), run with network."
+    )
+    base_image = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="A container image whose root filesystem setup and tests run on, e.g. python:3.12-slim.",
+    )
+    tests_network = models.BooleanField(default=False, help_text="Let the test command reach the network too.")
+    # What the server cannot give this repository's runs (LFS without git-lfs, …),
+    # found when it was linked: said on its page before any run fails on it.
+    link_warnings = models.JSONField(default=list, blank=True)
     # Pull requests (repos.forges): where a run's branch is pushed, and the forge that
     # gets the pull request. The token is encrypted (core.crypto) and never shown again;
     # the webhook secret is the server's, shown to the owner to paste into the forge.
@@ -121,3 +136,89 @@ class RepositoryFolder(TimeStampedModel):
         if root not in resolved.parents:
             raise ValidationError({"path": [FOLDER_OUTSIDE_ROOT]})
         self.path = str(resolved)
+
+
+# --- Environments (repos/environments/): what a repository's commands run in ----------
+
+
+class PreparedEnvironmentStatus(models.TextChoices):
+    PREPARING = "preparing", "Preparing"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class PreparedEnvironment(TimeStampedModel):
+    """What a repository's setup script produced for one key (the script, the base
+    image and the manifests and lockfiles it read): kept once, restored into every run's
+    worktree whose key is the same. Its files live under ENVIRONMENTS_ROOT."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="prepared_environments")
+    key = models.CharField(max_length=64, help_text="SHA-256 of the setup script, base image and key files.")
+    status = models.CharField(
+        max_length=16, choices=PreparedEnvironmentStatus.choices, default=PreparedEnvironmentStatus.PREPARING
+    )
+    source = models.CharField(max_length=64, blank=True, help_text="Which setup script was in force.")
+    setup_script = models.TextField(blank=True, help_text="The script as it ran.")
+    base_commit = models.CharField(max_length=64, blank=True, help_text="The commit it was prepared at.")
+    key_files = models.JSONField(default=list, blank=True, help_text="The key files read: [path, sha256].")
+    image = models.CharField(max_length=500, blank=True, help_text="The base image and its digest, if any.")
+    exit_code = models.IntegerField(null=True, blank=True)
+    timed_out = models.BooleanField(default=False)
+    output = models.TextField(blank=True, help_text="The end of setup's output (secrets masked).")
+    duration_ms = models.PositiveIntegerField(default=0)
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    paths = models.JSONField(default=list, blank=True, help_text="What setup produced, as kept (relative paths).")
+    error = models.TextField(blank=True)
+    holder = models.CharField(max_length=64, blank=True, help_text="Who is preparing it (a lease token).")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = [models.UniqueConstraint(fields=("repository", "key"), name="prepared_environment_unique_key")]
+
+    def __str__(self) -> str:
+        return f"{self.repository} environment {self.key[:12]} ({self.status})"
+
+
+class BaseTestResult(TimeStampedModel):
+    """The test command's outcome on a base commit in an environment: a run compares its
+    own failures with these, so that tests already failing are never billed to it."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="base_test_results")
+    base_commit = models.CharField(max_length=64)
+    environment_key = models.CharField(max_length=64, blank=True)
+    test_command = models.CharField(max_length=1000)
+    exit_code = models.IntegerField(null=True, blank=True)
+    passed = models.BooleanField(default=False)
+    timed_out = models.BooleanField(default=False)
+    failing_tests = models.JSONField(default=list, blank=True, help_text="Test ids the output names as failing.")
+    output = models.TextField(blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = [
+            models.UniqueConstraint(
+                fields=("repository", "base_commit", "environment_key", "test_command"), name="base_test_result_unique"
+            )
+        ]
+
+
+class ProjectVariable(TimeStampedModel):
+    """An environment variable a project's setup and test commands get: a secret is
+    encrypted like API keys (core.crypto), never shown again, never given to a model and
+    masked in every log, event and page."""
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="variables")
+    name = models.CharField(max_length=128)
+    value_encrypted = models.TextField(editable=False)
+    secret = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ("name",)
+        constraints = [models.UniqueConstraint(fields=("project", "name"), name="project_variable_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name

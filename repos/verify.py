@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.sandbox import SANDBOX_DISABLED_WARNING, Limits, sandbox_status, sandboxed_process
+from core.sandbox import NO_PROJECT, SANDBOX_DISABLED_WARNING, Limits, ProjectSandbox, sandbox_status, sandboxed_process
 from core.sandbox_limits import LimitedProcess
 
 CANCEL_POLL_SECONDS = 0.2
@@ -115,6 +115,7 @@ def run_test_command(
     on_output: Callable[[str], None],
     should_cancel: Callable[[], bool],
     max_streamed_chars: int | None = None,
+    project: ProjectSandbox = NO_PROJECT,
 ) -> VerifyResult:
     """Run ``command`` sandboxed in ``cwd``. Raises SandboxUnavailable, having started
     nothing, where no sandbox can be made. ``on_output`` gets the output as it comes,
@@ -128,7 +129,7 @@ def run_test_command(
     timed_out = cancelled = False
     limit_exceeded = ""
     try:
-        with sandboxed_process(command=command, workspace=cwd, limits=limits) as process:
+        with sandboxed_process(command=command, workspace=cwd, limits=limits, project=project) as process:
             assert process.stdout is not None
             pending = b""
             while True:
@@ -187,7 +188,12 @@ def run_test_command(
 
 
 def run_project_tests(
-    *, command: str, worktree: Path, on_output: Callable[[str], None], should_cancel: Callable[[], bool]
+    *,
+    command: str,
+    worktree: Path,
+    on_output: Callable[[str], None],
+    should_cancel: Callable[[], bool],
+    project: ProjectSandbox = NO_PROJECT,
 ) -> VerifyResult:
     """A project's test command in a run's worktree with the verify settings (timeout,
     sandbox limits, output kept, output streamed): the verify phase and the Coder's
@@ -206,6 +212,7 @@ def run_project_tests(
         max_streamed_chars=settings.VERIFY_STREAM_MAX_CHARS,
         on_output=on_output,
         should_cancel=should_cancel,
+        project=project,
     )
 
 

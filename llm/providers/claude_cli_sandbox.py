@@ -68,7 +68,7 @@ from .base import ProviderError
 SANDBOX_CONFIG = f"{SANDBOX_HOME}/.claude"
 TEST_RUNNER = "autocoder-run-tests"
 SHELL_PREFIX = "autocoder-shell"
-NESTED_PATH = f"{SANDBOX_ROOT}/.venv/bin:{SYSTEM_PATH}"
+NESTED_PATH = f"{SANDBOX_ROOT}/.venv/bin:{SANDBOX_ROOT}/node_modules/.bin:{SYSTEM_PATH}"
 DEFAULT_API = "https://api.anthropic.com"
 SANDBOX_PYTHON = ("/usr/bin/python3", "/usr/local/bin/python3")
 RELAY_SOCKET = "api.sock"
