@@ -383,6 +383,13 @@ def _as_account(ids: tuple[int, int] | None) -> list[str]:
     return [setpriv, f"--reuid={ids[0]}", f"--regid={ids[1]}", "--clear-groups", "--"]
 
 
+def as_storage_account() -> list[str]:
+    """The start of an argument list that runs the rest as the storage account (nothing
+    when the server is not root): for the server's own file work in folders a user's
+    files could have put links in."""
+    return _as_account(storage_ids())
+
+
 def _environment() -> dict[str, str]:
     return {
         # What setup installed comes first, as on a developer's machine with the
@@ -536,8 +543,15 @@ def _walk(root: Path) -> Iterator[Path]:
 
 
 def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    """Hand ``root`` to a command's account — except files with more than one name: a
+    restored environment's hard links (repos/environments/store.py) are shared with the
+    kept copy and other runs, and stay the storage account's. The command may still
+    delete or replace them (their folders are its own), never write into them."""
     for path in _walk(root):
         with contextlib.suppress(FileNotFoundError):
+            info = os.lstat(path)
+            if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+                continue
             os.chown(path, uid, gid, follow_symlinks=False)
 
 

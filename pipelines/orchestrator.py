@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import InterfaceError, OperationalError
 
 from core.exceptions import ApplicationError
+from core.sandbox import NO_PROJECT
 from core.workers import shutdown_requested
 from llm.providers.base import ProviderError
 
@@ -43,11 +44,15 @@ from .recovery import drop_broken_connection, queue_phase_again
 from .services import StaleRun, run_begin, run_transition
 
 if TYPE_CHECKING:
+    from repos.models import Repository
     from repos.verify import VerifyResult
 
 logger = logging.getLogger(__name__)
 
 VERIFIER = "verifier"
+# The live log of a run's preparing phase: setup's output, the base commit's tests.
+ENVIRONMENT = "environment"
+ENVIRONMENT_BROKEN = "environment_broken"
 
 REVIEW_GAVE_UP = "The review still failed after {n} rounds of fixes. See the findings, then Retry or edit the task."
 
@@ -90,6 +95,8 @@ def _execute_phase(run: PipelineRun, lease: Lease) -> None:
     try:
         if run.status == RunStatus.PLANNING:
             _plan(run, lease)
+        elif run.status == RunStatus.PREPARING:
+            _prepare(run, lease)
         elif run.status in (RunStatus.CODING, RunStatus.FIXING):
             _code(run, lease)
         elif run.status == RunStatus.VERIFYING:
@@ -131,7 +138,103 @@ def _plan(run: PipelineRun, lease: Lease) -> None:
     from tasks.models import Task
 
     Task.objects.filter(pk=task.pk).update(subtasks=plan)
-    run_transition(run=run, to_status=RunStatus.CODING, reason="plan ready", fields={"plan": plan}, held_by=lease.token)
+    repository = workspace.run_repository(run)
+    from repos.environments.services import environment_needed
+
+    needed = repository is not None and environment_needed(repository=repository, commit=run.base_commit)
+    run_transition(
+        run=run,
+        to_status=RunStatus.PREPARING if needed else RunStatus.CODING,
+        reason="plan ready",
+        fields={"plan": plan},
+        held_by=lease.token,
+    )
+
+
+def _prepare(run: PipelineRun, lease: Lease) -> None:
+    """Before the Coder's first edit: the environment ready in the worktree (restored,
+    or prepared by the setup script with network) and, when there is a test command,
+    the tests run once on the base commit. Setup failing, or a test command that cannot
+    even start, pauses the run as "environment broken": nothing of the code is at fault
+    yet, so no fix round is spent on it."""
+    from repos.environments.baseline import base_tests
+    from repos.environments.services import (
+        EnvironmentBroken,
+        SetupCancelled,
+        environment_make_ready,
+    )
+
+    worktree = workspace.workspace_ensure(run)
+    repository = workspace.run_repository(run)
+    if repository is None:
+        run_transition(run=run, to_status=RunStatus.CODING, reason="no repository", held_by=lease.token)
+        return
+    log = AgentLogStream(task=run.task, run=run, agent=ENVIRONMENT)
+    try:
+        ready = environment_make_ready(
+            repository=repository,
+            worktree=worktree,
+            commit=run.base_commit,
+            on_output=log.write,
+            should_cancel=lambda: should_stop(lease),
+        )
+    except SetupCancelled:
+        log.flush()
+        raise PhaseInterrupted from None
+    except EnvironmentBroken as exc:
+        log.flush()
+        _pause_environment_broken(run, lease, exc.message, exc.output)
+        return
+    environment: dict[str, Any] = ready.as_dict()
+    command = repository.test_command.strip()
+    if command:
+        log.write(f"\n$ {command}\n(the tests on the base commit {run.base_commit[:12]}, before any change)\n")
+        tests = base_tests(
+            repository=repository,
+            base_commit=run.base_commit,
+            environment_key=ready.key,
+            run_tests=lambda: _run_sandboxed_tests(run, lease, log, worktree, command),
+        )
+        if should_stop(lease):
+            log.flush()
+            raise PhaseInterrupted
+        if tests.cannot_start:
+            log.flush()
+            _pause_environment_broken(run, lease, tests.cannot_start, tests.result.output[-4000:])
+            return
+        failing = tests.result.failing_tests
+        known = "" if tests.ran_now else " (known from an earlier run of this base)"
+        if tests.result.passed:
+            verdict = "pass"
+        elif failing:
+            verdict = f"{len(failing)} already failing: {', '.join(failing[:10])}"
+        else:
+            verdict = f"fail (exit {tests.result.exit_code})"
+        log.write(f"\n[base tests: {verdict}{known}]\n")
+        environment["base_tests"] = tests.as_dict()
+    log.flush()
+    run_transition(
+        run=run,
+        to_status=RunStatus.CODING,
+        reason="environment ready",
+        fields={"environment": environment, "pause_kind": ""},
+        held_by=lease.token,
+    )
+
+
+def _pause_environment_broken(run: PipelineRun, lease: Lease, message: str, output: str) -> None:
+    tail = output.strip()[-1500:]
+    error = f"{message}\n\n{tail}" if tail else message
+    try:
+        run_transition(
+            run=run,
+            to_status=RunStatus.PAUSED,
+            reason="environment broken",
+            fields={"error": error, "error_retryable": True, "pause_kind": ENVIRONMENT_BROKEN},
+            held_by=lease.token,
+        )
+    except StaleRun:
+        raise PhaseInterrupted from None
 
 
 def _code(run: PipelineRun, lease: Lease) -> None:
@@ -145,6 +248,7 @@ def _code(run: PipelineRun, lease: Lease) -> None:
     worktree = workspace.workspace_ensure(run)
     # A phase redone after a crash must not find the files of the attempt that was lost.
     workspace.workspace_reset(run, worktree)
+    workspace.workspace_restore_environment(run, worktree)
     # A person asked for changes: the next tasks of the project learn it now, not only
     # once this run ends (it may never pass).
     line_comments = line_comments_for_coder(run=run) if run.feedback else []
@@ -215,9 +319,15 @@ def _verify(run: PipelineRun, lease: Lease) -> None:
         run_transition(run=run, to_status=RunStatus.REVIEWING, reason="no test command", held_by=lease.token)
         return
     log = AgentLogStream(task=run.task, run=run, agent=VERIFIER)
+    changed_environment = _environment_for_change(run, lease, log, worktree, repository)
+    if isinstance(changed_environment, dict):
+        run.environment = changed_environment
     log.write(f"$ {repository.test_command}\n")
     try:
-        result = _run_sandboxed_tests(run, lease, log, worktree, repository.test_command)
+        if isinstance(changed_environment, str):
+            result = _setup_failed_result(changed_environment)
+        else:
+            result = _run_sandboxed_tests(run, lease, log, worktree, repository.test_command)
     except SandboxUnavailable as exc:
         # Fail closed: the run pauses saying why; Retry runs the tests once the
         # operator has made the sandbox possible.
@@ -241,26 +351,89 @@ def _verify(run: PipelineRun, lease: Lease) -> None:
         run=run,
         to_status=RunStatus.REVIEWING,
         reason=f"tests {verdict}",
-        fields={"verify_result": asdict(result)},
+        fields={"verify_result": asdict(result), "environment": run.environment},
         held_by=lease.token,
+    )
+
+
+def _environment_for_change(
+    run: PipelineRun, lease: Lease, log: AgentLogStream, worktree: Path, repository: Repository
+) -> dict[str, Any] | str | None:
+    """The run's environment again when its change touched a key file (a lockfile): the
+    new one (a dict, kept with the run), the reason it could not be made (a str: the
+    change broke setup, which the review hears as a failing test run), or None."""
+    from repos.environments.services import EnvironmentBroken, SetupCancelled, environment_for_change
+
+    try:
+        ready = environment_for_change(
+            repository=repository,
+            worktree=worktree,
+            ready=run.environment or {},
+            base_commit=run.base_commit,
+            head_commit=run.head_commit,
+            on_output=log.write,
+            should_cancel=lambda: should_stop(lease),
+        )
+    except SetupCancelled:
+        log.flush()
+        raise PhaseInterrupted from None
+    except EnvironmentBroken as exc:
+        log.write(f"\n{exc.message}\n")
+        return f"{exc.message}\n{exc.output}"
+    if ready is None:
+        return None
+    return {**ready.as_dict(), "base_tests": (run.environment or {}).get("base_tests")}
+
+
+def _setup_failed_result(message: str) -> VerifyResult:
+    from repos.verify import VerifyResult
+
+    return VerifyResult(
+        exit_code=None,
+        passed=False,
+        timed_out=False,
+        cancelled=False,
+        output=f"The tests did not run: with this change the environment could not be prepared.\n{message}",
+        duration_ms=0,
+        network_isolated=True,
+        sandboxed=True,
     )
 
 
 def _run_sandboxed_tests(
     run: PipelineRun, lease: Lease, log: AgentLogStream, worktree: Path, command: str
 ) -> VerifyResult:
+    from repos.environments.services import commands_sandbox
     from repos.verify import run_project_tests
 
+    repository = workspace.run_repository(run)
     return run_project_tests(
-        command=command, worktree=worktree, on_output=log.write, should_cancel=lambda: should_stop(lease)
+        command=command,
+        worktree=worktree,
+        on_output=log.write,
+        should_cancel=lambda: should_stop(lease),
+        project=commands_sandbox(repository=repository) if repository is not None else NO_PROJECT,
     )
 
 
-def _verify_summary(verify_result: dict[str, Any] | None) -> str:
+def _base_failures(run: PipelineRun) -> list[str]:
+    """The tests that already failed on the run's base commit, before any change."""
+    base = (run.environment or {}).get("base_tests") or {}
+    return list(base.get("failing_tests") or [])
+
+
+def _verify_summary(verify_result: dict[str, Any] | None, base_failures: list[str] | None = None) -> str:
     if not verify_result:
         return ""
     if verify_result.get("passed"):
         return "The test command passed."
+    if base_failures:
+        return (
+            "These tests already failed on the base commit, before this change (not its fault): "
+            + ", ".join(base_failures[:30])
+            + ".\n"
+            + _verify_summary(verify_result)
+        )
     state = "timed out" if verify_result.get("timed_out") else f"failed with exit code {verify_result.get('exit_code')}"
     return f"The test command {state}. The end of its output:\n" + str(verify_result.get("output", ""))[-6000:]
 
@@ -274,7 +447,7 @@ def _review(run: PipelineRun, lease: Lease) -> None:
     # untouched branch would only pay for a review of nothing.
     known = [*run.change_problems, *run.coder_findings]
     if run.verify_result and not run.verify_result.get("passed"):
-        known += verify_findings(VerifyResult(**run.verify_result))
+        known += verify_findings(VerifyResult(**run.verify_result), already_failing=_base_failures(run))
     diff_text = workspace.workspace_diff_text(run)
     if run.change_problems:
         review: dict[str, Any] = {"pass": False, "findings": []}
@@ -284,7 +457,7 @@ def _review(run: PipelineRun, lease: Lease) -> None:
             description=task.description,
             plan=run.plan,
             diff_text=diff_text,
-            verify_summary=_verify_summary(run.verify_result),
+            verify_summary=_verify_summary(run.verify_result, _base_failures(run)),
         )
         review = call_agent(run, lease, agents.REVIEWER, prompt, worktree=worktree)
     # Tagged so that learning can tell the Reviewer's own findings from failing tests and

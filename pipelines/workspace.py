@@ -118,6 +118,17 @@ def workspace_reset(run: PipelineRun, worktree: Path) -> None:
     run_git(["clean", "-ffdq"], cwd=worktree, access=access)
 
 
+def workspace_restore_environment(run: PipelineRun, worktree: Path) -> None:
+    """What the run's preparing phase restored and a reset removed (``git clean`` takes
+    what the repository does not ignore, e.g. a ``.venv`` it has no ignore rule for),
+    restored again."""
+    from repos.environments.services import environment_restore_missing
+
+    repository = run_repository(run)
+    if repository is not None and run.environment:
+        environment_restore_missing(repository=repository, worktree=worktree, ready=run.environment)
+
+
 def workspace_commit(run: PipelineRun, worktree: Path, summary: str) -> str:
     """Commit what the Coder left in the worktree on the run's branch (its summary in
     the message); the branch's head (unchanged when nothing changed)."""

@@ -93,3 +93,24 @@ class ForgeForm(forms.Form):
         if self.cleaned_data["remove_token"]:
             return ""
         return self.cleaned_data["token"] or None
+
+
+class EnvironmentForm(forms.Form):
+    setup_script = forms.CharField(
+        max_length=20_000,
+        required=False,
+        label="Setup script",
+        help_text=(
+            "Shell commands run once per environment at the root of a checkout, with network, before the tests "
+            "(sh -e: the first failing command stops it), e.g. python3 -m venv .venv && .venv/bin/pip install -r "
+            "requirements.txt. What it leaves in the checkout (.venv, node_modules, …) is kept and given to every "
+            "run. Empty: the repository's own .autocoder/setup.sh or devcontainer.json commands, if any."
+        ),
+        widget=forms.Textarea(attrs={"rows": 5, "spellcheck": "false", "class": "code-input"}),
+        strip=False,
+    )
+    tests_network = forms.BooleanField(
+        required=False,
+        label="Tests may use the network",
+        help_text="Off by default: only setup reaches the network.",
+    )

@@ -181,6 +181,10 @@ class PreparedEnvironment(TimeStampedModel):
     def __str__(self) -> str:
         return f"{self.repository} environment {self.key[:12]} ({self.status})"
 
+    @property
+    def duration_seconds(self) -> str:
+        return f"{self.duration_ms / 1000:.1f}"
+
 
 class BaseTestResult(TimeStampedModel):
     """The test command's outcome on a base commit in an environment: a run compares its

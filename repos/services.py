@@ -515,6 +515,30 @@ def worktree_create(*, repository: Repository, branch: str, path: Path) -> str:
         return base_commit
 
 
+def worktree_detached_create(*, repository: Repository, path: Path, commit: str) -> None:
+    """A worktree at ``path`` at ``commit`` on no branch (where an environment's setup
+    runs); removed with worktree_remove."""
+    repository_folder_check(repository=repository)
+    repo = Path(repository.path)
+    with worktrees_locked(repo):
+        shutil.rmtree(path, ignore_errors=True)
+        _forget_worktree(repo, path)
+        path.mkdir(parents=True)
+        run_git(
+            ["worktree", "add", "--quiet", "--detach", str(path), f"{commit}^{{commit}}"],
+            cwd=repo,
+            access=worktree_access(repo, path),
+        )
+
+
+def base_branch_head(*, repository: Repository) -> str:
+    """The commit the base branch is at now."""
+    repo = Path(repository.path)
+    return git_output(
+        ["rev-parse", "--verify", f"refs/heads/{repository.base_branch}^{{commit}}"], cwd=repo, access=_reading(repo)
+    )
+
+
 def _forget_worktree(repo: Path, path: Path) -> None:
     """Remove git's record of the worktree at ``path`` (``.git/worktrees/<name>``), so
     that its branch can be checked out again and the name reused."""

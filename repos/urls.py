@@ -13,5 +13,11 @@ urlpatterns = [
     path("<id:project_id>/repository/clone", views.repository_clone_view, name="clone"),
     path("<id:project_id>/repository/settings", views.repository_settings_view, name="settings"),
     path("<id:project_id>/repository/forge", views.repository_forge_view, name="forge"),
+    path("<id:project_id>/repository/environment", views.repository_environment_view, name="environment"),
+    path(
+        "<id:project_id>/repository/environment/rebuild",
+        views.repository_environment_rebuild_view,
+        name="environment-rebuild",
+    ),
     path("<id:project_id>/repository/unlink", views.repository_unlink_view, name="unlink"),
 ]

@@ -16,13 +16,15 @@ import os
 import re
 import select
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.sandbox import NO_PROJECT, SANDBOX_DISABLED_WARNING, Limits, ProjectSandbox, sandbox_status, sandboxed_process
 from core.sandbox_limits import LimitedProcess
+
+from .test_report import failing_tests
 
 CANCEL_POLL_SECONDS = 0.2
 TAIL_MARKER = "[… {dropped} earlier characters of output dropped …]\n"
@@ -216,15 +218,26 @@ def run_project_tests(
     )
 
 
-def verify_findings(result: VerifyResult, *, max_findings: int = 20) -> list[dict[str, Any]]:
+def verify_findings(
+    result: VerifyResult, *, max_findings: int = 20, already_failing: Collection[str] = ()
+) -> list[dict[str, Any]]:
     """Review findings from a failed test run: pytest's failed tests where it says
-    them, and always one finding with the end of the output."""
+    them, and always one finding with the end of the output. Tests that already fail
+    on the run's base commit (``already_failing``) are not the change's: none when they
+    are all that fails, and named as such in the summary otherwise."""
     if result.passed:
+        return []
+    known = set(already_failing)
+    failing_now = failing_tests(result.output)
+    if known and failing_now and set(failing_now) <= known and not result.timed_out and result.exit_code:
         return []
     findings: list[dict[str, Any]] = []
     for line in result.output.splitlines():
         match = _PYTEST_FAILED.match(line.strip())
         if match and len(findings) < max_findings - 1:
+            test_id = f"{match['file']}::{match['test']}" if match["test"] else match["file"]
+            if test_id in known:
+                continue
             message = f"Test failed: {match['test'] or match['file']}" + (
                 f" — {match['message']}" if match["message"] else ""
             )
@@ -237,6 +250,11 @@ def verify_findings(result: VerifyResult, *, max_findings: int = 20) -> list[dic
         summary = "The test command went over a limit of the sandbox."
     else:
         summary = f"The test command failed (exit code {result.exit_code})."
+    new = [test for test in failing_now if test not in known]
+    if known and failing_now:
+        summary += f" New failures: {', '.join(new[:20]) or 'none named'}; already failing on the base commit: " + (
+            ", ".join(sorted(known & set(failing_now))[:20]) or "none"
+        )
     tail = result.output[-1500:].strip()
     findings.append({"file": "", "line": None, "severity": "major", "message": f"{summary}\n{tail}"[:5000]})
     return findings

@@ -15,12 +15,15 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.selectors import request_user
 from core.crypto import decrypt_secret
+from core.exceptions import ApplicationError
 from core.forms import add_service_errors
 from projects.models import Project
 from projects.selectors import project_get_for_user
 
 from . import services
-from .forms import CloneForm, ForgeForm, LinkForm, SettingsForm
+from .environments.selectors import environment_overview
+from .environments.services import environment_rebuild, environment_settings_update
+from .forms import CloneForm, EnvironmentForm, ForgeForm, LinkForm, SettingsForm
 from .models import RepositoryStatus
 from .selectors import (
     repository_for_project,
@@ -33,6 +36,8 @@ LINKED = "Repository linked: runs of this project now work on branches of {path}
 CLONING = "Cloning {url}… this page updates when it is done."
 SAVED = "Repository settings saved."
 FORGE_SAVED = "Pull request settings saved."
+ENVIRONMENT_SAVED = "Environment settings saved: the next run prepares its environment with them."
+REBUILDING = "Preparing the environment from scratch… this page shows its output as it comes."
 UNLINKED = "Repository unlinked. Its files and branches are still on the server."
 
 
@@ -50,7 +55,13 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
         "clone_form": forms.get("clone_form") or CloneForm(),
         "settings_form": forms.get("settings_form"),
         "forge_form": forms.get("forge_form"),
+        "environment_form": forms.get("environment_form"),
+        "environment": environment_overview(repository=repository) if repository else None,
     }
+    if repository and context["environment_form"] is None:
+        context["environment_form"] = EnvironmentForm(
+            initial={"setup_script": repository.setup_script, "tests_network": repository.tests_network}
+        )
     if repository and repository.forge_kind and repository.forge_webhook_secret_encrypted:
         # The forge's webhook settings: the owner pastes these in (pull requests' states).
         context["webhook_url"] = request.build_absolute_uri(reverse("api:forge-webhook", args=[repository.pk]))
@@ -73,9 +84,9 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
                 "test_command": repository.test_command,
             },
         )
-    template = (
-        "repos/_status.html" if request.headers.get("HX-Request") and request.GET.get("poll") else "repos/page.html"
-    )
+    template = "repos/page.html"
+    if request.headers.get("HX-Request") and request.GET.get("poll"):
+        template = "repos/_environment_state.html" if request.GET.get("poll") == "environment" else "repos/_status.html"
     return render(request, template, context, status=status)
 
 
@@ -175,3 +186,40 @@ def repository_unlink_view(request: HttpRequest, project_id: int) -> HttpRespons
         services.repository_unlink(repository=repository)
         messages.success(request, UNLINKED)
     return redirect("repos:page", project_id=project.pk)
+
+
+@login_required
+@require_POST
+def repository_environment_view(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
+    repository = repository_for_project(project=project)
+    if repository is None:
+        return redirect("repos:page", project_id=project.pk)
+    form = EnvironmentForm(request.POST)
+    if form.is_valid():
+        try:
+            environment_settings_update(repository=repository, **form.cleaned_data)
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            messages.success(request, ENVIRONMENT_SAVED)
+            return redirect(reverse("repos:page", args=[project.pk]) + "#environment")
+    return _page(request, project, status=400, environment_form=form)
+
+
+@login_required
+@require_POST
+def repository_environment_rebuild_view(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
+    repository = repository_for_project(project=project)
+    if repository is None:
+        return redirect("repos:page", project_id=project.pk)
+    try:
+        environment_rebuild(repository=repository)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, REBUILDING)
+    return redirect(reverse("repos:page", args=[project.pk]) + "#environment")

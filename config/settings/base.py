@@ -504,6 +504,57 @@ CELERY_BEAT_SCHEDULE["pipeline-cleanup-worktrees"] = {
     "schedule": 3600.0,
 }
 
+# Environments (repos/environments/): what a repository's setup script produced, kept
+# once per key (the script, the base image, the files below at the run's base commit)
+# and restored into every run's worktree as hard links. Its package caches live here too.
+ENVIRONMENTS_ROOT = env_str("ENVIRONMENTS_ROOT", str(BASE_DIR / "var" / "environments"))
+ENVIRONMENT_SETUP_TIMEOUT_SECONDS = env_int("ENVIRONMENT_SETUP_TIMEOUT_SECONDS", default=1200, minimum=10)
+# What setup may add to its worktree (a virtualenv, node_modules) and the caches.
+ENVIRONMENT_SETUP_DISK_MB = env_int("ENVIRONMENT_SETUP_DISK_MB", default=8192, minimum=16)
+# Names (or paths) whose contents make a prepared environment stale when they change.
+ENVIRONMENT_KEY_FILES = env_list(
+    "ENVIRONMENT_KEY_FILES",
+    [
+        "requirements*.txt",
+        "constraints*.txt",
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "uv.lock",
+        "poetry.lock",
+        "pdm.lock",
+        "Pipfile",
+        "Pipfile.lock",
+        "tox.ini",
+        ".python-version",
+        "package.json",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "bun.lockb",
+        ".nvmrc",
+        "Gemfile",
+        "Gemfile.lock",
+        "go.mod",
+        "go.sum",
+        "Cargo.toml",
+        "Cargo.lock",
+        "composer.lock",
+        ".autocoder/setup.sh",
+        "devcontainer.json",
+    ],
+)
+# Kept environments unused this long are dropped, and the least recently used while
+# all of them together are over the size (hourly, and after each preparation).
+ENVIRONMENT_MAX_AGE_DAYS = env_int("ENVIRONMENT_MAX_AGE_DAYS", default=14, minimum=1)
+ENVIRONMENT_CACHE_MAX_MB = env_int("ENVIRONMENT_CACHE_MAX_MB", default=20480, minimum=1)
+ENVIRONMENT_OUTPUT_MAX_CHARS = env_int("ENVIRONMENT_OUTPUT_MAX_CHARS", default=50_000, minimum=1000)
+CELERY_BEAT_SCHEDULE["repository-evict-environments"] = {
+    "task": "repos.tasks.repository_evict_environments",
+    "schedule": 3600.0,
+}
+
 # The read-only tools agents use to explore a repository (list_files, read_file,
 # search_code): at most this many tool turns per agent call, this many tokens spent on
 # the exploration, and this many characters of output per tool result.

@@ -77,8 +77,11 @@ def option(command: list[str], name: str) -> str:
 
 def advance_to_coding(task: Task, owner) -> PipelineRun:
     run = run_start(task=task, user=owner)
-    run_advance(run_id=run.pk)  # queued → planning → coding
+    run_advance(run_id=run.pk)  # queued → planning → coding (or preparing, with a test command)
     run.refresh_from_db()
+    if run.status == RunStatus.PREPARING:
+        run_advance(run_id=run.pk)  # the base commit's tests, then coding
+        run.refresh_from_db()
     assert run.status == RunStatus.CODING
     return run
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import views
+from . import environment, views
 
 urlpatterns = [
     path("projects/<str:project_id>/repository", views.RepositoryApi.as_view(), name="project-repository"),
@@ -10,6 +10,16 @@ urlpatterns = [
         "projects/<str:project_id>/repository/clone",
         views.RepositoryCloneApi.as_view(),
         name="project-repository-clone",
+    ),
+    path(
+        "projects/<str:project_id>/repository/environment",
+        environment.RepositoryEnvironmentApi.as_view(),
+        name="project-repository-environment",
+    ),
+    path(
+        "projects/<str:project_id>/repository/environment/rebuild",
+        environment.RepositoryEnvironmentRebuildApi.as_view(),
+        name="project-repository-environment-rebuild",
     ),
     path(
         "projects/<str:project_id>/repository/forge",
