@@ -33,6 +33,7 @@ from .selectors import (
 STEPS: tuple[tuple[str, str], ...] = (
     (RunStatus.QUEUED, "Queued"),
     (RunStatus.PLANNING, "Planning"),
+    (RunStatus.PREPARING, "Environment"),
     (RunStatus.CODING, "Coding"),
     (RunStatus.VERIFYING, "Testing"),
     (RunStatus.REVIEWING, "Reviewing"),
@@ -43,6 +44,7 @@ STEPS: tuple[tuple[str, str], ...] = (
 STEP_ALIASES: dict[str, str] = {RunStatus.FIXING: RunStatus.REVIEWING}
 AGENT_FOR_PHASE: dict[str, str] = {
     RunStatus.PLANNING: "planner",
+    RunStatus.PREPARING: "environment",
     RunStatus.CODING: "coder",
     RunStatus.FIXING: "coder",
     RunStatus.VERIFYING: "verifier",
@@ -50,6 +52,7 @@ AGENT_FOR_PHASE: dict[str, str] = {
 }
 AGENT_INFO = {
     "planner": ("Planner", "Splits the task into subtasks"),
+    "environment": ("Environment", "Prepares the checkout's environment and runs the tests on the base"),
     "coder": ("Coder", "Writes the file changes"),
     "reviewer": ("Reviewer", "Checks the changes"),
     "verifier": ("Tests", "Runs the project's test command"),
@@ -66,8 +69,14 @@ STATUS_TONE: dict[str, str] = {
 }
 
 
-def _steps(run: PipelineRun | None, stopped_in: str, *, with_tests: bool) -> list[dict[str, str]]:
-    shown = [(key, label) for key, label in STEPS if with_tests or key != RunStatus.VERIFYING]
+def _steps(
+    run: PipelineRun | None, stopped_in: str, *, with_tests: bool, with_environment: bool
+) -> list[dict[str, str]]:
+    shown = [
+        (key, label)
+        for key, label in STEPS
+        if (with_tests or key != RunStatus.VERIFYING) and (with_environment or key != RunStatus.PREPARING)
+    ]
     index_of = {str(key): index for index, (key, _) in enumerate(shown)}
 
     def step_of(status: str, default: int) -> int:
@@ -268,10 +277,12 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
     pending_comments = [comment for comment in line_comments if comment.feedback_round is None] if can_comment else []
     repository = getattr(task.project, "repository", None)
     with_tests = bool((run and run.verify_result) or (repository and repository.test_command.strip()))
+    # The environment step: runs that prepared one, or are preparing (or stopped there).
+    with_environment = bool(run and (run.environment or RunStatus.PREPARING in (run.status, run.phase, stopped_in)))
     logs = []
     if transcript is not None:
         for agent in LOG_AGENTS:
-            if agent == "verifier" and not with_tests:
+            if (agent == "verifier" and not with_tests) or (agent == "environment" and not with_environment):
                 continue
             name, role = AGENT_INFO[agent]
             segments = transcript.agents.get(agent, [])
@@ -292,7 +303,7 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "run": run,
         "actions": actions,
         "can_start": run is None or run.status == RunStatus.APPROVED,
-        "steps": _steps(run, stopped_in, with_tests=with_tests),
+        "steps": _steps(run, stopped_in, with_tests=with_tests, with_environment=with_environment),
         "with_tests": with_tests,
         "repository": repository,
         "pull_request": PullRequest.objects.filter(run=run).first() if run else None,

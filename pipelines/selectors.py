@@ -155,7 +155,7 @@ def run_events(*, task: Task, after_id: int = 0, limit: int = 5000) -> QuerySet[
 # --- Task page: the pipeline panel ---------------------------------------------------------
 
 # The agents in pipeline order: one log pane each on the task page.
-LOG_AGENTS = ("planner", "coder", "verifier", "reviewer")
+LOG_AGENTS = ("planner", "environment", "coder", "verifier", "reviewer")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Signs that the test command itself could not start (exit 126/127, an interpreter,
 # a test runner or an imported package missing): the environment is broken.
 _CANNOT_START = (
+    # `python -m pytest` without pytest: the interpreter's own words, whatever the exit.
+    (re.compile(r"(?:^|\n)\S*python[\d.]*: No module named ([\w.]+)"), "the Python module {0} is not installed"),
     (re.compile(r"No module named '?([\w.]+)'?"), "the Python module {0} is not installed"),
     (re.compile(r"Cannot find module '([^']+)'"), "the Node module {0} is not installed"),
     (
@@ -66,7 +68,8 @@ def cannot_start_reason(*, exit_code: int | None, output: str) -> str:
     tail = _ANSI.sub("", output[-20_000:])
     for pattern, reason in _CANNOT_START:
         match = pattern.search(tail)
-        if match and (exit_code in (126, 127) or exit_code in _RUNNER_COULD_NOT_RUN or "Error" in tail):
+        decisive = pattern is _CANNOT_START[0][0]
+        if match and (decisive or exit_code in (126, 127) or exit_code in _RUNNER_COULD_NOT_RUN or "Error" in tail):
             return reason.format(match.group(1))
     if exit_code == 127:
         return "a program it runs is not installed (exit 127)"

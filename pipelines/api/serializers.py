@@ -38,6 +38,15 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
         ),
     )
 
+    environment = serializers.JSONField(
+        read_only=True,
+        help_text=(
+            "The environment the run's commands ran in, once prepared: key, source (which setup script), "
+            "prepared_id, prepared_now, paths restored, restore_ms, and base_tests (the test command on the base "
+            "commit: passed, exit_code, failing_tests, ran_now)."
+        ),
+    )
+
     class Meta:
         model = PipelineRun
         fields = [
@@ -46,6 +55,8 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
             "number",
             "status",
             "phase",
+            "pause_kind",
+            "environment",
             "iteration",
             "plan",
             "file_changes",

@@ -244,7 +244,7 @@ def test_out_of_turns_what_was_done_is_tested_and_reviewed_and_the_review_says_s
     run = drive_in_process(run_start(task=task, user=owner))
 
     assert run.status == RunStatus.AWAITING_APPROVAL
-    path = [t.to_status for t in run.transitions.order_by("id")][3:]
+    path = [t.to_status for t in run.transitions.order_by("id")][4:]  # after queued, planning, preparing, coding
     assert path == ["verifying", "reviewing", "fixing", "verifying", "reviewing", "awaiting_approval"]
     first_review = run.review_history[0]
     messages = [finding["message"] for finding in first_review["findings"]]

@@ -186,7 +186,7 @@ def test_the_verify_step_catches_a_failing_test_and_the_fix_loop_fixes_it(
     assert run.status == RunStatus.AWAITING_APPROVAL
     statuses = list(run.transitions.values_list("to_status", flat=True))
     assert statuses == [
-        "queued", "planning", "coding", "verifying", "reviewing", "fixing", "verifying", "reviewing",
+        "queued", "planning", "preparing", "coding", "verifying", "reviewing", "fixing", "verifying", "reviewing",
         "awaiting_approval",
     ]  # fmt: skip
     failed_review = run.review_history[0]
@@ -213,7 +213,7 @@ def test_a_hanging_test_command_is_killed_at_its_timeout(fake_llm, linked, task,
         ToolReply(input=PASS),
     )
     run = run_start(task=task, user=owner)
-    for _ in range(4):  # queued → planning → coding → verifying → reviewing
+    for _ in range(5):  # queued → planning → preparing (the base's tests time out too) → coding → verifying
         run_advance(run_id=run.pk)
     run.refresh_from_db()
 

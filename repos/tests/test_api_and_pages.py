@@ -142,7 +142,7 @@ def test_the_page_shows_the_suggestion_with_a_button_that_fills_the_field(client
     html = client.get(page).content.decode()
     assert 'data-testid="suggested-test-command">npm test</code>' in html
     assert 'data-fill-field="test_command" data-fill-value="npm test"' in html
-    assert "Suggested setup (environments are coming)" in html
+    assert 'data-fill-field="setup_script" data-fill-value="npm ci"' in html
     assert "<code>npm ci</code>" in html
     assert "package-lock.json: npm ci." in html
 
@@ -153,4 +153,6 @@ def test_the_page_shows_the_suggestion_with_a_button_that_fills_the_field(client
         ).status_code
         == 302
     )
+    assert 'data-fill-field="test_command"' not in client.get(page).content.decode()
+    assert client.post(page + "/environment", {"setup_script": "npm ci"}).status_code == 302
     assert "data-fill-field" not in client.get(page).content.decode()

@@ -22,7 +22,7 @@
   var REFRESH_TYPES = {
     "phase-change": 1, "run-update": 1, "subtask-change": 1, error: 1, "pipeline-complete": 1, "task-status": 1
   };
-  var AGENT_FOR_STATUS = { planning: "planner", coding: "coder", fixing: "coder", verifying: "verifier", reviewing: "reviewer" };
+  var AGENT_FOR_STATUS = { planning: "planner", preparing: "environment", coding: "coder", fixing: "coder", verifying: "verifier", reviewing: "reviewer" };
 
   var lastId = Number(root.getAttribute("data-last-event-id")) || 0;
   var panelUrl = root.getAttribute("data-panel-url");
@@ -31,7 +31,7 @@
   // The phase the next log chunks belong to: the id of the phase-change that began it.
   var phaseKey = Number(root.getAttribute("data-phase-event-id")) || 0;
   var phaseText = root.getAttribute("data-phase-label") || "";
-  var PHASE_LABELS = { planning: "Planning", coding: "Coding", reviewing: "Reviewing", fixing: "Fixing" };
+  var PHASE_LABELS = { planning: "Planning", preparing: "Preparing the environment", coding: "Coding", reviewing: "Reviewing", fixing: "Fixing" };
 
   function panel() { return document.getElementById("pipeline-panel"); }
   function logs() { return root.querySelector("[data-agent-logs]"); }

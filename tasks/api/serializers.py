@@ -40,7 +40,7 @@ class LatestRunSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="run_id", help_text="The run's id (`/api/runs/{id}`).")
     number = serializers.IntegerField(source="run_number", help_text="1 for the task's first run, then 2, 3…")
     status = serializers.CharField(
-        help_text="queued, planning, coding, verifying, reviewing, fixing, awaiting_approval, paused, approved, "
+        help_text="queued, planning, preparing, coding, verifying, reviewing, fixing, awaiting_approval, paused, approved, "
         "failed or cancelled (the run's `status`)."
     )
     phase = serializers.CharField(help_text="The working phase it is in, or was in when it paused or ended.")

@@ -28,7 +28,6 @@ def test_use_it_fills_the_test_command_field(page, live_app: LiveApp) -> None:
     settings = page.locator("form[action$='/repository/settings']")
     suggestion = settings.locator("[data-testid=repo-suggestion]")
     assert suggestion.locator("[data-testid=suggested-test-command]").inner_text() == "yarn test"
-    assert suggestion.locator("[data-testid=suggested-setup]").inner_text() == "yarn install --frozen-lockfile"
     field = settings.locator("input[name=test_command]")
     assert field.input_value() == ""
 
@@ -38,3 +37,14 @@ def test_use_it_fills_the_test_command_field(page, live_app: LiveApp) -> None:
     field.fill("yarn test --silent")  # edited before it is saved
     settings.locator("button[type=submit]").click()
     assert "yarn test --silent" in page.locator("#repository-status").inner_text()
+
+    # The setup script: suggested under Environment, taken with one click, then in force.
+    environment = page.locator("#environment")
+    assert "No setup script is in force" in environment.locator("[data-testid=setup-in-force]").inner_text()
+    setup = environment.locator("[data-testid=setup-suggestion]")
+    assert setup.locator("[data-testid=suggested-setup]").inner_text() == "yarn install --frozen-lockfile"
+    setup.locator("button:has-text('Use it')").click()
+    assert environment.locator("textarea[name=setup_script]").input_value() == "yarn install --frozen-lockfile"
+    environment.locator("button:has-text('Save environment')").click()
+    in_force = page.locator("#environment [data-testid=setup-in-force]").inner_text()
+    assert "the script written on this page" in in_force and "environment" in in_force
