@@ -40,8 +40,8 @@ class LatestRunSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="run_id", help_text="The run's id (`/api/runs/{id}`).")
     number = serializers.IntegerField(source="run_number", help_text="1 for the task's first run, then 2, 3…")
     status = serializers.CharField(
-        help_text="queued, planning, preparing, coding, verifying, reviewing, fixing, awaiting_approval, paused, approved, "
-        "failed or cancelled (the run's `status`)."
+        help_text="queued, planning, preparing, coding, verifying, reviewing, fixing, awaiting_approval, paused, "
+        "approved, failed or cancelled (the run's `status`)."
     )
     phase = serializers.CharField(help_text="The working phase it is in, or was in when it paused or ended.")
     cost_usd = _usd_field(
