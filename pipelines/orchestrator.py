@@ -251,8 +251,14 @@ def _run_sandboxed_tests(
 ) -> VerifyResult:
     from repos.verify import run_project_tests
 
+    sandbox, masker = workspace.run_test_environment(run)
     return run_project_tests(
-        command=command, worktree=worktree, on_output=log.write, should_cancel=lambda: should_stop(lease)
+        command=command,
+        worktree=worktree,
+        on_output=log.write,
+        should_cancel=lambda: should_stop(lease),
+        project=sandbox,
+        masker=masker,
     )
 
 

@@ -14,4 +14,10 @@ urlpatterns = [
     path("<id:project_id>/repository/settings", views.repository_settings_view, name="settings"),
     path("<id:project_id>/repository/forge", views.repository_forge_view, name="forge"),
     path("<id:project_id>/repository/unlink", views.repository_unlink_view, name="unlink"),
+    path("<id:project_id>/repository/variables", views.repository_variable_set_view, name="variable-set"),
+    path(
+        "<id:project_id>/repository/variables/<str:name>/delete",
+        views.repository_variable_delete_view,
+        name="variable-delete",
+    ),
 ]

@@ -20,7 +20,7 @@ from projects.models import Project
 from projects.selectors import project_get_for_user
 
 from . import services
-from .forms import CloneForm, ForgeForm, LinkForm, SettingsForm
+from .forms import CloneForm, ForgeForm, LinkForm, SettingsForm, VariableForm
 from .models import RepositoryStatus
 from .selectors import (
     repository_for_project,
@@ -28,12 +28,15 @@ from .selectors import (
     repository_suggestion,
     repository_worktrees_disk_usage,
 )
+from .variables import project_variable_delete, project_variable_set, project_variables_list
 
 LINKED = "Repository linked: runs of this project now work on branches of {path}."
 CLONING = "Cloning {url}… this page updates when it is done."
 SAVED = "Repository settings saved."
 FORGE_SAVED = "Pull request settings saved."
 UNLINKED = "Repository unlinked. Its files and branches are still on the server."
+VARIABLE_SAVED = "Variable {name} saved."
+VARIABLE_DELETED = "Variable {name} removed."
 
 
 def _page(request: HttpRequest, project: Project, status: int = 200, **forms: Any) -> HttpResponse:
@@ -50,6 +53,8 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
         "clone_form": forms.get("clone_form") or CloneForm(),
         "settings_form": forms.get("settings_form"),
         "forge_form": forms.get("forge_form"),
+        "variables": project_variables_list(project=project),
+        "variable_form": forms.get("variable_form") or VariableForm(),
     }
     if repository and repository.forge_kind and repository.forge_webhook_secret_encrypted:
         # The forge's webhook settings: the owner pastes these in (pull requests' states).
@@ -175,3 +180,28 @@ def repository_unlink_view(request: HttpRequest, project_id: int) -> HttpRespons
         services.repository_unlink(repository=repository)
         messages.success(request, UNLINKED)
     return redirect("repos:page", project_id=project.pk)
+
+
+@login_required
+@require_POST
+def repository_variable_set_view(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
+    form = VariableForm(request.POST)
+    if form.is_valid():
+        try:
+            variable = project_variable_set(project=project, **form.cleaned_data)
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            messages.success(request, VARIABLE_SAVED.format(name=variable.name))
+            return redirect(reverse("repos:page", kwargs={"project_id": project.pk}) + "#variables")
+    return _page(request, project, status=400, variable_form=form)
+
+
+@login_required
+@require_POST
+def repository_variable_delete_view(request: HttpRequest, project_id: int, name: str) -> HttpResponse:
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
+    project_variable_delete(project=project, name=name)
+    messages.success(request, VARIABLE_DELETED.format(name=name))
+    return redirect(reverse("repos:page", kwargs={"project_id": project.pk}) + "#variables")
