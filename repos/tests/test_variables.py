@@ -207,7 +207,7 @@ def test_the_list_is_one_query(owner_client, project, django_assert_max_num_quer
 # --- The page and the admin ---------------------------------------------------------
 
 
-def test_the_page_sets_and_removes_and_never_shows_a_secret(client, owner, password, project) -> None:  # type: ignore[no-untyped-def]
+def test_the_page_sets_and_removes_and_never_shows_a_secret(client, owner, project) -> None:  # type: ignore[no-untyped-def]
     client.force_login(owner)
     page = f"/projects/{project.pk}/repository"
 
