@@ -28,6 +28,7 @@ from .leases import Lease
 from .models import PipelineRun
 from .recall import Recall
 from .recovery import BoughtCalls
+from .workspace import run_test_environment
 
 OUT_OF_TURNS_STOP = "error_max_turns"
 
@@ -38,6 +39,7 @@ def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *
     log = AgentLogStream(task=run.task, run=run, agent=agents.CODER)
     provider = run_provider(run)
     test_command = _test_command(run).strip()
+    sandbox, masker = run_test_environment(run)
     request = LLMRequest(
         system=system,
         messages=[{"role": "user", "content": prompt}],
@@ -45,6 +47,8 @@ def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *
         max_tokens=run.max_tokens,
         worktree=str(worktree),
         allowed_commands=(test_command,) if test_command else (),
+        command_variables=sandbox.variables if test_command else (),
+        command_secrets=masker.secrets,
         max_turns=settings.CODER_MAX_TURNS,
     )
     if _stopped(lease):

@@ -112,6 +112,8 @@ def code_in_worktree(
     ``recall`` (pipelines.recall) goes into the system prompt of every turn."""
     from repos.coder_tools import CoderSession, coder_tools
 
+    from .workspace import run_test_environment
+
     system = agent_system_prompt(run, agents.CODER, worktree, recall=recall, role=agents.CODER_EDITING_ROLE)
     recalled = recall.record()
     log = AgentLogStream(task=run.task, run=run, agent=agents.CODER)
@@ -122,7 +124,10 @@ def code_in_worktree(
     if run.plan:
         client_tools = (*client_tools, START_SUBTASK)
     repository_test_command = _test_command(run)
-    session = CoderSession(on_output=log.write, should_cancel=lambda: should_stop(lease))
+    sandbox, masker = run_test_environment(run)
+    session = CoderSession(
+        on_output=log.write, should_cancel=lambda: should_stop(lease), project=sandbox, masker=masker
+    )
     bought = BoughtCalls(run, agents.CODER)
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     turns = tokens = 0

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from django.db import InterfaceError, OperationalError
 
 from core.exceptions import ApplicationError
-from core.sandbox import NO_PROJECT
 from core.workers import shutdown_requested
 from llm.providers.base import ProviderError
 
@@ -403,16 +402,16 @@ def _setup_failed_result(message: str) -> VerifyResult:
 def _run_sandboxed_tests(
     run: PipelineRun, lease: Lease, log: AgentLogStream, worktree: Path, command: str
 ) -> VerifyResult:
-    from repos.environments.services import commands_sandbox
     from repos.verify import run_project_tests
 
-    repository = workspace.run_repository(run)
+    sandbox, masker = workspace.run_test_environment(run)
     return run_project_tests(
         command=command,
         worktree=worktree,
         on_output=log.write,
         should_cancel=lambda: should_stop(lease),
-        project=commands_sandbox(repository=repository) if repository is not None else NO_PROJECT,
+        project=sandbox,
+        masker=masker,
     )
 
 

@@ -20,6 +20,8 @@ from core.exceptions import ApplicationError
 from .models import PipelineRun
 
 if TYPE_CHECKING:
+    from core.masking import OutputMasker
+    from core.sandbox import ProjectSandbox
     from repos.git import GitAccess
     from repos.models import Repository
 
@@ -44,6 +46,22 @@ def run_repository(run: PipelineRun) -> Repository | None:
     from repos.models import Repository
 
     return Repository.objects.filter(project_id=run.task.project_id).first()
+
+
+def run_test_environment(run: PipelineRun) -> tuple[ProjectSandbox, OutputMasker]:
+    """How the run's project's test command runs (its variables in its environment)
+    and the masker of its secrets for whatever that command prints: the verify step,
+    the Coder's run_tests and the Claude CLI's test runner use the same two."""
+    from core.sandbox import ProjectSandbox
+    from repos.environments.services import commands_sandbox
+    from repos.variables import project_sandbox_variables, secret_masker
+
+    project = run.task.project
+    repository = run_repository(run)
+    if repository is None:
+        return ProjectSandbox(variables=project_sandbox_variables(project)), secret_masker(project)
+    # The repository's: the project's variables, the network where its tests opted in.
+    return commands_sandbox(repository=repository), secret_masker(project)
 
 
 def branch_name(run: PipelineRun) -> str:

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.http import HttpRequest
 
-from .models import Repository, RepositoryFolder
+from .models import ProjectVariable, Repository, RepositoryFolder
 
 
 @admin.register(Repository)
@@ -26,3 +27,19 @@ class RepositoryFolderAdmin(admin.ModelAdmin):
     raw_id_fields = ("owner", "project")
     filter_horizontal = ("shared_with",)
     readonly_fields = ("created_at", "updated_at")
+
+
+@admin.register(ProjectVariable)
+class ProjectVariableAdmin(admin.ModelAdmin):
+    """Names only: values are never decrypted here (the owner sets them on the
+    Repository page or the API; an operator can remove one)."""
+
+    list_display = ("name", "project", "secret", "updated_at")
+    list_filter = ("secret",)
+    search_fields = ("name", "project__name", "project__owner__email")
+    list_select_related = ("project",)
+    fields = ("project", "name", "secret", "created_at", "updated_at")
+    readonly_fields = ("project", "name", "secret", "created_at", "updated_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a value is set where it is encrypted and checked: the page or the API

@@ -15,6 +15,7 @@ A ``CoderSession`` (one per conversation) counts the test runs, at most
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,8 @@ from typing import Any
 
 from django.conf import settings
 
-from core.sandbox import SandboxUnavailable
+from core.masking import NO_MASKING, OutputMasker
+from core.sandbox import NO_PROJECT, ProjectSandbox, SandboxUnavailable
 from llm.providers.base import Tool
 
 from .editor import DELETE_FILE, EDITOR_TOOL, EDITOR_TOOL_NAME, ToolOutcome, editor_run
@@ -49,12 +51,17 @@ class CoderSession:
     """One Coder conversation's state across tool calls: the test runs made so far.
 
     ``on_output`` receives the test command's output as it streams (e.g. the run's log);
-    ``should_cancel`` stops a running command (e.g. the run was cancelled)."""
+    ``should_cancel`` stops a running command (e.g. the run was cancelled).
+    ``project`` is how the project's commands run (its variables among them) and
+    ``masker`` takes its secrets out of the output, before the stream and the tool's
+    result (which goes to the model) see it."""
 
     max_test_runs: int | None = None  # None: settings.CODER_MAX_TEST_RUNS
     test_runs: int = 0
     on_output: Callable[[str], None] = field(default=lambda text: None)
     should_cancel: Callable[[], bool] = field(default=lambda: False)
+    project: ProjectSandbox = NO_PROJECT
+    masker: OutputMasker = NO_MASKING
 
     @property
     def test_run_limit(self) -> int:
@@ -107,7 +114,12 @@ def _run_tests(worktree: Path, test_command: str, session: CoderSession) -> Tool
     session.test_runs += 1
     try:
         result = run_project_tests(
-            command=test_command, worktree=worktree, on_output=session.on_output, should_cancel=session.should_cancel
+            command=test_command,
+            worktree=worktree,
+            on_output=session.on_output,
+            should_cancel=session.should_cancel,
+            project=session.project,
+            masker=session.masker,
         )
     except SandboxUnavailable as exc:
         session.test_runs -= 1  # nothing ran
@@ -124,12 +136,15 @@ def coder_tool_run(
     session: CoderSession,
     max_characters: int | None = None,
 ) -> ToolOutcome:
-    """Run one Coder tool call in ``worktree``; every problem is an is_error outcome."""
+    """Run one Coder tool call in ``worktree``; every problem is an is_error outcome.
+    What it answers goes to the model: the session's secrets are masked in it, also
+    where a file shows them (a test run may have written its environment into one)."""
     if name == RUN_TESTS.name:
         return _run_tests(Path(worktree), test_command, session)
     if name in (EDITOR_TOOL_NAME, SEARCH_CODE.name, DELETE_FILE.name):
         if tool_input is None:
             return ToolOutcome("The tool input was not valid JSON; call the tool again.", is_error=True)
         limit = settings.AGENT_TOOL_OUTPUT_MAX_CHARS if max_characters is None else max_characters
-        return editor_run(Path(worktree), name, tool_input, max_characters=limit)
+        outcome = editor_run(Path(worktree), name, tool_input, max_characters=limit)
+        return dataclasses.replace(outcome, content=session.masker.mask(outcome.content))
     return ToolOutcome(f"There is no tool {name!r}; use {', '.join(coder_tool_names())}.", is_error=True)

@@ -114,3 +114,25 @@ class EnvironmentForm(forms.Form):
         label="Tests may use the network",
         help_text="Off by default: only setup reaches the network.",
     )
+
+
+class VariableForm(forms.Form):
+    """A project variable: set (or replace) one. A secret's value is never rendered back."""
+
+    name = forms.CharField(
+        max_length=1000,
+        label="Name",
+        widget=forms.TextInput(attrs={"placeholder": "API_TOKEN", "spellcheck": "false", "autocomplete": "off"}),
+    )
+    value = forms.CharField(
+        required=False,
+        strip=False,
+        label="Value",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+    )
+    secret = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Secret",
+        help_text="Encrypted, masked in every output, never shown again. Untick for a plain setting you want to see.",
+    )

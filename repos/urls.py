@@ -20,4 +20,10 @@ urlpatterns = [
         name="environment-rebuild",
     ),
     path("<id:project_id>/repository/unlink", views.repository_unlink_view, name="unlink"),
+    path("<id:project_id>/repository/variables", views.repository_variable_set_view, name="variable-set"),
+    path(
+        "<id:project_id>/repository/variables/<str:name>/delete",
+        views.repository_variable_delete_view,
+        name="variable-delete",
+    ),
 ]

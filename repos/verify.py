@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.masking import NO_MASKING, OutputMasker
 from core.sandbox import NO_PROJECT, SANDBOX_DISABLED_WARNING, Limits, ProjectSandbox, sandbox_status, sandboxed_process
 from core.sandbox_limits import LimitedProcess
 
@@ -54,26 +55,46 @@ class _TailBuffer:
     failures are at the end. Only the first ``stream_limit`` characters of the command's
     output are handed to ``on_output`` (each becomes stored run events and goes to every
     page watching): past that the stream says once what is cut, and the result keeps
-    the tail as before."""
+    the tail as before.
 
-    def __init__(self, limit: int, on_output: Callable[[str], None], *, stream_limit: int | None = None) -> None:
+    The command's output goes through ``masker`` first (its secrets, core/masking.py):
+    what is streamed and what is kept never holds one. A secret split between two reads
+    is caught because the end of each read waits for the next."""
+
+    def __init__(
+        self,
+        limit: int,
+        on_output: Callable[[str], None],
+        *,
+        stream_limit: int | None = None,
+        masker: OutputMasker = NO_MASKING,
+    ) -> None:
         self.limit = limit
         self.on_output = on_output
         self.stream_limit = stream_limit
+        self.masking = masker.stream()
         self.streamed = 0
         self.chunks: list[str] = []
         self.kept = 0
         self.dropped = 0
 
     def emit(self, text: str) -> None:
-        """The command's output: streamed up to the stream limit, its tail kept."""
-        if not text:
-            return
-        self._stream(text)
-        self._keep(text)
+        """The command's output, masked: streamed up to the stream limit, its tail kept."""
+        self._put(self.masking.write(text))
+
+    def end_of_output(self) -> None:
+        """The command's output has ended: what the masker held back goes out."""
+        self._put(self.masking.finish())
+
+    def _put(self, text: str) -> None:
+        if text:
+            self._stream(text)
+            self._keep(text)
 
     def note(self, text: str) -> None:
-        """Our own words about the run (a warning, a timeout): always streamed, and kept."""
+        """Our own words about the run (a warning, a timeout): always streamed, and kept,
+        after whatever of the command's output was held back."""
+        self.end_of_output()
         if text:
             self.on_output(text)
             self._keep(text)
@@ -103,6 +124,7 @@ class _TailBuffer:
             self.dropped += removed
 
     def text(self) -> str:
+        self.end_of_output()
         output = "".join(self.chunks)
         return TAIL_MARKER.format(dropped=self.dropped) + output if self.dropped else output
 
@@ -118,13 +140,15 @@ def run_test_command(
     should_cancel: Callable[[], bool],
     max_streamed_chars: int | None = None,
     project: ProjectSandbox = NO_PROJECT,
+    masker: OutputMasker = NO_MASKING,
 ) -> VerifyResult:
     """Run ``command`` sandboxed in ``cwd``. Raises SandboxUnavailable, having started
     nothing, where no sandbox can be made. ``on_output`` gets the output as it comes,
     at most ``max_streamed_chars`` of it (None: all); the result keeps the last
-    ``max_output_chars``."""
+    ``max_output_chars``. Both are masked by ``masker`` (the secrets among
+    ``project.variables``): nothing that leaves here holds a secret value."""
     started = time.monotonic()
-    output = _TailBuffer(max_output_chars, on_output, stream_limit=max_streamed_chars)
+    output = _TailBuffer(max_output_chars, on_output, stream_limit=max_streamed_chars, masker=masker)
     status = sandbox_status()
     if status.disabled:
         output.note(SANDBOX_DISABLED_WARNING)
@@ -196,6 +220,7 @@ def run_project_tests(
     on_output: Callable[[str], None],
     should_cancel: Callable[[], bool],
     project: ProjectSandbox = NO_PROJECT,
+    masker: OutputMasker = NO_MASKING,
 ) -> VerifyResult:
     """A project's test command in a run's worktree with the verify settings (timeout,
     sandbox limits, output kept, output streamed): the verify phase and the Coder's
@@ -215,6 +240,7 @@ def run_project_tests(
         on_output=on_output,
         should_cancel=should_cancel,
         project=project,
+        masker=masker,
     )
 
 

@@ -23,7 +23,7 @@ from projects.selectors import project_get_for_user
 from . import services
 from .environments.selectors import environment_overview
 from .environments.services import environment_rebuild, environment_settings_update
-from .forms import CloneForm, EnvironmentForm, ForgeForm, LinkForm, SettingsForm
+from .forms import CloneForm, EnvironmentForm, ForgeForm, LinkForm, SettingsForm, VariableForm
 from .models import RepositoryStatus
 from .selectors import (
     repository_for_project,
@@ -31,6 +31,7 @@ from .selectors import (
     repository_suggestion,
     repository_worktrees_disk_usage,
 )
+from .variables import project_variable_delete, project_variable_set, project_variables_list
 
 LINKED = "Repository linked: runs of this project now work on branches of {path}."
 CLONING = "Cloning {url}… this page updates when it is done."
@@ -39,6 +40,8 @@ FORGE_SAVED = "Pull request settings saved."
 ENVIRONMENT_SAVED = "Environment settings saved: the next run prepares its environment with them."
 REBUILDING = "Preparing the environment from scratch… this page shows its output as it comes."
 UNLINKED = "Repository unlinked. Its files and branches are still on the server."
+VARIABLE_SAVED = "Variable {name} saved."
+VARIABLE_DELETED = "Variable {name} removed."
 
 
 def _page(request: HttpRequest, project: Project, status: int = 200, **forms: Any) -> HttpResponse:
@@ -57,6 +60,8 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
         "forge_form": forms.get("forge_form"),
         "environment_form": forms.get("environment_form"),
         "environment": environment_overview(repository=repository) if repository else None,
+        "variables": project_variables_list(project=project),
+        "variable_form": forms.get("variable_form") or VariableForm(),
     }
     if repository and context["environment_form"] is None:
         context["environment_form"] = EnvironmentForm(
@@ -207,6 +212,20 @@ def repository_environment_view(request: HttpRequest, project_id: int) -> HttpRe
     return _page(request, project, status=400, environment_form=form)
 
 
+def repository_variable_set_view(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
+    form = VariableForm(request.POST)
+    if form.is_valid():
+        try:
+            variable = project_variable_set(project=project, **form.cleaned_data)
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            messages.success(request, VARIABLE_SAVED.format(name=variable.name))
+            return redirect(reverse("repos:page", kwargs={"project_id": project.pk}) + "#variables")
+    return _page(request, project, status=400, variable_form=form)
+
+
 @login_required
 @require_POST
 def repository_environment_rebuild_view(request: HttpRequest, project_id: int) -> HttpResponse:
@@ -223,3 +242,10 @@ def repository_environment_rebuild_view(request: HttpRequest, project_id: int) -
     else:
         messages.success(request, REBUILDING)
     return redirect(reverse("repos:page", args=[project.pk]) + "#environment")
+
+
+def repository_variable_delete_view(request: HttpRequest, project_id: int, name: str) -> HttpResponse:
+    project = project_get_for_user(user=request_user(request), project_id=project_id)
+    project_variable_delete(project=project, name=name)
+    messages.success(request, VARIABLE_DELETED.format(name=name))
+    return redirect(reverse("repos:page", kwargs={"project_id": project.pk}) + "#variables")

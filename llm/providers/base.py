@@ -54,6 +54,11 @@ class LLMRequest:
     worktree: str = ""
     allowed_commands: tuple[str, ...] = ()
     max_turns: int = 0
+    # The environment ``allowed_commands`` get (a project's variables) — theirs only,
+    # never the agent's own process — and the values masked in whatever the agent
+    # reports back of them (the secret ones).
+    command_variables: tuple[tuple[str, str], ...] = ()
+    command_secrets: tuple[str, ...] = ()
 
     def api_tools(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """The request's ``tools`` and ``tool_choice`` for the Messages API."""

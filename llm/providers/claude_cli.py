@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from core.masking import OutputMasker
 from core.sandbox import SANDBOX_DISABLED_WARNING, SANDBOX_HOME, SandboxUnavailable, process_kill, sandbox_status
 
 from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, ToolCall
@@ -237,12 +238,14 @@ class ClaudeCliProvider:
         *,
         sandboxed: bool,
         test_command: str = "",
+        test_variables: tuple[tuple[str, str], ...] = (),
+        test_secrets: tuple[str, ...] = (),
     ) -> Iterator[subprocess.Popen[bytes]]:
         """The CLI started in its sandbox (or, where the operator turned it off, as it
         is), with a private config folder either way; one place for every call."""
         if not sandboxed:
             with (
-                private_config(env, test_command) as unsandboxed_env,
+                private_config(env, test_command, test_variables, test_secrets) as unsandboxed_env,
                 _unsandboxed(argv, workspace, unsandboxed_env, stdin, stderr) as child,
             ):
                 yield child
@@ -257,6 +260,8 @@ class ClaudeCliProvider:
             stdin=stdin,
             stderr=stderr,
             test_command=test_command,
+            test_variables=test_variables,
+            test_secrets=test_secrets,
         ) as (child, _relay):
             yield child
 
@@ -314,6 +319,13 @@ class ClaudeCliProvider:
         if not status.available:
             raise SandboxUnavailable(status.message)
         prompt = next((str(m["content"]) for m in reversed(request.messages) if m.get("role") == "user"), "")
+        # The test runner masks the secrets in what the CLI reads back; what the CLI
+        # then says (it may quote an output) is masked again on its way out.
+        masker = OutputMasker(request.command_secrets)
+
+        def on_masked_chunk(text: str) -> None:
+            on_chunk(masker.mask(text))
+
         with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
             stdin.write(prompt.encode("utf-8"))
             stdin.seek(0)
@@ -329,8 +341,14 @@ class ClaudeCliProvider:
                 stderr,
                 sandboxed=not status.disabled,
                 test_command=_test_command(request),
+                test_variables=request.command_variables,
+                test_secrets=request.command_secrets,
             ) as child:
-                return self._stream(request, child, stderr, on_chunk=on_chunk, should_cancel=should_cancel)
+                result = self._stream(request, child, stderr, on_chunk=on_masked_chunk, should_cancel=should_cancel)
+        if masker:
+            result.text = masker.mask(result.text)
+            result.content = _masked(result.content, masker)
+        return result
 
     def _stream(
         self,
@@ -464,6 +482,17 @@ def _lines(child: subprocess.Popen[bytes], deadline: float, should_cancel: Cance
         for line in complete:
             if line.strip():
                 yield line.decode("utf-8", errors="replace")
+
+
+def _masked(value: Any, masker: OutputMasker) -> Any:
+    """``value`` (content blocks) with the masker applied to every string in it."""
+    if isinstance(value, str):
+        return masker.mask(value)
+    if isinstance(value, list):
+        return [_masked(item, masker) for item in value]
+    if isinstance(value, dict):
+        return {key: _masked(item, masker) for key, item in value.items()}
+    return value
 
 
 def _cli_environment() -> dict[str, str]:

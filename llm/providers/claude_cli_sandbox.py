@@ -23,6 +23,15 @@ assistant's one-shot answers — runs ``sandboxed_program`` with:
   deems read-only (``pwd``, ``git status``…: a worktree's git config can make those run
   anything), so every command of its Bash tool runs in such a nested sandbox too
   (``CLAUDE_CODE_SHELL_PREFIX``, ``autocoder-shell``); the test runner then nests once more.
+- the project's variables (repos/variables.py) for the test command only: the server
+  serves them on a unix socket (:class:`VariablesServer`) bound into the Bash tool's
+  sandboxes, and the test runner (``sandbox_test_env.py``) reads them there and hands
+  them to the nested test sandbox's bwrap through an unlinked file (``--args``). They
+  are never in the CLI's environment, on a command line, or in a file its Read tool
+  could open; the runner masks the secrets in the output the CLI reads back. (While the
+  tests run, their processes are the CLI sandbox's account's like the CLI: a model set
+  on it could read them there, as it could write a test that prints them encoded —
+  the aim is that they are never handed to it.)
 
 Why a nested sandbox for the tests and not the tests as an MCP tool that the server runs
 (repos/verify.py): the test command keeps running in the CLI's own process tree and
@@ -72,6 +81,8 @@ NESTED_PATH = f"{SANDBOX_ROOT}/.venv/bin:{SANDBOX_ROOT}/node_modules/.bin:{SYSTE
 DEFAULT_API = "https://api.anthropic.com"
 SANDBOX_PYTHON = ("/usr/bin/python3", "/usr/local/bin/python3")
 RELAY_SOCKET = "api.sock"
+VARIABLES_SOCKET = "variables.sock"
+TEST_ENV_HELPER = "sandbox_test_env.py"
 RELAY_FOLDER = "/run/autocoder"
 LOGIN_FILE = "login.json"
 SOCKET_PATH_LIMIT = 100
@@ -302,6 +313,44 @@ def _relay(client: socket.socket, upstream: socket.socket, *, close_response: bo
         upstream.close()
 
 
+class VariablesServer:
+    """The project's variables for the test runner (``sandbox_test_env.py``), on a unix
+    socket: each connection is sent ``payload`` and closed."""
+
+    def __init__(self, folder: Path, *, variables: tuple[tuple[str, str], ...], secrets: tuple[str, ...]) -> None:
+        self.path = folder / VARIABLES_SOCKET
+        self.payload = json.dumps({"variables": [list(pair) for pair in variables], "secrets": list(secrets)}).encode()
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(str(self.path))
+        self._listener.listen(16)
+        self._closed = False
+        threading.Thread(target=self._serve, daemon=True, name="claude-cli-test-variables").start()
+
+    def _serve(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            with contextlib.suppress(OSError), client:
+                client.sendall(self.payload)
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+
+
+def _copy_test_env_helper(folder: Path) -> None:
+    """The test runner's helper and the masker it imports (core/masking.py: standard
+    library only), for the sandbox's own python3."""
+    from core import masking
+
+    shutil.copyfile(Path(__file__).with_name(TEST_ENV_HELPER), folder / TEST_ENV_HELPER)
+    shutil.copyfile(masking.__file__, folder / "masking.py")
+
+
 # --- The sandbox of one call ------------------------------------------------------------
 
 
@@ -328,13 +377,20 @@ def shell_prefix_script(nested: list[str]) -> str:
 
 
 def test_runner_script(argv: list[str], limits: Limits) -> str:
-    """``autocoder-run-tests``: ``argv`` (the test command in the nested sandbox), with
-    the verify step's memory and CPU limits (the CLI's own sandbox has none on memory)."""
+    """``autocoder-run-tests``: ``argv`` (the test command in the nested sandbox, behind
+    the helper that gives it the project's variables), with the verify step's memory and
+    CPU limits (the CLI's own sandbox has none on memory)."""
     caps = [f"ulimit -t {limits.cpu_seconds}"]
     if limits.memory_mb:
         caps.append(f"ulimit -v {limits.memory_mb * 1024}")
     comment = "# The project's test command, in a sandbox without network or login."
     return f"#!/bin/sh\n{comment}\n{' && '.join(caps)} || exit 125\nexec {shlex.join(argv)}\n"
+
+
+def with_test_variables(python: str, helper: Path, socket_path: str, argv: list[str], *, at: str) -> list[str]:
+    """``argv`` started by the helper that reads the project's variables from
+    ``socket_path`` and gives them to it (``at``: where in bwrap's options, or ``env``)."""
+    return [python, str(helper), socket_path, at, "--", *argv]
 
 
 @contextlib.contextmanager
@@ -349,9 +405,12 @@ def cli_sandbox(
     stdin: IO[bytes] | None,
     stderr: IO[bytes],
     test_command: str = "",
+    test_variables: tuple[tuple[str, str], ...] = (),
+    test_secrets: tuple[str, ...] = (),
 ) -> Iterator[tuple[subprocess.Popen[bytes], ApiRelay]]:
     """Start ``argv`` (the CLI) in its sandbox, as the module's docstring describes;
-    everything made for the call is gone when the block is left. Raises
+    everything made for the call is gone when the block is left. ``test_variables`` go
+    to the test command only; ``test_secrets`` are masked in its output. Raises
     SandboxUnavailable (nothing started) where no sandbox can be made."""
     python = _sandbox_python()
     config = Path(tempfile.mkdtemp(prefix="autocoder-claude-config-"))
@@ -360,6 +419,7 @@ def cli_sandbox(
     tools = Path(tempfile.mkdtemp(prefix="autocoder-claude-tools-"))
     sockets = _socket_folder()
     relay: ApiRelay | None = None
+    variables: VariablesServer | None = None
     try:
         login = login_environment(env, config)
         scheme, host, port = api_address(env, config)
@@ -373,10 +433,28 @@ def cli_sandbox(
         read_only = [tools, *(Path(path) for path in (os.path.dirname(executable), *extra_paths))]
         shell: dict[str, str] = {}
         if test_command:
+            variables = VariablesServer(sockets, variables=test_variables, secrets=test_secrets)
+            variables_inside = f"{RELAY_FOLDER}/{VARIABLES_SOCKET}"
+            _copy_test_env_helper(tools)
             nested = nested_sandbox_argv(["/bin/sh", "-c", test_command], tmp_size_mb=limits.tmp_size_mb)
-            (tools / TEST_RUNNER).write_text(test_runner_script(nested, limits_from_settings()))
-            # bwrap's own options may follow the standard ones: the tools stay on PATH.
-            on_path = ["--ro-bind", str(tools), str(tools), "--setenv", "PATH", f"{tools}:{NESTED_PATH}"]
+            # The variables' options go after bwrap's own (its --clearenv), before the command.
+            runner = with_test_variables(
+                python, tools / TEST_ENV_HELPER, variables_inside, nested, at=str(len(nested) - 3)
+            )
+            (tools / TEST_RUNNER).write_text(test_runner_script(runner, limits_from_settings()))
+            # bwrap's own options may follow the standard ones: the tools stay on PATH;
+            # the variables' socket is there for the test runner.
+            on_path = [
+                "--ro-bind",
+                str(tools),
+                str(tools),
+                "--ro-bind",
+                variables_inside,
+                variables_inside,
+                "--setenv",
+                "PATH",
+                f"{tools}:{NESTED_PATH}",
+            ]
             prefix = nested_sandbox_argv([*on_path, "/bin/bash", "-c"], tmp_size_mb=limits.tmp_size_mb)
             (tools / SHELL_PREFIX).write_text(shell_prefix_script(prefix))
             shell = {"CLAUDE_CODE_SHELL_PREFIX": str(tools / SHELL_PREFIX)}
@@ -419,21 +497,37 @@ def cli_sandbox(
     finally:
         if relay is not None:
             relay.close()
+        if variables is not None:
+            variables.close()
         for folder in (config, tools, sockets):  # the login file too, if the relay never read it
             shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
-def private_config(env: dict[str, str], test_command: str = "") -> Iterator[dict[str, str]]:
+def private_config(
+    env: dict[str, str],
+    test_command: str = "",
+    test_variables: tuple[tuple[str, str], ...] = (),
+    test_secrets: tuple[str, ...] = (),
+) -> Iterator[dict[str, str]]:
     """Unsandboxed (the operator's UNSAFE_RUN_TESTS_WITHOUT_SANDBOX): the CLI still gets
     a config folder of its own for the call, removed afterwards, and only its login;
-    ``autocoder-run-tests`` runs the test command as it is, as the server."""
+    ``autocoder-run-tests`` runs the test command as it is, as the server, with the
+    project's variables (from the socket, as sandboxed) and its secrets masked."""
     config = Path(tempfile.mkdtemp(prefix="autocoder-claude-config-"))
+    sockets = _socket_folder()
+    variables = VariablesServer(sockets, variables=test_variables, secrets=test_secrets)
     try:
         login = login_environment(env, config)
-        (config / TEST_RUNNER).write_text(f"#!/bin/sh\nexec /bin/sh -c {shlex.quote(test_command)}\n")
+        _copy_test_env_helper(config)
+        runner = with_test_variables(
+            _sandbox_python(), config / TEST_ENV_HELPER, str(variables.path), ["/bin/sh", "-c", test_command], at="env"
+        )
+        (config / TEST_RUNNER).write_text(f"#!/bin/sh\nexec {shlex.join(runner)}\n")
         (config / TEST_RUNNER).chmod(0o700)
         path = f"{config}:{env.get('PATH', SYSTEM_PATH)}"
         yield {**env, **login, "CLAUDE_CONFIG_DIR": str(config), "PATH": path}
     finally:
+        variables.close()
         shutil.rmtree(config, ignore_errors=True)
+        shutil.rmtree(sockets, ignore_errors=True)

@@ -6,6 +6,7 @@ The fake CLI is tests/bin/claude, the fake API tests/fake_anthropic.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import socket
@@ -308,3 +309,61 @@ def test_the_api_is_the_one_the_cli_will_use(tmp_path: Path) -> None:
     # The operator's settings.json env wins, as it does in the CLI.
     (tmp_path / "settings.json").write_text(json.dumps({"env": {"ANTHROPIC_BASE_URL": "https://GW.example:8443/x"}}))
     assert api_address({"ANTHROPIC_BASE_URL": "http://127.0.0.1:8123"}, tmp_path) == ("https", "gw.example", 8443)
+
+
+PROJECT_SECRET = "tok-cli-7e3a9d41c0"
+
+
+@pytest.mark.parametrize("sandboxed", [True, False])
+def test_the_projects_variables_reach_the_test_command_only_masked_in_what_comes_back(
+    sandboxed: bool, worktree: Path, home: Path, scratch: Path, settings, monkeypatch
+) -> None:
+    """The test command gets the variables (it checks the value itself); another Bash
+    command and the CLI's own environment do not; the secret never comes back out,
+    neither in what the CLI read nor in what it streamed."""
+    settings.UNSAFE_RUN_TESTS_WITHOUT_SANDBOX = not sandboxed
+    monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "run_tests")
+    monkeypatch.setenv("FAKE_CLAUDE_ALSO_RUN", 'echo "other command sees [$API_TOKEN]"; env | grep -c API_TOKEN')
+    test_command = (
+        'test "$API_TOKEN" = "' + PROJECT_SECRET + '" && echo token-received; echo "region=$REGION printed $API_TOKEN"'
+    )
+    request = dataclasses.replace(
+        _edit_request(worktree, test_command),
+        command_variables=(("API_TOKEN", PROJECT_SECRET), ("REGION", "eu-west-1")),
+        command_secrets=(PROJECT_SECRET,),
+    )
+    chunks: list[str] = []
+
+    result = ClaudeCliProvider(executable=FAKE_CLAUDE).complete(
+        request, on_chunk=chunks.append, should_cancel=lambda: False
+    )
+
+    assert "token-received" in result.text and "region=eu-west-1 printed ••••••" in result.text
+    assert "other command sees []" in result.text
+    assert PROJECT_SECRET not in result.text and PROJECT_SECRET not in "".join(chunks)
+    assert PROJECT_SECRET not in json.dumps(result.content)
+
+
+def test_the_cli_itself_is_not_given_the_projects_variables(
+    worktree: Path, home: Path, scratch: Path, monkeypatch
+) -> None:
+    """The CLI's own environment (its model could read it) and its argv hold none of
+    them, nor does any file it is given (its tools folder, its config folder)."""
+    monkeypatch.setenv("FAKE_CLAUDE_ARGV_FILE", "/workspace/argv.json")  # the worktree, inside
+    monkeypatch.setattr(claude_cli, "CLI_ENVIRONMENT", claude_cli.CLI_ENVIRONMENT | {"FAKE_CLAUDE_ARGV_FILE"})
+    monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "run_tests")
+    tools = "$(dirname $(command -v autocoder-run-tests))"
+    monkeypatch.setenv("FAKE_CLAUDE_ALSO_RUN", f"grep -rl {PROJECT_SECRET} {tools} || echo none")
+    request = dataclasses.replace(
+        _edit_request(worktree, 'test -n "$API_TOKEN" && echo has-token'),
+        command_variables=(("API_TOKEN", PROJECT_SECRET),),
+        command_secrets=(PROJECT_SECRET,),
+    )
+
+    result = _complete(request)
+
+    assert "has-token" in result.text  # the test command had it
+    assert "none" in result.text  # no file of the tools holds the value
+    recorded = (worktree / "argv.json").read_text()
+    assert "API_TOKEN" not in json.loads(recorded)["env"]
+    assert PROJECT_SECRET not in recorded

@@ -7,6 +7,8 @@ Real git repositories in tmp_path; the LLM is the fake Anthropic server, scripte
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -535,3 +537,58 @@ def test_a_test_command_printing_megabytes_streams_and_stores_only_up_to_the_cap
     output = run.verify_result["output"]
     assert output.endswith("THE END\n") and "earlier characters of output dropped" in output
     assert len(output) <= settings.VERIFY_OUTPUT_MAX_CHARS + 100
+
+
+RUN_SECRET = "tok-run-41d9c2e7b8"
+
+
+@needs_bwrap
+def test_a_secret_the_test_command_prints_is_stored_nowhere_and_sent_to_no_model(fake_llm, linked, task, owner) -> None:
+    """The project's secret reaches the test command (the verify step and the Coder's
+    run_tests), which prints it and fails once: no event, verify result, finding,
+    agent call, lineage or daily log row, and no request to the model, holds it."""
+    from django.core.management import call_command
+
+    from repos.variables import project_variable_set
+
+    project_variable_set(project=task.project, name="API_TOKEN", value=RUN_SECRET, secret=True)
+    # The command checks the value by its digest: the command itself is no secret (it
+    # is shown on the Repository page and in the log).
+    digest = hashlib.sha256(RUN_SECRET.encode()).hexdigest()
+    linked.test_command = (
+        'echo "token=$API_TOKEN"; '
+        f'test "$(printf %s "$API_TOKEN" | sha256sum | cut -d" " -f1)" = {digest} && echo token-received; '
+        "python3 check.py"
+    )
+    linked.save()
+    fake_llm.script(
+        ToolReply(input=PLAN),
+        ToolReply(name="run_tests", input={}),  # the Coder's own run: the bug is still there
+        edit(command="create", path="app/util.py", file_text="X = 1\n"),
+        DONE,
+        ToolReply(input=PASS),  # verify failed: the Reviewer gets its output as a finding
+        FIX_CALC,
+        DONE,
+        ToolReply(input=PASS),
+    )
+
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert "token-received" in log_text(run, "verifier") and "token-received" in log_text(run, "coder")
+    assert "token=••••••" in log_text(run, "verifier")
+    first_review = run.review_history[0]
+    assert any("token=••••••" in finding["message"] for finding in first_review["findings"])
+    sent = json.dumps([request.body for request in fake_llm.requests], ensure_ascii=False)
+    assert "token=••••••" in sent  # the Coder's tool result and the Reviewer's prompt had the output…
+    assert RUN_SECRET not in sent  # …masked
+    assert RUN_SECRET not in json.dumps(run.verify_result) + json.dumps(run.review_history)
+    events = json.dumps(list(RunEvent.objects.filter(run=run).values_list("data", flat=True)))
+    assert RUN_SECRET not in events
+    calls = AgentCall.objects.filter(run=run).values("prompt", "response_text", "tool_input", "response")
+    assert RUN_SECRET not in json.dumps(list(calls), default=str)
+    # Everything the database holds (lineage, daily log, transitions…): only the
+    # variable's ciphertext, never the value.
+    out = io.StringIO()
+    call_command("dumpdata", stdout=out)
+    assert RUN_SECRET not in out.getvalue()

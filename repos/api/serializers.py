@@ -5,7 +5,7 @@ from typing import Any
 from django.urls import reverse
 from rest_framework import serializers
 
-from core.api import StrictCharField
+from core.api import StrictBooleanField, StrictCharField
 from core.crypto import decrypt_secret
 
 from ..forges import ForgeKind
@@ -143,3 +143,36 @@ class RepositoryForgeSerializer(serializers.Serializer[Any]):
         help_text="The forge access token, stored encrypted and never returned. Absent or null: keep the saved "
         "one; empty: remove it.",
     )
+
+
+class ProjectVariableSerializer(serializers.Serializer[Any]):
+    """A variable as listed: ``value`` only for a plain one; a secret says it is saved."""
+
+    name = serializers.CharField()
+    secret = serializers.BooleanField()
+    value = serializers.CharField(required=False, help_text="Plain variables only: a secret's value is never returned.")
+    saved = serializers.BooleanField(required=False, help_text="Secrets only: true, the value is saved.")
+    readable = serializers.BooleanField(help_text="False when SECRET_KEY changed since: set it again.")
+    updated_at = serializers.DateTimeField()
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": instance.name, "secret": instance.secret}
+        if instance.secret:
+            data["saved"] = True
+        elif instance.value is not None:
+            data["value"] = instance.value
+        data["readable"] = instance.readable
+        data["updated_at"] = serializers.DateTimeField().to_representation(instance.updated_at)
+        return data
+
+
+class ProjectVariableSetSerializer(serializers.Serializer[Any]):
+    # Checked by the service (repos/variables.py), which says what is wrong with it.
+    name = StrictCharField(max_length=1000, help_text="An environment variable name, e.g. API_TOKEN.")
+    value = StrictCharField(
+        allow_blank=True,
+        trim_whitespace=False,
+        write_only=True,
+        help_text="Stored encrypted; a secret's is never returned.",
+    )
+    secret = StrictBooleanField(required=False, default=True, help_text="Masked in all output and never shown again.")

@@ -26,4 +26,14 @@ urlpatterns = [
         views.RepositoryForgeApi.as_view(),
         name="project-repository-forge",
     ),
+    path(
+        "projects/<str:project_id>/repository/variables",
+        views.ProjectVariablesApi.as_view(),
+        name="project-repository-variables",
+    ),
+    path(
+        "projects/<str:project_id>/repository/variables/<str:name>",
+        views.ProjectVariableApi.as_view(),
+        name="project-repository-variable",
+    ),
 ]

@@ -1,4 +1,5 @@
-"""A project's linked repository over the API: read, link, clone, change, unlink."""
+"""A project's linked repository over the API: read, link, clone, change, unlink; the
+project's variables and secrets for its commands."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ from ..selectors import (
     repository_worktrees_disk_usage,
 )
 from ..services import repository_clone, repository_link, repository_set_forge, repository_unlink, repository_update
+from ..variables import project_variable_delete, project_variable_set, project_variables_list
 from .serializers import (
+    ProjectVariableSerializer,
+    ProjectVariableSetSerializer,
     RepositoryCloneSerializer,
     RepositoryForgeSerializer,
     RepositoryLinkSerializer,
@@ -110,3 +114,39 @@ class RepositoryForgeApi(ApiView):
         body = RepositoryForgeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         return Response(_body(repository_set_forge(repository=repository, user=user, **body.validated_data), request))
+
+
+class ProjectVariablesApi(ApiView):
+    @extend_schema(
+        operation_id="projects_repository_variables_list",
+        summary="The project's variables for its test command (secret values are never returned)",
+        responses={200: ProjectVariableSerializer(many=True), **error_responses(401, 404)},
+    )
+    def get(self, request: Request, project_id: str) -> Response:
+        project = project_get_for_user(user=request_user(request), project_id=project_id)
+        return Response(ProjectVariableSerializer(project_variables_list(project=project), many=True).data)
+
+    @extend_schema(
+        operation_id="projects_repository_variables_set",
+        summary="Create or replace a variable (a secret is encrypted, masked in output, never shown again)",
+        request=ProjectVariableSetSerializer,
+        responses={200: ProjectVariableSerializer(many=True), **error_responses(400, 401, 404)},
+    )
+    def post(self, request: Request, project_id: str) -> Response:
+        project = project_get_for_user(user=request_user(request), project_id=project_id)
+        body = ProjectVariableSetSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        project_variable_set(project=project, **body.validated_data)
+        return Response(ProjectVariableSerializer(project_variables_list(project=project), many=True).data)
+
+
+class ProjectVariableApi(ApiView):
+    @extend_schema(
+        operation_id="projects_repository_variables_delete",
+        summary="Remove a variable",
+        responses={204: None, **error_responses(401, 404)},
+    )
+    def delete(self, request: Request, project_id: str, name: str) -> Response:
+        project = project_get_for_user(user=request_user(request), project_id=project_id)
+        project_variable_delete(project=project, name=name)
+        return Response(status=status.HTTP_204_NO_CONTENT)

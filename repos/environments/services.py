@@ -290,7 +290,7 @@ def _prepare(
 ) -> None:
     """Run setup in a worktree of its own at ``commit`` and keep what it produced."""
     from ..services import worktree_detached_create, worktree_remove
-    from ..variables import project_sandbox_variables
+    from ..variables import project_sandbox_variables, secret_masker
 
     PreparedEnvironment.objects.filter(pk=prepared.pk).update(
         source=script.source if script else "",
@@ -336,6 +336,7 @@ def _prepare(
                 worktree=build,
                 cache=store.package_cache(repository.pk),
                 variables=project_sandbox_variables(repository.project),
+                masker=secret_masker(repository.project),
                 on_output=output,
                 should_cancel=cancel_or_beat,
             )

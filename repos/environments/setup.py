@@ -11,6 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from core.masking import OutputMasker
 from core.sandbox import Limits, ProjectSandbox, limits_from_settings
 
 from ..verify import VerifyResult, run_test_command
@@ -59,11 +60,13 @@ def run_setup(
     worktree: Path,
     cache: Path,
     variables: tuple[tuple[str, str], ...],
+    masker: OutputMasker,
     on_output: Callable[[str], None],
     should_cancel: Callable[[], bool],
 ) -> VerifyResult:
-    """Run ``script`` in ``worktree``. Raises SandboxUnavailable (nothing started)
-    where no sandbox can be made."""
+    """Run ``script`` in ``worktree`` with the project's ``variables``, its secrets
+    masked (``masker``) in everything it prints. Raises SandboxUnavailable (nothing
+    started) where no sandbox can be made."""
     project = ProjectSandbox(
         variables=(*variables, *CACHE_VARIABLES),
         share_network=True,
@@ -79,4 +82,5 @@ def run_setup(
         on_output=on_output,
         should_cancel=should_cancel,
         project=project,
+        masker=masker,
     )

@@ -123,3 +123,43 @@ def test_pytest_failures_become_findings(tmp_path: Path) -> None:
     result, _ = verify(tmp_path, "cat summary.txt; exit 1")
     findings = verify_findings(result)
     assert any(f["file"] == "test_sample.py" and "test_bad" in f["message"] for f in findings), findings
+
+
+SECRET_TOKEN = "tok-e2e-5b7d0c1a9f"
+
+
+def test_the_projects_variables_reach_the_command_and_its_secrets_never_leave_it(tmp_path: Path) -> None:
+    """The command really gets the value (it compares it itself), prints it several
+    ways (whole, in its environment, split across writes), and none of it comes out."""
+    from core.masking import MASK, OutputMasker
+    from core.sandbox import ProjectSandbox
+
+    command = (
+        'echo "$API_TOKEN"; env; '
+        'test "$API_TOKEN" = "' + SECRET_TOKEN + '" && echo token-received; '
+        "printf '%s' \"${API_TOKEN%????????}\"; sleep 0.3; printf '%s\\n' \"${API_TOKEN#??????????}\"; "
+        'echo "region=$REGION"; printf "%s" "$API_TOKEN"'  # the very end of the output
+    )
+    project = ProjectSandbox(variables=(("API_TOKEN", SECRET_TOKEN), ("REGION", "eu-west-1")))
+
+    result, chunks = verify(tmp_path, command, project=project, masker=OutputMasker([SECRET_TOKEN]))
+
+    assert result.passed, result.output
+    assert "token-received" in result.output and "region=eu-west-1" in result.output
+    assert result.output.count(MASK) >= 4  # echoed, in env, split in two writes, at the end
+    streamed = "".join(chunks)
+    assert "token-received" in streamed
+    assert SECRET_TOKEN not in streamed and SECRET_TOKEN not in result.output
+    assert all(SECRET_TOKEN not in chunk for chunk in chunks)
+    assert "tok-e2e-5b" not in streamed  # not even the first part of the split print
+
+
+def test_without_a_masker_the_output_is_as_printed(tmp_path: Path) -> None:
+    """The masking above is the masker's doing: the same variables unmasked show."""
+    from core.sandbox import ProjectSandbox
+
+    project = ProjectSandbox(variables=(("API_TOKEN", SECRET_TOKEN),))
+
+    result, _ = verify(tmp_path, 'echo "$API_TOKEN"', project=project)
+
+    assert SECRET_TOKEN in result.output
