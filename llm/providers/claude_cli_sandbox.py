@@ -62,6 +62,7 @@ from core.sandbox import (
     nested_sandbox_argv,
     sandboxed_program,
 )
+from core.sandbox_rootfs import ImageRoot
 
 from .base import ProviderError
 
@@ -349,10 +350,14 @@ def cli_sandbox(
     stdin: IO[bytes] | None,
     stderr: IO[bytes],
     test_command: str = "",
+    image: ImageRoot | None = None,
 ) -> Iterator[tuple[subprocess.Popen[bytes], ApiRelay]]:
     """Start ``argv`` (the CLI) in its sandbox, as the module's docstring describes;
-    everything made for the call is gone when the block is left. Raises
-    SandboxUnavailable (nothing started) where no sandbox can be made."""
+    everything made for the call is gone when the block is left. With ``image`` (the
+    repository's base image) the test command's nested sandbox runs on the image's
+    tree, bound read-only into the CLI's at its own path; the CLI itself and its Bash
+    tool's commands stay on the server's /usr (the image need not have a shell's
+    tools). Raises SandboxUnavailable (nothing started) where no sandbox can be made."""
     python = _sandbox_python()
     config = Path(tempfile.mkdtemp(prefix="autocoder-claude-config-"))
     # Read-only inside (the relay, the test runner: the CLI cannot change them), and
@@ -373,7 +378,9 @@ def cli_sandbox(
         read_only = [tools, *(Path(path) for path in (os.path.dirname(executable), *extra_paths))]
         shell: dict[str, str] = {}
         if test_command:
-            nested = nested_sandbox_argv(["/bin/sh", "-c", test_command], tmp_size_mb=limits.tmp_size_mb)
+            nested = nested_sandbox_argv(["/bin/sh", "-c", test_command], tmp_size_mb=limits.tmp_size_mb, image=image)
+            if image is not None:
+                read_only.append(image.rootfs)
             (tools / TEST_RUNNER).write_text(test_runner_script(nested, limits_from_settings()))
             # bwrap's own options may follow the standard ones: the tools stay on PATH.
             on_path = ["--ro-bind", str(tools), str(tools), "--setenv", "PATH", f"{tools}:{NESTED_PATH}"]
