@@ -8,7 +8,9 @@ and mount namespaces:
   usr-merge links) read-only, a few harmless files of ``/etc`` read-only, a private
   ``/tmp`` and home (size-capped tmpfs), and the run's worktree read-write at
   ``/workspace`` — nothing else: no other repository, no database file, no unix socket,
-  no ``/proc`` of any process outside the sandbox;
+  no ``/proc`` of any process outside the sandbox; a project with a base image sees the
+  image's tree instead of the system's ``/usr`` and ``/etc`` files
+  (``ProjectSandbox.image``: core/sandbox_images.py, core/sandbox_rootfs.py);
 - inside it is uid/gid 65534 with no capabilities; outside, when the server runs as
   root, bwrap itself is started as an unprivileged account of its own: each sandbox
   that runs at the same moment gets a distinct uid from a pool
