@@ -91,8 +91,8 @@ def images(tmp_path: Path, settings) -> Path:
     settings.IMAGES_ROOT = str(tmp_path / "images")
     settings.IMAGES_LOCAL_ROOT = str(tmp_path / "layouts")
     (tmp_path / "layouts").mkdir(mode=0o755)
-    (tmp_path / "scratch").mkdir()
-    build_layout(tmp_path / "layouts" / "base", tmp_path / "scratch")
+    (tmp_path / "image-build").mkdir()
+    build_layout(tmp_path / "layouts" / "base", tmp_path / "image-build")
     sandbox_status(refresh=True)
     return tmp_path / "layouts"
 

@@ -35,7 +35,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from core.sandbox import SANDBOX_DISABLED_WARNING, SANDBOX_HOME, SandboxUnavailable, process_kill, sandbox_status
+from core.sandbox import (
+    IMAGE_NEEDS_SANDBOX,
+    SANDBOX_DISABLED_WARNING,
+    SANDBOX_HOME,
+    SandboxUnavailable,
+    process_kill,
+    sandbox_status,
+)
+from core.sandbox_rootfs import ImageRoot
 
 from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, ToolCall
 from .claude_cli_sandbox import TEST_RUNNER, cli_sandbox, private_config
@@ -237,9 +245,13 @@ class ClaudeCliProvider:
         *,
         sandboxed: bool,
         test_command: str = "",
+        image: ImageRoot | None = None,
     ) -> Iterator[subprocess.Popen[bytes]]:
         """The CLI started in its sandbox (or, where the operator turned it off, as it
-        is), with a private config folder either way; one place for every call."""
+        is), with a private config folder either way; one place for every call. Tests
+        on a base image need the sandbox: without it the call is refused."""
+        if not sandboxed and image is not None and test_command:
+            raise SandboxUnavailable(IMAGE_NEEDS_SANDBOX.format(reference=image.reference))
         if not sandboxed:
             with (
                 private_config(env, test_command) as unsandboxed_env,
@@ -257,6 +269,7 @@ class ClaudeCliProvider:
             stdin=stdin,
             stderr=stderr,
             test_command=test_command,
+            image=image,
         ) as (child, _relay):
             yield child
 
@@ -329,6 +342,7 @@ class ClaudeCliProvider:
                 stderr,
                 sandboxed=not status.disabled,
                 test_command=_test_command(request),
+                image=request.commands_image,
             ) as child:
                 return self._stream(request, child, stderr, on_chunk=on_chunk, should_cancel=should_cancel)
 

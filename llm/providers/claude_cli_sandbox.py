@@ -379,11 +379,14 @@ def cli_sandbox(
         shell: dict[str, str] = {}
         if test_command:
             nested = nested_sandbox_argv(["/bin/sh", "-c", test_command], tmp_size_mb=limits.tmp_size_mb, image=image)
-            if image is not None:
-                read_only.append(image.rootfs)
             (tools / TEST_RUNNER).write_text(test_runner_script(nested, limits_from_settings()))
             # bwrap's own options may follow the standard ones: the tools stay on PATH.
             on_path = ["--ro-bind", str(tools), str(tools), "--setenv", "PATH", f"{tools}:{NESTED_PATH}"]
+            if image is not None:
+                # The test runner starts from the Bash tool's sandbox: the image's tree
+                # is shown, read-only, in the CLI's and in that one, at its own path.
+                read_only.append(image.rootfs)
+                on_path = ["--ro-bind", str(image.rootfs), str(image.rootfs), *on_path]
             prefix = nested_sandbox_argv([*on_path, "/bin/bash", "-c"], tmp_size_mb=limits.tmp_size_mb)
             (tools / SHELL_PREFIX).write_text(shell_prefix_script(prefix))
             shell = {"CLAUDE_CODE_SHELL_PREFIX": str(tools / SHELL_PREFIX)}
