@@ -209,15 +209,12 @@ def image_root(reference: str, *, refresh: bool = False) -> ImageRoot:
         if known is not None and not refresh:
             return known
         tools = _tools()
-        layout, tag = _pulled_layout(root, source, tools, refresh=refresh)
+        layout, tag, inspected = _pulled_layout(root, source, tools, refresh=refresh)
     else:
         tools = _tools()
-        layout, tag = source.layout, source.tag
-    digest, env = _inspect(source, layout, tag, tools)
-    image = _unpacked(root, source, layout, tag, digest, env, tools)
-    if source.layout is None:
-        _write_json(_pull_record(root, source), {"reference": source.registry, "digest": digest})
-    return image
+        layout, tag, inspected = source.layout, source.tag, None
+    digest, env = inspected or _inspect(source, layout, tag, tools)
+    return _unpacked(root, source, layout, tag, digest, env, tools)
 
 
 def pull_origin(source: ImageSource) -> tuple[str, tuple[Path, ...]]:
@@ -306,14 +303,22 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _pulled_layout(root: Path, source: ImageSource, tools: _Tools, *, refresh: bool) -> tuple[Path, str]:
+def _pulled_layout(
+    root: Path, source: ImageSource, tools: _Tools, *, refresh: bool
+) -> tuple[Path, str, tuple[str, dict[str, str]] | None]:
+    """The cache's layout of a registry image, pulled unless it was (or ``refresh``),
+    and what a pull just now found in it (its digest and Env). The record of the digest
+    is written under the same lock: a caller that waited for a pull does not pull again."""
     key = _pull_key(source)
     area = root / "pulled" / key
     layout = area / "layout"
     with _locked(root / "locks" / f"pull-{key}.lock"):
-        if refresh or not _pull_record(root, source).exists() or not layout.is_dir():
-            _pull(source, area, layout, tools)
-    return layout, PULLED_TAG
+        if not refresh and _pull_record(root, source).exists() and layout.is_dir():
+            return layout, PULLED_TAG, None
+        _pull(source, area, layout, tools)
+        digest, env = _inspect(source, layout, PULLED_TAG, tools)
+        _write_json(_pull_record(root, source), {"reference": source.registry, "digest": digest})
+    return layout, PULLED_TAG, (digest, env)
 
 
 def _pull(source: ImageSource, area: Path, layout: Path, tools: _Tools) -> None:
@@ -448,11 +453,12 @@ def _unpack(
 
 
 def _write_json(path: Path, content: dict[str, object]) -> None:
-    """Written whole, then renamed into place: a reader sees the old file or the new one."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    """Written whole, then renamed into place: a reader sees the old file or the new one
+    (and two writers at once each their own temporary file)."""
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(descriptor, "w") as handle:
         json.dump(content, handle)
+    os.chmod(temporary, 0o644)
     os.replace(temporary, path)
 
 

@@ -201,8 +201,15 @@ def test_a_registry_image_is_pulled_once_through_skopeo_confined(images: Path, m
         return f"oci:{images / 'base'}:t", (images / "base",)
 
     monkeypatch.setattr(sandbox_images, "pull_origin", local_origin)
-    image = image_root("python:3.12-slim")
-    assert origins == ["docker.io/library/python:3.12-slim"]
+    found: list[sandbox_images.ImageRoot] = []
+    threads = [threading.Thread(target=lambda: found.append(image_root("python:3.12-slim"))) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(found) == 3 and found[0] == found[1] == found[2]
+    image = found[0]
+    assert origins == ["docker.io/library/python:3.12-slim"]  # once, for three callers at once
     assert (image.rootfs / "etc" / "image-marker").read_text() == "from-the-image\n"
     assert image.env["PYTHON_VERSION"] == "3.12.7"
     # Known now: no second pull, no subprocess at all.
