@@ -40,6 +40,7 @@ from core.sandbox_images import (
     pull_argv,
 )
 
+SECRET = "s3cr3t-of-the-server-an-image-links-to"
 IMAGE_ENV = ("PATH=/opt/imagebin:/bin", "PYTHON_VERSION=3.12.7", "BAD NAME=x")
 
 
@@ -62,9 +63,10 @@ def _copy_with_libraries(program: str, rootfs: Path, target: str) -> None:
             shutil.copy(library, copied)
 
 
-def build_layout(layout: Path, scratch: Path, tag: str = "t") -> Path:
+def build_layout(layout: Path, scratch: Path, tag: str = "t", *, links_to: Path | None = None) -> Path:
     """An OCI layout at ``layout`` with one image tagged ``tag``, readable by the
-    storage account (as an operator's layout must be)."""
+    storage account (as an operator's layout must be); ``links_to``: a file of the
+    server's that the image's links name (at the top and in /etc)."""
     bundle = scratch / "bundle"
     _run("umoci", "init", "--layout", layout)
     _run("umoci", "new", "--image", f"{layout}:{tag}")
@@ -77,6 +79,9 @@ def build_layout(layout: Path, scratch: Path, tag: str = "t") -> Path:
     (rootfs / "etc" / "image-marker").write_text("from-the-image\n")
     (rootfs / "etc" / "passwd").write_text("root:x:0:0:image root:/root:/bin/sh\n")
     (rootfs / "etc" / "localtime").symlink_to("/usr/share/zoneinfo/UTC")
+    if links_to is not None:
+        (rootfs / "leak").symlink_to(links_to)
+        (rootfs / "etc" / "leak").symlink_to(links_to)
     _run("umoci", "repack", "--image", f"{layout}:{tag}", bundle)
     _run("umoci", "config", "--image", f"{layout}:{tag}", *(f"--config.env={item}" for item in IMAGE_ENV))
     shutil.rmtree(bundle)
@@ -92,7 +97,10 @@ def images(tmp_path: Path, settings) -> Path:
     settings.IMAGES_LOCAL_ROOT = str(tmp_path / "layouts")
     (tmp_path / "layouts").mkdir(mode=0o755)
     (tmp_path / "image-build").mkdir()
-    build_layout(tmp_path / "layouts" / "base", tmp_path / "image-build")
+    secret = tmp_path / "server-secret.txt"
+    secret.write_text(f"{SECRET}\n")
+    secret.chmod(0o644)  # readable by anyone on the host: only the sandbox keeps it out
+    build_layout(tmp_path / "layouts" / "base", tmp_path / "image-build", links_to=secret)
     sandbox_status(refresh=True)
     return tmp_path / "layouts"
 
@@ -131,9 +139,12 @@ def test_a_command_runs_on_the_images_tree_not_the_servers(images: Path, worktre
         "read first < /etc/passwd; echo passwd=$first; "
         "pwd; read line < /workspace/app.py; echo app=$line; echo made > /workspace/made.txt; "
         "echo x > /etc/image-marker 2>/dev/null || echo image-read-only; "
-        "while read interface rest; do echo interface=$interface; done < /proc/net/dev",
+        "while read interface rest; do echo interface=$interface; done < /proc/net/dev; "
+        "read leaked < /leak; echo top=$leaked; read leaked < /etc/leak; echo etc=$leaked",
     )
     lines = output.splitlines()
+    # The image's links point inside the sandbox, never at the server's files.
+    assert SECRET not in output and "top=" in lines and "etc=" in lines
     assert "marker=from-the-image" in lines
     assert "no-host-python" in lines
     assert "path=/workspace/.venv/bin:/workspace/node_modules/.bin:/opt/imagebin:/bin" in lines
