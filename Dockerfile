@@ -2,21 +2,29 @@
 # server (daphne), the Celery worker and celery beat.
 FROM python:3.11-slim
 
+# AutoCoder's own packages live in a virtualenv outside /usr: the sandbox shows the
+# server's /usr to every test command (core/sandbox.py), and a project there must find
+# only the interpreter, not the server's Django, Celery or their dependencies.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VIRTUAL_ENV=/opt/autocoder/venv \
+    PATH=/opt/autocoder/venv/bin:$PATH
 
 WORKDIR /app
 
 # git for linked repositories; bubblewrap for the sandbox that test commands run in
-# (core/sandbox.py; without it they do not run).
+# (core/sandbox.py; without it they do not run); skopeo and umoci to pull and unpack a
+# repository's base image (core/sandbox_images.py).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends git bubblewrap \
-    && rm -rf /var/lib/apt/lists/*
+    && apt-get install -y --no-install-recommends git bubblewrap skopeo umoci \
+    && rm -rf /var/lib/apt/lists/* \
+    && python -m venv "$VIRTUAL_ENV"
 
 # Dependencies first: this layer is rebuilt only when requirements.txt changes.
 # (psycopg[binary] ships libpq, so no system packages are needed.)
+# pip and python are the virtualenv's (PATH above): nothing goes to /usr/local.
 COPY requirements.txt requirements-nodeps.txt ./
 RUN pip install -r requirements.txt && pip install --no-deps -r requirements-nodeps.txt
 

@@ -8,7 +8,9 @@ and mount namespaces:
   usr-merge links) read-only, a few harmless files of ``/etc`` read-only, a private
   ``/tmp`` and home (size-capped tmpfs), and the run's worktree read-write at
   ``/workspace`` — nothing else: no other repository, no database file, no unix socket,
-  no ``/proc`` of any process outside the sandbox;
+  no ``/proc`` of any process outside the sandbox; a project with a base image sees the
+  image's tree instead of the system's ``/usr`` and ``/etc`` files
+  (``ProjectSandbox.image``: core/sandbox_images.py, core/sandbox_rootfs.py);
 - inside it is uid/gid 65534 with no capabilities; outside, when the server runs as
   root, bwrap itself is started as an unprivileged account of its own: each sandbox
   that runs at the same moment gets a distinct uid from a pool
@@ -69,6 +71,7 @@ from django.conf import settings
 
 from core.exceptions import ApplicationError
 from core.sandbox_limits import CommandLimits, LimitedProcess, bwrap_options
+from core.sandbox_rootfs import ImageRoot, image_filesystem_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +124,10 @@ WORKTREES_UNREACHABLE = (
     "the sandbox's accounts (SANDBOX_UID {uid} and the pool from SANDBOX_UID_POOL_START) cannot reach {setting}: "
     "every folder above it must be searchable by them (chmod o+x)."
 )
+IMAGE_NEEDS_SANDBOX = (
+    "This repository's commands run on a base image ({reference}), which only the sandbox can show them: with "
+    "UNSAFE_RUN_TESTS_WITHOUT_SANDBOX they would run on the server's own files instead. Nothing was run."
+)
 NO_FREE_SLOT = "Every sandbox slot ({size}, SANDBOX_UID_POOL_SIZE) is in use; try again when a command ends."
 SLOT_WAIT_SECONDS = 30.0
 
@@ -160,6 +167,9 @@ class ProjectSandbox:
     share_network: bool = False
     # (folder on the host, place inside): writable, handed to the command's account.
     mounts: tuple[tuple[Path, str], ...] = ()
+    # A container image whose tree the commands run on instead of the server's /usr
+    # (core/sandbox_images.py `image_root`); None: the server's own.
+    image: ImageRoot | None = None
 
 
 NO_PROJECT = ProjectSandbox()
@@ -390,11 +400,14 @@ def as_storage_account() -> list[str]:
     return _as_account(storage_ids())
 
 
-def _environment() -> dict[str, str]:
+def _environment(image: ImageRoot | None = None) -> dict[str, str]:
+    """The variables every sandboxed command gets, after the image's and the project's.
+    On an image, its PATH (where its toolchain is) replaces the system's."""
+    system_path = (image.env.get("PATH") if image is not None else None) or SYSTEM_PATH
     return {
         # What setup installed comes first, as on a developer's machine with the
         # virtualenv activated (repos/environments/).
-        "PATH": f"{SANDBOX_ROOT}/.venv/bin:{SANDBOX_ROOT}/node_modules/.bin:{SYSTEM_PATH}",
+        "PATH": f"{SANDBOX_ROOT}/.venv/bin:{SANDBOX_ROOT}/node_modules/.bin:{system_path}",
         "HOME": SANDBOX_HOME,
         "TMPDIR": SANDBOX_TMP,
         "USER": "sandbox",
@@ -417,10 +430,13 @@ def _bwrap_arguments(
     writable: tuple[tuple[Path, str], ...] = (),
     environment: dict[str, str] | None = None,
     chdir: Path | None = None,
+    image: ImageRoot | None = None,
 ) -> list[str]:
     """bwrap's options. ``workspace`` is bound at ``/workspace`` and is the working
     folder; without one (git, :func:`run_confined`) the ``writable`` and ``read_only``
-    folders are all there is, at their own paths, and ``chdir`` the working folder."""
+    folders are all there is, at their own paths, and ``chdir`` the working folder.
+    With ``image`` its tree is the filesystem instead of the host's ``/usr`` and
+    ``/etc`` files (core/sandbox_rootfs.py); the rest is the same."""
     args = [
         "--unshare-all",
         *(["--share-net"] if share_network else []),
@@ -435,21 +451,11 @@ def _bwrap_arguments(
         "sandbox",
         "--cap-drop",
         "ALL",
-        "--ro-bind",
-        "/usr",
-        "/usr",
     ]
-    for target, link in USR_MERGE_LINKS:
-        if Path(link).is_symlink() or not Path(link).exists():
-            if Path("/", target).exists():
-                args += ["--symlink", target, link]
-        else:
-            # Not a usr-merged system: the real folder, read-only.
-            args += ["--ro-bind", link, link]
-    for name in ETC_READ_ONLY:
-        source = Path("/etc", name)
-        if source.exists():
-            args += ["--ro-bind", str(source), str(source)]
+    if image is not None:
+        args += image_filesystem_arguments(image, share_network=share_network)
+    else:
+        args += _host_filesystem_arguments()
     if share_network and Path("/etc/resolv.conf").exists():
         args += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
     for name in ("passwd", "group", "hostname", "hosts"):
@@ -474,6 +480,24 @@ def _bwrap_arguments(
         args += ["--chdir", str(chdir)]
     for name, value in (_environment() if environment is None else environment).items():
         args += ["--setenv", name, value]
+    return args
+
+
+def _host_filesystem_arguments() -> list[str]:
+    """The host's toolchains (``/usr`` and the usr-merge links) and harmless ``/etc``
+    files, read-only."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for target, link in USR_MERGE_LINKS:
+        if Path(link).is_symlink() or not Path(link).exists():
+            if Path("/", target).exists():
+                args += ["--symlink", target, link]
+        else:
+            # Not a usr-merged system: the real folder, read-only.
+            args += ["--ro-bind", link, link]
+    for name in ETC_READ_ONLY:
+        source = Path("/etc", name)
+        if source.exists():
+            args += ["--ro-bind", str(source), str(source)]
     return args
 
 
@@ -650,13 +674,21 @@ def sandboxed_process(
         argv=["/bin/sh", "-c", command],
         workspace=workspace,
         limits=limits,
-        # The project's own variables never replace what makes the sandbox work.
-        environment={**dict(project.variables), **_environment()},
+        environment=command_environment(project),
         share_network=project.share_network,
         writable=project.mounts,
         stderr=subprocess.STDOUT,
+        image=project.image,
     ) as process:
         yield process
+
+
+def command_environment(project: ProjectSandbox = NO_PROJECT) -> dict[str, str]:
+    """A project command's environment: the image's ``Env`` (its PYTHON_VERSION…), then
+    the project's variables, then ours: neither the image nor the project replaces what
+    makes the sandbox work (home, temporary folder, PATH with the worktree's tools first)."""
+    image_env = project.image.env if project.image is not None else {}
+    return {**image_env, **dict(project.variables), **_environment(project.image)}
 
 
 @contextlib.contextmanager
@@ -713,9 +745,10 @@ def _bwrapped(
     writable: tuple[tuple[Path, str], ...] = (),
     stdin: IO[bytes] | None = None,
     stderr: int | IO[bytes] | None = None,
+    image: ImageRoot | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``argv`` started in bwrap as :func:`sandboxed_program` describes, once the caller
-    has checked that a sandbox can be made."""
+    has checked that a sandbox can be made; on ``image``'s tree when one is given."""
     bwrap = _bwrap_path()
     assert bwrap is not None
     with _prepared(workspace, tuple(source for source, _ in writable)) as (support, ids):
@@ -727,6 +760,7 @@ def _bwrapped(
             read_only=read_only,
             writable=writable,
             environment=environment,
+            image=image,
         )
         account = _as_account(ids)
         # The limits' cgroup is joined before bwrap reads its options (--args), so before it
@@ -754,7 +788,12 @@ def _bwrapped(
 def _unsandboxed_process(
     *, command: str, workspace: Path, limits: Limits, project: ProjectSandbox
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """The operator's explicit opt-out: limits and a scrubbed environment only."""
+    """The operator's explicit opt-out: limits and a scrubbed environment only. A base
+    image is refused: without the sandbox nothing can show its files in place of the
+    server's, and running on the server's instead would pass off its toolchain as the
+    image's."""
+    if project.image is not None:
+        raise SandboxUnavailable(IMAGE_NEEDS_SANDBOX.format(reference=project.image.reference))
     home = tempfile.mkdtemp(prefix="autocoder-unsandboxed-")
     environment = {
         **dict(project.variables),
@@ -871,7 +910,7 @@ def process_kill(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-def nested_sandbox_argv(argv: list[str], *, tmp_size_mb: int) -> list[str]:
+def nested_sandbox_argv(argv: list[str], *, tmp_size_mb: int, image: ImageRoot | None = None) -> list[str]:
     """``argv`` in a sandbox made from inside one that :func:`sandboxed_program` started
     (bwrap nests: user namespaces are allowed inside one): the outer sandbox may share
     the host's network and hold a program's login (the Claude CLI's), the inner one has
@@ -880,6 +919,14 @@ def nested_sandbox_argv(argv: list[str], *, tmp_size_mb: int) -> list[str]:
     from an empty environment (``env -i``): the outer program's, its API key or token
     included, is not passed on, and its processes are not in the inner PID namespace.
     bwrap is the server's (``argv[2]``): the outer sandbox must see it (``/usr`` is bound;
-    elsewhere the caller binds it in)."""
-    arguments = _bwrap_arguments(Path(SANDBOX_ROOT), Path("/etc"), tmp_size_mb)
+    elsewhere the caller binds it in). With ``image`` the inner sandbox runs on the
+    image's tree with its environment (as :func:`sandboxed_process` would): the outer
+    sandbox must show ``image.rootfs`` at its own path, read-only."""
+    arguments = _bwrap_arguments(
+        Path(SANDBOX_ROOT),
+        Path("/etc"),
+        tmp_size_mb,
+        image=image,
+        environment=command_environment(ProjectSandbox(image=image)),
+    )
     return ["/usr/bin/env", "-i", _bwrap_path() or "/usr/bin/bwrap", *arguments, *argv]

@@ -46,7 +46,15 @@ class CloneForm(_SettingsFields):
 
 class SettingsForm(_SettingsFields):
     base_branch = forms.ChoiceField(choices=(), help_text="Runs branch from it; approval merges into it.")
-    field_order = ["base_branch", "merge_strategy", "test_command"]
+    base_image = forms.CharField(
+        max_length=500,
+        required=False,
+        label="Base image",
+        help_text="A container image whose files setup and tests run on instead of the server's, e.g. "
+        "python:3.12-slim or ghcr.io/team/ci:1; a local OCI layout as oci:<path>:<tag>. Empty: the server's own.",
+        widget=forms.TextInput(attrs={"placeholder": "python:3.12-slim", "spellcheck": "false"}),
+    )
+    field_order = ["base_branch", "merge_strategy", "test_command", "base_image"]
 
     def __init__(self, *args: object, branches: list[str], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

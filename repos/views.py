@@ -87,6 +87,7 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
                 "base_branch": repository.base_branch,
                 "merge_strategy": repository.merge_strategy,
                 "test_command": repository.test_command,
+                "base_image": repository.base_image,
             },
         )
     template = "repos/page.html"

@@ -605,6 +605,15 @@ SANDBOX_TMP_SIZE_MB = env_int("SANDBOX_TMP_SIZE_MB", default=512, minimum=16)
 # What one command may add to its worktree (on the host's disk; /tmp and home are the
 # tmpfs above): watched while it runs, and the command is stopped over it.
 SANDBOX_DISK_MB = env_int("SANDBOX_DISK_MB", default=2048, minimum=1)
+# A repository's base image (core/sandbox_images.py): its setup and test commands run
+# on the image's root filesystem, unpacked here once per manifest digest (with the pulled
+# images' layouts), owned by SANDBOX_UID; it must be searchable by the sandbox's accounts.
+# Pulling (skopeo) and unpacking (umoci) run confined as SANDBOX_UID, each within the
+# timeout. A repository may also name a local OCI layout, `oci:<path>:<tag>`: a path
+# relative to IMAGES_LOCAL_ROOT, or an absolute one under it or under REPOS_ROOT.
+IMAGES_ROOT = env_str("IMAGES_ROOT", str(BASE_DIR / "var" / "images"))
+IMAGES_LOCAL_ROOT = env_str("IMAGES_LOCAL_ROOT", str(BASE_DIR / "var" / "image-layouts"))
+IMAGE_PULL_TIMEOUT_SECONDS = env_int("IMAGE_PULL_TIMEOUT_SECONDS", default=900, minimum=10)
 # The operator's explicit, unsafe way out where no sandbox can be made: test commands
 # then run as the server's own user and can read everything it can.
 UNSAFE_RUN_TESTS_WITHOUT_SANDBOX = env_bool("UNSAFE_RUN_TESTS_WITHOUT_SANDBOX", default=False)

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.exceptions import ApplicationError
+from core.sandbox_rootfs import ImageRoot
 
 ChunkCallback = Callable[[str], None]
 CancelCheck = Callable[[], bool]
@@ -59,6 +60,9 @@ class LLMRequest:
     # reports back of them (the secret ones).
     command_variables: tuple[tuple[str, str], ...] = ()
     command_secrets: tuple[str, ...] = ()
+    # The repository's base image (core/sandbox_images.py): ``allowed_commands`` run on
+    # its tree, as the verify step's do; None: on the server's /usr.
+    commands_image: ImageRoot | None = None
 
     def api_tools(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """The request's ``tools`` and ``tool_choice`` for the Messages API."""

@@ -36,7 +36,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from core.masking import OutputMasker
-from core.sandbox import SANDBOX_DISABLED_WARNING, SANDBOX_HOME, SandboxUnavailable, process_kill, sandbox_status
+from core.sandbox import (
+    IMAGE_NEEDS_SANDBOX,
+    SANDBOX_DISABLED_WARNING,
+    SANDBOX_HOME,
+    SandboxUnavailable,
+    process_kill,
+    sandbox_status,
+)
+from core.sandbox_rootfs import ImageRoot
 
 from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, ToolCall
 from .claude_cli_sandbox import TEST_RUNNER, cli_sandbox, private_config
@@ -240,9 +248,13 @@ class ClaudeCliProvider:
         test_command: str = "",
         test_variables: tuple[tuple[str, str], ...] = (),
         test_secrets: tuple[str, ...] = (),
+        image: ImageRoot | None = None,
     ) -> Iterator[subprocess.Popen[bytes]]:
         """The CLI started in its sandbox (or, where the operator turned it off, as it
-        is), with a private config folder either way; one place for every call."""
+        is), with a private config folder either way; one place for every call. Tests
+        on a base image need the sandbox: without it the call is refused."""
+        if not sandboxed and image is not None and test_command:
+            raise SandboxUnavailable(IMAGE_NEEDS_SANDBOX.format(reference=image.reference))
         if not sandboxed:
             with (
                 private_config(env, test_command, test_variables, test_secrets) as unsandboxed_env,
@@ -262,6 +274,7 @@ class ClaudeCliProvider:
             test_command=test_command,
             test_variables=test_variables,
             test_secrets=test_secrets,
+            image=image,
         ) as (child, _relay):
             yield child
 
@@ -343,6 +356,7 @@ class ClaudeCliProvider:
                 test_command=_test_command(request),
                 test_variables=request.command_variables,
                 test_secrets=request.command_secrets,
+                image=request.commands_image,
             ) as child:
                 result = self._stream(request, child, stderr, on_chunk=on_masked_chunk, should_cancel=should_cancel)
         if masker:

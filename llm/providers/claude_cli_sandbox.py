@@ -71,6 +71,7 @@ from core.sandbox import (
     nested_sandbox_argv,
     sandboxed_program,
 )
+from core.sandbox_rootfs import ImageRoot
 
 from .base import ProviderError
 
@@ -407,11 +408,15 @@ def cli_sandbox(
     test_command: str = "",
     test_variables: tuple[tuple[str, str], ...] = (),
     test_secrets: tuple[str, ...] = (),
+    image: ImageRoot | None = None,
 ) -> Iterator[tuple[subprocess.Popen[bytes], ApiRelay]]:
     """Start ``argv`` (the CLI) in its sandbox, as the module's docstring describes;
     everything made for the call is gone when the block is left. ``test_variables`` go
-    to the test command only; ``test_secrets`` are masked in its output. Raises
-    SandboxUnavailable (nothing started) where no sandbox can be made."""
+    to the test command only; ``test_secrets`` are masked in its output. With ``image``
+    (the repository's base image) the test command's nested sandbox runs on the image's
+    tree, bound read-only into the CLI's at its own path; the CLI itself and its Bash
+    tool's commands stay on the server's /usr (the image need not have a shell's
+    tools). Raises SandboxUnavailable (nothing started) where no sandbox can be made."""
     python = _sandbox_python()
     config = Path(tempfile.mkdtemp(prefix="autocoder-claude-config-"))
     # Read-only inside (the relay, the test runner: the CLI cannot change them), and
@@ -436,7 +441,7 @@ def cli_sandbox(
             variables = VariablesServer(sockets, variables=test_variables, secrets=test_secrets)
             variables_inside = f"{RELAY_FOLDER}/{VARIABLES_SOCKET}"
             _copy_test_env_helper(tools)
-            nested = nested_sandbox_argv(["/bin/sh", "-c", test_command], tmp_size_mb=limits.tmp_size_mb)
+            nested = nested_sandbox_argv(["/bin/sh", "-c", test_command], tmp_size_mb=limits.tmp_size_mb, image=image)
             # The variables' options go after bwrap's own (its --clearenv), before the command.
             runner = with_test_variables(
                 python, tools / TEST_ENV_HELPER, variables_inside, nested, at=str(len(nested) - 3)
@@ -455,6 +460,11 @@ def cli_sandbox(
                 "PATH",
                 f"{tools}:{NESTED_PATH}",
             ]
+            if image is not None:
+                # The test runner starts from the Bash tool's sandbox: the image's tree
+                # is shown, read-only, in the CLI's and in that one, at its own path.
+                read_only.append(image.rootfs)
+                on_path = ["--ro-bind", str(image.rootfs), str(image.rootfs), *on_path]
             prefix = nested_sandbox_argv([*on_path, "/bin/bash", "-c"], tmp_size_mb=limits.tmp_size_mb)
             (tools / SHELL_PREFIX).write_text(shell_prefix_script(prefix))
             shell = {"CLAUDE_CODE_SHELL_PREFIX": str(tools / SHELL_PREFIX)}

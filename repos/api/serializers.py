@@ -82,6 +82,7 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
             "base_branch",
             "merge_strategy",
             "test_command",
+            "base_image",
             "status",
             "error",
             "state",
@@ -120,6 +121,13 @@ class RepositoryUpdateSerializer(serializers.Serializer[Any]):
     base_branch = StrictCharField(max_length=255, required=False)
     merge_strategy = serializers.ChoiceField(choices=MergeStrategy.choices, required=False)
     test_command = StrictCharField(max_length=1000, required=False, allow_blank=True)
+    base_image = StrictCharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        help_text="A container image setup and tests run on (python:3.12-slim, ghcr.io/team/ci:1, "
+        "…@sha256:…) or a local OCI layout (oci:<path>:<tag>); empty: the server's own files.",
+    )
 
 
 class RepositoryForgeSerializer(serializers.Serializer[Any]):

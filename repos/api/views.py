@@ -66,7 +66,7 @@ class RepositoryApi(ApiView):
 
     @extend_schema(
         operation_id="projects_repository_update",
-        summary="Change the base branch, merge strategy or test command",
+        summary="Change the base branch, merge strategy, test command or base image",
         request=RepositoryUpdateSerializer,
         responses={200: RepositorySerializer, **error_responses(400, 401, 404)},
     )
