@@ -49,6 +49,7 @@ def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *
         allowed_commands=(test_command,) if test_command else (),
         command_variables=sandbox.variables if test_command else (),
         command_secrets=masker.secrets,
+        commands_image=sandbox.image if test_command else None,
         max_turns=settings.CODER_MAX_TURNS,
     )
     if _stopped(lease):

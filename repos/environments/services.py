@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from core.exceptions import ApplicationError
 from core.sandbox import ProjectSandbox, workspace_reclaim
+from core.sandbox_images import image_root
 
 from ..git import GitAccess, repository_git_dir, run_git, worktree_access
 from ..models import PreparedEnvironment, PreparedEnvironmentStatus, Repository
@@ -106,13 +107,17 @@ def environment_needed(*, repository: Repository, commit: str) -> bool:
 
 
 def commands_sandbox(*, repository: Repository, network: bool = False) -> ProjectSandbox:
-    """How the repository's test command runs: its project's variables, and the network
-    only where the project opted its tests in."""
+    """How the repository's test command runs: its project's variables, on its base
+    image's tree when it names one (pulled and unpacked the first time, then cached by
+    digest), and the network only where the project opted its tests in. Raises
+    ImageUnavailable (an ApplicationError: the run pauses saying why) when the image
+    cannot be had."""
     from ..variables import project_sandbox_variables
 
     return ProjectSandbox(
         variables=project_sandbox_variables(repository.project),
         share_network=network or repository.tests_network,
+        image=image_root(repository.base_image) if repository.base_image else None,
     )
 
 
@@ -331,8 +336,10 @@ def _prepare(
         if script is None:
             result = None
         else:
+            image = image_root(repository.base_image) if repository.base_image else None
             result = run_setup(
                 script=script.text,
+                image=image,
                 worktree=build,
                 cache=store.package_cache(repository.pk),
                 variables=project_sandbox_variables(repository.project),

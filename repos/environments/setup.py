@@ -13,6 +13,7 @@ from django.conf import settings
 
 from core.masking import OutputMasker
 from core.sandbox import Limits, ProjectSandbox, limits_from_settings
+from core.sandbox_rootfs import ImageRoot
 
 from ..verify import VerifyResult, run_test_command
 
@@ -61,6 +62,7 @@ def run_setup(
     cache: Path,
     variables: tuple[tuple[str, str], ...],
     masker: OutputMasker,
+    image: ImageRoot | None,
     on_output: Callable[[str], None],
     should_cancel: Callable[[], bool],
 ) -> VerifyResult:
@@ -71,6 +73,7 @@ def run_setup(
         variables=(*variables, *CACHE_VARIABLES),
         share_network=True,
         mounts=((cache, PACKAGE_CACHE),),
+        image=image,
     )
     return run_test_command(
         command=setup_command(script),

@@ -260,3 +260,33 @@ def test_devcontainer_commands_are_read_as_shell_lines() -> None:
     assert script == "pip install -r 'requirements dev.txt'\nnpm ci\npip install -e .\n"
     assert image == "mcr.microsoft.com/devcontainers/python:3.12"
     assert devcontainer_setup("{not json") == ("", "")
+
+
+@needs_bwrap
+def test_with_a_base_image_setup_and_tests_run_on_the_images_tree(project, tmp_path, environments_root, settings):
+    from core.tests.test_sandbox_images import build_layout
+
+    settings.IMAGES_ROOT = str(tmp_path / "images")
+    settings.IMAGES_LOCAL_ROOT = str(tmp_path / "layouts")
+    (tmp_path / "layouts").mkdir(mode=0o755)
+    (tmp_path / "image-build").mkdir()
+    build_layout(tmp_path / "layouts" / "base", tmp_path / "image-build")
+    root = committed_repository(tmp_path / "repos" / "on-image", {"a.txt": "a\n"})
+    repository = repository_link(project=project, path=str(root))
+    repository.base_image = "oci:base:t"
+    # The image has a shell and nothing else: builtins only.
+    repository.setup_script = (
+        'read marker < /etc/image-marker; echo "$marker $PYTHON_VERSION" > made.txt'
+    )
+    repository.test_command = 'read made < made.txt; echo "tests see: $made"; test ! -e /usr/bin/python3'
+    repository.save()
+    path, base = worktree(repository, tmp_path, "one")
+
+    made = ready(repository, path, base)
+
+    assert made.prepared_now and made.paths == ["made.txt"]
+    assert (path / "made.txt").read_text() == "from-the-image 3.12.7\n"
+    assert PreparedEnvironment.objects.get().image == "oci:base:t"
+    result = run_tests_in(repository, path)
+    assert result.passed, result.output
+    assert "tests see: from-the-image 3.12.7" in result.output
