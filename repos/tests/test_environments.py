@@ -6,6 +6,7 @@ Real git, the real sandbox, a local package index on 127.0.0.1 (no internet)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -275,9 +276,7 @@ def test_with_a_base_image_setup_and_tests_run_on_the_images_tree(project, tmp_p
     repository = repository_link(project=project, path=str(root))
     repository.base_image = "oci:base:t"
     # The image has a shell and nothing else: builtins only.
-    repository.setup_script = (
-        'read marker < /etc/image-marker; echo "$marker $PYTHON_VERSION" > made.txt'
-    )
+    repository.setup_script = 'read marker < /etc/image-marker; echo "$marker $PYTHON_VERSION" > made.txt'
     repository.test_command = 'read made < made.txt; echo "tests see: $made"; test ! -e /usr/bin/python3'
     repository.save()
     path, base = worktree(repository, tmp_path, "one")
@@ -290,3 +289,57 @@ def test_with_a_base_image_setup_and_tests_run_on_the_images_tree(project, tmp_p
     result = run_tests_in(repository, path)
     assert result.passed, result.output
     assert "tests see: from-the-image 3.12.7" in result.output
+
+
+TINYTEST = (
+    "#!/usr/bin/env node\n"
+    "const fs = require('fs');\nconst path = require('path');\nlet failed = 0;\n"
+    "for (const file of fs.readdirSync('test')) {\n"
+    "  try { require(path.resolve('test', file)); console.log('ok', file); }\n"
+    "  catch (error) { failed += 1; console.log('not ok', file, error.message); }\n"
+    "}\nprocess.exit(failed ? 1 : 0);\n"
+)
+
+
+@needs_bwrap
+def test_a_node_package_whose_tests_need_a_dev_dependency(project, tmp_path, environments_root) -> None:
+    from repos.tests.npm_registry import NpmRegistry
+
+    registry = NpmRegistry()
+    manifest = {"name": "tinytest", "version": "1.0.0", "bin": {"tinytest": "bin/tinytest.js"}}
+    registry.add(manifest, {"bin/tinytest.js": TINYTEST})
+    package = {
+        "name": "sum",
+        "version": "0.1.0",
+        "scripts": {"test": "tinytest"},
+        "devDependencies": {"tinytest": "1.0.0"},
+    }
+    files = {
+        "package.json": json.dumps(package),
+        "index.js": "module.exports = (a, b) => a + b;\n",
+        "test/sum.js": "const assert = require('assert');\nassert.strictEqual(require('..')(2, 3), 5);\n",
+    }
+    root = committed_repository(tmp_path / "repos" / "sum", files)
+    repository = repository_link(project=project, path=str(root), test_command="npm test")
+    with registry.serving():
+        repository.setup_script = f"npm install --registry={registry.url} --no-audit --no-fund"
+        repository.save()
+        # Before setup: `npm test` cannot find its runner, as on a fresh clone.
+        bare, base = worktree(repository, tmp_path, "bare")
+        assert not run_tests_in(repository, bare).passed
+
+        path, _ = worktree(repository, tmp_path, "one")
+        made = ready(repository, path, base)
+
+    assert made.prepared_now and "node_modules" in made.paths
+    assert any(request.startswith("/tinytest") for request in registry.requests)
+    result = run_tests_in(repository, path)
+    assert result.passed, result.output
+    assert "ok sum.js" in result.output
+    # The registry is gone: a second run's worktree gets node_modules from the kept one.
+    second, _ = worktree(repository, tmp_path, "two")
+    again = ready(repository, second, base)
+    assert not again.prepared_now
+    assert run_tests_in(repository, second).passed
+    # npm wrote a lockfile: it is what setup produced, kept, never the run's change.
+    assert "package-lock.json" in again.paths
