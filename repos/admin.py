@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from .models import ProjectVariable, Repository, RepositoryFolder
+from .models import BaseTestResult, PreparedEnvironment, ProjectVariable, Repository, RepositoryFolder
 
 
 @admin.register(Repository)
@@ -43,3 +43,36 @@ class ProjectVariableAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # a value is set where it is encrypted and checked: the page or the API
+
+
+@admin.register(PreparedEnvironment)
+class PreparedEnvironmentAdmin(admin.ModelAdmin):
+    """Kept environments: what each cost and when it was last used. Deleting one here
+    removes its row only; beat's eviction (or Rebuild on the page) removes files."""
+
+    list_display = ("repository", "short_key", "status", "source", "size_bytes", "duration_ms", "last_used_at")
+    list_filter = ("status",)
+    search_fields = ("key", "repository__path", "repository__project__name")
+    list_select_related = ("repository",)
+    readonly_fields = [field.name for field in PreparedEnvironment._meta.fields]
+
+    @admin.display(description="key")
+    def short_key(self, prepared: PreparedEnvironment) -> str:
+        return prepared.key[:12]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(BaseTestResult)
+class BaseTestResultAdmin(admin.ModelAdmin):
+    """The test command on base commits, kept so that runs tell new failures from old."""
+
+    list_display = ("repository", "base_commit", "test_command", "passed", "exit_code", "created_at")
+    list_filter = ("passed",)
+    search_fields = ("base_commit", "repository__path")
+    list_select_related = ("repository",)
+    readonly_fields = [field.name for field in BaseTestResult._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

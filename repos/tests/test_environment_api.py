@@ -119,3 +119,18 @@ def test_the_page_says_which_setup_script_is_in_force_and_suggests_one(
     assert saved.status_code == 302
     page = client.get(f"/projects/{project.pk}/repository").content.decode()
     assert "the script written on this page" in page
+
+
+def test_operators_see_kept_environments_and_base_results_in_the_admin(admin_client, repository) -> None:
+    from repos.models import BaseTestResult
+
+    prepared = PreparedEnvironment.objects.create(
+        repository=repository, key="ab" * 32, status="ready", size_bytes=123_456, source="page"
+    )
+    BaseTestResult.objects.create(repository=repository, base_commit="c0ffee", test_command="pytest -q", passed=False)
+
+    listing = admin_client.get("/admin/repos/preparedenvironment/").content.decode()
+    assert "abababababab" in listing and "123456" in listing.replace(",", "")
+    assert admin_client.get(f"/admin/repos/preparedenvironment/{prepared.pk}/change/").status_code == 200
+    assert "c0ffee" in admin_client.get("/admin/repos/basetestresult/").content.decode()
+    assert admin_client.get("/admin/repos/preparedenvironment/add/").status_code == 403
