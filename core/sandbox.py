@@ -68,6 +68,7 @@ from typing import IO
 from django.conf import settings
 
 from core.exceptions import ApplicationError
+from core.sandbox_git import git_view_arguments, git_view_prepare
 from core.sandbox_limits import CommandLimits, LimitedProcess, bwrap_options
 
 logger = logging.getLogger(__name__)
@@ -459,9 +460,14 @@ def _bwrap_arguments(
         # The worktree's .git pointer names the repository's place on the server (and
         # git could not reach it here anyway): the command sees a neutral one, read-only,
         # which it can neither replace nor link under another name.
+        # Where the worktree belongs to a repository under REPOS_ROOT, git works there
+        # read-only, through a view that names no server path (core/sandbox_git.py).
         pointer = workspace / ".git"
         neutral = support / GIT_POINTER_FILE
-        if neutral.is_file() and pointer.is_file() and not pointer.is_symlink():
+        view = git_view_arguments(workspace, support, SANDBOX_ROOT)
+        if view is not None:
+            args += view
+        elif neutral.is_file() and pointer.is_file() and not pointer.is_symlink():
             args += ["--ro-bind", str(neutral), f"{SANDBOX_ROOT}/.git"]
     elif chdir is not None:
         args += ["--chdir", str(chdir)]
@@ -496,6 +502,8 @@ def _prepared(workspace: Path, handed_over: tuple[Path, ...] = ()) -> Iterator[t
     try:
         with _sandbox_slot() as ids:
             _support_files(support)
+            if git_pointer is not None:
+                git_view_prepare(workspace, support)
             try:
                 if ids is not None:
                     _chown_tree(workspace, *ids)
