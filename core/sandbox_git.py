@@ -24,6 +24,7 @@ it lies in a repository under ``REPOS_ROOT``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -37,6 +38,7 @@ REPOSITORY_INSIDE = "/.git-repository"
 WORKTREE_INSIDE = "/.git-worktree"
 VIEW_FOLDER = "git-view"
 VIEW_POINTER = f"gitdir: {WORKTREE_INSIDE}\n"
+SANDBOX_ROOT_INSIDE = "/workspace"  # core.sandbox.SANDBOX_ROOT (which imports this module)
 # What of the repository's own config the view keeps: its [extensions] (the object
 # format, worktree config…), each a plain word, nothing that could name a program or path.
 _SECTION = re.compile(r"^\s*\[\s*([A-Za-z0-9.-]+)\s*(?:\"[^\"]*\")?\s*\]\s*$")
@@ -100,6 +102,54 @@ def _minimal_config(common: Path) -> str:
     return config + ("[extensions]\n" + "".join(extensions) if extensions else "")
 
 
+MAX_SUBMODULE_VIEWS = 50
+MODULES_INSIDE = f"{WORKTREE_INSIDE}/modules"
+_WORKTREE_SETTING = re.compile(r"^\s*worktree\s*=\s*(.+?)\s*$")
+
+
+def _module_worktree(module: Path) -> str:
+    """A submodule git dir's ``core.worktree`` (relative to it, as git writes it)."""
+    config = module / "config"
+    if config.is_symlink() or not config.is_file():
+        return ""
+    section = ""
+    for line in config.read_text(encoding="utf-8", errors="replace").splitlines()[:2000]:
+        header = _SECTION.match(line)
+        if header:
+            section = header.group(1).lower()
+            continue
+        found = _WORKTREE_SETTING.match(line) if section == "core" else None
+        if found:
+            return found.group(1).strip('"')
+    return ""
+
+
+def _submodule_views(git_dir: Path, workspace: Path) -> list[dict[str, str]]:
+    """The worktree's checked-out submodules: each one's git dir (relative to the
+    worktree git dir's ``modules/``, nested ones included) and its folder in the
+    worktree. Only those whose folder lies inside the worktree and holds a ``.git``
+    pointer file."""
+    modules = git_dir / "modules"
+    if modules.is_symlink() or not modules.is_dir():
+        return []
+    root = Path(os.path.realpath(workspace))
+    views: list[dict[str, str]] = []
+    for folder, dirnames, _ in os.walk(modules, followlinks=False):
+        current = Path(folder)
+        if (current / "HEAD").is_file() and (current / "objects").is_dir():
+            dirnames[:] = [name for name in dirnames if name == "modules"]
+            setting = _module_worktree(current)
+            place = Path(os.path.realpath(current / setting)) if setting else None
+            if place is not None and root in place.parents:
+                pointer = place / ".git"
+                if pointer.is_file() and not pointer.is_symlink():
+                    name = str(current.relative_to(modules))
+                    views.append({"name": name, "path": str(place.relative_to(root))})
+        if len(views) >= MAX_SUBMODULE_VIEWS:
+            break
+    return views
+
+
 def git_view_prepare(workspace: Path, support: Path) -> bool:
     """Make the view's own files in the command's support folder; whether there is a
     view (False: the sandbox keeps the neutral pointer)."""
@@ -124,7 +174,29 @@ def git_view_prepare(workspace: Path, support: Path) -> bool:
     (worktree / "commondir").write_text(f"{REPOSITORY_INSIDE}\n")
     (worktree / "gitdir").write_text("/workspace/.git\n")
     (worktree / "index").write_text("")  # the place the worktree's index is bound at
-    for path in (view, worktree, view / "empty"):
+    folders = [view, worktree, view / "empty"]
+    submodules = _submodule_views(git_dir, workspace)
+    if submodules:
+        # Each submodule's git dir shows through the worktree git dir's modules/, with
+        # a config of ours (its worktree's place inside, no remote) and a pointer of
+        # ours in its folder: theirs name the server's layout.
+        (worktree / "modules").mkdir()
+        folders.append(worktree / "modules")
+        for number, submodule in enumerate(submodules):
+            own = view / "modules" / str(number)
+            own.mkdir(parents=True)
+            folders += [own.parent, own]
+            config = _minimal_config(git_dir / "modules" / submodule["name"])
+            (own / "config").write_text(
+                config.replace(
+                    "\tbare = false\n", f"\tbare = false\n\tworktree = {SANDBOX_ROOT_INSIDE}/{submodule['path']}\n"
+                )
+            )
+            (own / "pointer").write_text(f"gitdir: {MODULES_INSIDE}/{submodule['name']}\n")
+            (own / "config").chmod(0o644)
+            (own / "pointer").chmod(0o644)
+        (view / "submodules.json").write_text(json.dumps(submodules))
+    for path in folders:
         path.chmod(0o755)
     for path in (*view.iterdir(), *worktree.iterdir()):
         if path.is_file():
@@ -165,4 +237,19 @@ def git_view_arguments(workspace: Path, support: Path, workspace_inside: str) ->
     if index.is_file() and not index.is_symlink():
         args += ["--ro-bind", str(index), f"{WORKTREE_INSIDE}/index"]
     args += ["--ro-bind", str(view / "pointer"), f"{workspace_inside}/.git"]
+    listed = view / "submodules.json"
+    submodules = json.loads(listed.read_text()) if listed.is_file() else []
+    if submodules:
+        args += ["--ro-bind", str(git_dir / "modules"), MODULES_INSIDE]
+    for number, submodule in enumerate(submodules):
+        own = view / "modules" / str(number)
+        module, inside = git_dir / "modules" / submodule["name"], f"{MODULES_INSIDE}/{submodule['name']}"
+        args += ["--ro-bind", str(own / "config"), f"{inside}/config"]
+        for name in HIDDEN_FOLDERS:
+            if (module / name).is_dir() and not (module / name).is_symlink() and name != "modules":
+                args += ["--ro-bind", str(view / "empty"), f"{inside}/{name}"]
+        for name in HIDDEN_FILES:
+            if (module / name).is_file() and not (module / name).is_symlink():
+                args += ["--ro-bind", str(view / "empty-file"), f"{inside}/{name}"]
+        args += ["--ro-bind", str(own / "pointer"), f"{workspace_inside}/{submodule['path']}/.git"]
     return args

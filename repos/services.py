@@ -13,7 +13,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,7 @@ from django.utils.text import slugify
 from core.crypto import encrypt_secret
 from core.jobs import enqueue_on_commit
 
+from . import submodules
 from .clone import PushError, clone_from, clone_host_check, push_to
 from .folders import (
     FOLDER_UNAVAILABLE,
@@ -50,6 +51,7 @@ from .git import (
     worktree_access,
 )
 from .models import MergeStrategy, Repository, RepositoryStatus, display_path
+from .submodules import lfs_pull, link_warnings_find, submodules_checkout
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -156,6 +158,13 @@ def repository_link(
         raise ValidationError({"path": [FOLDER_UNAVAILABLE]})
     _validate_working_tree(resolved, "path")
     branch = _resolve_base_branch(resolved, base_branch)
+    warnings = link_warnings_find(
+        folder=resolved,
+        access=_looking(resolved),
+        revision=f"refs/heads/{branch}",
+        origin=_origin_of(resolved),
+        url_check=_submodule_url_check(project.owner),
+    )
     with transaction.atomic():
         folder_claim(project=project, path=resolved, field_name="path")
         repository, _ = Repository.objects.update_or_create(
@@ -168,9 +177,36 @@ def repository_link(
                 "test_command": test_command.strip(),
                 "status": RepositoryStatus.READY,
                 "error": "",
+                "link_warnings": warnings,
             },
         )
     return repository
+
+
+def _origin_of(repo: Path, origin_url: str = "") -> str:
+    """What a relative submodule URL is read against, as git reads it: the repository's
+    origin, or its own folder when it has none."""
+    if origin_url:
+        return origin_url
+    configured = run_git(
+        ["config", "--get", "remote.origin.url"], cwd=repo, access=_reading(repo), check=False
+    ).stdout.strip()
+    return configured or str(repo)
+
+
+def _submodule_url_check(owner: User) -> Callable[[str], str]:
+    """A submodule's URL passes the checks a clone URL passes, for the project's owner."""
+    return lambda url: _validate_git_url(url, owner, field="url")
+
+
+def _link_warnings_add(repository: Repository, warnings: list[str]) -> None:
+    """Add what a worktree found (a submodule left empty…) to what the repository's page
+    says, once each."""
+    current = list(Repository.objects.filter(pk=repository.pk).values_list("link_warnings", flat=True).first() or [])
+    merged = [*current, *(warning for warning in dict.fromkeys(warnings) if warning not in current)][:20]
+    if merged != current:
+        Repository.objects.filter(pk=repository.pk).update(link_warnings=merged)
+    repository.link_warnings = merged
 
 
 def _validate_git_url(url: str, user: User, *, field: str = "url", unavailable: str = CLONE_SOURCE_UNAVAILABLE) -> str:
@@ -265,7 +301,16 @@ def repository_clone_execute(*, repository_id: int) -> Repository | None:
         return repository
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    Repository.objects.filter(pk=repository.pk).update(status=RepositoryStatus.READY, base_branch=branch, error="")
+    warnings = link_warnings_find(
+        folder=destination,
+        access=_looking(destination),
+        revision=f"refs/heads/{branch}",
+        origin=repository.origin_url,
+        url_check=_submodule_url_check(repository.project.owner),
+    )
+    Repository.objects.filter(pk=repository.pk).update(
+        status=RepositoryStatus.READY, base_branch=branch, error="", link_warnings=warnings
+    )
     repository.refresh_from_db()
     return repository
 
@@ -509,10 +554,31 @@ def worktree_create(*, repository: Repository, branch: str, path: Path) -> str:
         access = worktree_access(repo, path)
         if has_branch:
             run_git(["worktree", "add", "--quiet", "--force", str(path), branch], cwd=repo, access=access)
-            return git_output(["merge-base", base, branch], cwd=repo, access=reading)
-        base_commit = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo, access=reading)
-        run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo, access=access)
-        return base_commit
+            base_commit = git_output(["merge-base", base, branch], cwd=repo, access=reading)
+        else:
+            base_commit = git_output(
+                ["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo, access=reading
+            )
+            run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo, access=access)
+    _worktree_complete(repository, repo, path)
+    return base_commit
+
+
+def _worktree_complete(repository: Repository, repo: Path, path: Path) -> None:
+    """What ``git worktree add`` does not bring: the submodules at their recorded
+    commits, and the LFS files where git-lfs is installed (repos/submodules.py). What
+    cannot be had is said on the repository's page; the worktree is made regardless."""
+    has_submodules = (path / ".gitmodules").is_file()
+    if not has_submodules and not submodules.git_lfs_installed():
+        return  # the common case: nothing to look at
+    origin = _origin_of(repo, repository.origin_url)
+    check = _submodule_url_check(repository.project.owner)
+    warnings = []
+    if has_submodules:
+        warnings += submodules_checkout(repo=repo, worktree=path, origin=origin, url_check=check)
+    warnings += lfs_pull(repo=repo, worktree=path, origin=origin, url_check=check)
+    if warnings:
+        _link_warnings_add(repository, warnings)
 
 
 def _forget_worktree(repo: Path, path: Path) -> None:
