@@ -68,7 +68,7 @@ from typing import IO
 from django.conf import settings
 
 from core.exceptions import ApplicationError
-from core.sandbox_git import git_view_arguments, git_view_prepare
+from core.sandbox_git import REPOSITORY_INSIDE, WORKTREE_INSIDE, git_view_arguments, git_view_prepare
 from core.sandbox_limits import CommandLimits, LimitedProcess, bwrap_options
 
 logger = logging.getLogger(__name__)
@@ -876,4 +876,8 @@ def nested_sandbox_argv(argv: list[str], *, tmp_size_mb: int) -> list[str]:
     bwrap is the server's (``argv[2]``): the outer sandbox must see it (``/usr`` is bound;
     elsewhere the caller binds it in)."""
     arguments = _bwrap_arguments(Path(SANDBOX_ROOT), Path("/etc"), tmp_size_mb)
+    # The outer sandbox's read-only git view, where it has one (core/sandbox_git.py): the
+    # inner /workspace carries its .git pointer, these are where it points.
+    for place in (REPOSITORY_INSIDE, WORKTREE_INSIDE):
+        arguments += ["--ro-bind-try", place, place]
     return ["/usr/bin/env", "-i", _bwrap_path() or "/usr/bin/bwrap", *arguments, *argv]
