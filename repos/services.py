@@ -628,7 +628,9 @@ def _count_files(folder: Path) -> tuple[int, bool]:
     """The files under ``folder`` (symlinks not followed), up to a bound; and whether
     the bound cut the count short."""
     count = 0
-    for _, _, files in os.walk(folder, followlinks=False):
+    for _, folders, files in os.walk(folder, followlinks=False):
+        # A nested repository's own git dir is not its files.
+        folders[:] = [name for name in folders if name != ".git"]
         count += len(files)
         if count >= LEFT_OUT_MAX_COUNTED_FILES:
             return LEFT_OUT_MAX_COUNTED_FILES, True

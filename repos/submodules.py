@@ -44,10 +44,14 @@ LFS_WITHOUT_GIT_LFS = (
 )
 SUBMODULE_URL_REFUSED = "The submodule {path} is left empty: its URL {url} is refused ({why})."
 SUBMODULE_FETCH_FAILED = "The submodule {path} is left empty: git could not fetch it from {url}."
+SUBMODULE_BAD_NAME = (
+    "The submodule {path} is left empty: its name in .gitmodules holds characters git cannot be given safely."
+)
 TOO_MANY_SUBMODULES = "Only the first {limit} submodules are checked out."
 LFS_PULL_FAILED = "The LFS files could not be fetched; they are pointers in this run's worktree."
 LFS_SOURCE_REFUSED = "The LFS files are not fetched: the repository has no remote they may be fetched from ({why})."
 
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/ +-]{0,200}$")
 NOT_A_URL = "not a URL, nor a path inside the repositories folder"
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:")
 # A URL as a message shows it: no credentials (user:password@), at most so long.
@@ -161,6 +165,11 @@ def _checkout_level(
     shown_prefix = str(folder.relative_to(worktree)).removeprefix(".")
     for submodule in submodules:
         shown_path = f"{shown_prefix}/{submodule.path}".lstrip("/")
+        if not _SAFE_NAME.match(submodule.name) or ".." in submodule.name.split("/"):
+            # The name goes into a -c key on the command line: one that could end the
+            # key early would leave git to read the unchecked URL from .gitmodules.
+            warnings.append(SUBMODULE_BAD_NAME.format(path=shown_path))
+            continue
         source, why = _checked(submodule.url, base, url_check)
         if not source:
             warnings.append(SUBMODULE_URL_REFUSED.format(path=shown_path, url=_shown(submodule.url), why=why))

@@ -98,3 +98,31 @@ def test_a_worktree_of_a_repository_outside_the_root_keeps_the_neutral_pointer(
     settings.REPOS_ROOT = str(tmp_path / "elsewhere")
     _, output = sandboxed(worktree, "cat .git; git status 2>&1; echo end")
     assert "repository-not-available-in-the-sandbox" in output and str(tmp_path) not in output
+
+
+def test_alternates_naming_server_paths_are_hidden(worktree: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere" / "objects"
+    elsewhere.mkdir(parents=True)
+    alternates = tmp_path / "repos" / "app" / ".git" / "objects" / "info" / "alternates"
+    alternates.parent.mkdir(parents=True, exist_ok=True)
+    alternates.write_text(f"{elsewhere}\n")
+    code, output = sandboxed(worktree, "cat /.git-repository/objects/info/alternates; git log --oneline -1 2>&1")
+    assert code == 0 and "Initial" in output, output
+    assert str(tmp_path) not in output
+
+
+def test_a_sha256_repository_keeps_its_object_format(project, tmp_path: Path) -> None:
+    repo = tmp_path / "repos" / "sha"
+    repo.mkdir(parents=True)
+    git(repo, "init", "--quiet", "--object-format=sha256", "--initial-branch=main")
+    (repo / "a.txt").write_text("one\n")
+    git(repo, "add", "a.txt")
+    git(repo, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "Initial")
+    linked = repository_link(project=project, path=str(repo))
+    path = tmp_path / "worktrees" / "task-1-run-1"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    base = worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=path)
+    sandbox_status(refresh=True)
+    code, output = sandboxed(path, "git rev-parse HEAD && git config --list")
+    assert code == 0 and base in output and len(base) == 64, output
+    assert "extensions.objectformat=sha256" in output

@@ -74,7 +74,7 @@ def test_a_relative_submodule_url_is_read_against_the_repository(project, root: 
     assert (worktree / "library" / "lib.py").read_text() == "VERSION = 1\n"
 
 
-@pytest.mark.parametrize("refused", ["http://127.0.0.1:1/x", "outside"])
+@pytest.mark.parametrize("refused", ["http://127.0.0.1:1/x", "outside", "ext::sh -c touch% /tmp/pwned", "lib"])
 def test_a_refused_submodule_url_leaves_it_empty_with_a_warning(
     project, root: Path, library: Path, tmp_path: Path, refused: str
 ) -> None:
@@ -202,3 +202,24 @@ def test_git_in_the_test_sandbox_works_beside_a_submodule_and_names_no_server_pa
     # The submodule's own pointer, and the library, are as they were.
     assert (worktree / "vendor" / "library" / ".git").read_text() == pointer
     assert git(worktree / "vendor" / "library", "rev-parse", "HEAD") == recorded
+
+
+def test_a_submodule_name_that_could_end_a_config_key_is_not_fetched(
+    project, root: Path, library: Path, tmp_path: Path
+) -> None:
+    app = make_repo(root / "app")
+    add_submodule(app, str(library), "vendor/library")
+    # A name with "=": "-c submodule.<name>.url=…" would set another key, and git would
+    # read the unchecked URL from .gitmodules.
+    outside = make_repo(tmp_path / "elsewhere" / "secret-lib", {"secret.py": "KEY = 1\n"})
+    (app / ".gitmodules").write_text(f'[submodule "x=y"]\n\tpath = vendor/library\n\turl = {outside}\n')
+    git(app, "add", ".gitmodules")
+    commit(app, "Rename the submodule")
+    linked = repository_link(project=project, path="app")
+    worktree = root.parent / "worktrees" / "task-1-run-1"
+    worktree.parent.mkdir(parents=True, exist_ok=True)
+    worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
+
+    assert list((worktree / "vendor" / "library").iterdir()) == []
+    linked.refresh_from_db()
+    assert any("vendor/library is left empty" in warning for warning in linked.link_warnings)
