@@ -29,6 +29,9 @@ It fails closed: :func:`sandbox_status` probes that a sandbox can be made (bwrap
 installed, namespaces allowed) and the runner refuses to start a command when it
 cannot. ``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` is the operator's explicit way out.
 
+Inside, git works read-only (core/sandbox_git.py): the worktree's ``.git`` is a pointer
+of ours to a view of its repository that names no server path and cannot be written.
+
 After a command, the worktree is taken back: owned by the storage account again, with
 no setuid or setgid bits, and with its ``.git`` pointer file as git wrote it — the same
 bytes in a file of its own (a command that replaced it with a directory of its own, or

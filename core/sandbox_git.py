@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import re
+import shutil
 from pathlib import Path
 
 from django.conf import settings
@@ -152,7 +153,17 @@ def _submodule_views(git_dir: Path, workspace: Path) -> list[dict[str, str]]:
 
 def git_view_prepare(workspace: Path, support: Path) -> bool:
     """Make the view's own files in the command's support folder; whether there is a
-    view (False: the sandbox keeps the neutral pointer)."""
+    view (False: the sandbox keeps the neutral pointer). A view that cannot be made is
+    no reason to refuse the command: it runs with the neutral pointer."""
+    try:
+        return _prepare(workspace, support)
+    except (OSError, ValueError) as exc:
+        logger.warning("No git view for %s: %s", workspace, exc)
+        shutil.rmtree(support / VIEW_FOLDER, ignore_errors=True)
+        return False
+
+
+def _prepare(workspace: Path, support: Path) -> bool:
     found = _worktree_git_dir(workspace)
     if found is None:
         return False
@@ -238,7 +249,7 @@ def git_view_arguments(workspace: Path, support: Path, workspace_inside: str) ->
         args += ["--ro-bind", str(index), f"{WORKTREE_INSIDE}/index"]
     args += ["--ro-bind", str(view / "pointer"), f"{workspace_inside}/.git"]
     listed = view / "submodules.json"
-    submodules = json.loads(listed.read_text()) if listed.is_file() else []
+    submodules = json.loads(listed.read_text()) if listed.is_file() else []  # ours, written just before
     if submodules:
         args += ["--ro-bind", str(git_dir / "modules"), MODULES_INSIDE]
     for number, submodule in enumerate(submodules):

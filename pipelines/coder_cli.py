@@ -97,6 +97,8 @@ def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *
         log.flush()
         raise
     _record_call(run, agents.CODER, 1, request, result, [], phase_entry, recalled=recall.record())
+    # Its writes are in the result's tool calls, so they are kept once it ends: a call
+    # that dies half-way is run again from a reset worktree, leaving nothing to know.
     workspace_record_written(run, cli_written_paths(result.tool_calls, worktree))
     # The recorded result keeps its markers; the summary (the commit message, the
     # lineage) does not.

@@ -151,7 +151,9 @@ def workspace_commit(run: PipelineRun, worktree: Path, summary: str) -> str:
     repository = run_repository(run)
     if repository is None:
         raise WorkspaceUnavailable(WORKTREE_GONE.format(branch=run.branch))
-    pending = worktree_pending(repository=repository, worktree=worktree, written=set(run.written_paths))
+    # From the row: every round's, whichever process recorded them.
+    written = PipelineRun.objects.filter(pk=run.pk).values_list("written_paths", flat=True).first() or []
+    pending = worktree_pending(repository=repository, worktree=worktree, written=set(written))
     message = commit_message(run, pending.changes)
     if summary:
         message += f"\n{summary[:4000]}\n"

@@ -525,42 +525,45 @@ def worktrees_locked(repo: Path) -> Iterator[None]:
 
 
 def worktree_create(*, repository: Repository, branch: str, path: Path) -> str:
-    """A worktree at ``path`` on a new ``branch`` from the base branch; returns the
-    commit the branch starts from. Idempotent: an existing worktree or branch of an
-    earlier attempt is reused."""
+    """A worktree at ``path`` on a new ``branch`` from the base branch, its submodules
+    and LFS files in (:func:`_worktree_complete`); returns the commit the branch starts
+    from. Idempotent: an existing worktree or branch of an earlier attempt is reused."""
     repository_folder_check(repository=repository)
     repo = Path(repository.path)
+    with worktrees_locked(repo):
+        base_commit = _worktree_add(repository, repo, branch, path)
+    # Outside the lock: fetching submodules may take long, and other runs' worktrees wait
+    # for it. An attempt that died before this point gets them now (checking out what is
+    # already there changes nothing).
+    _worktree_complete(repository, repo, path)
+    return base_commit
+
+
+def _worktree_add(repository: Repository, repo: Path, branch: str, path: Path) -> str:
     base = repository.base_branch
     reading = _reading(repo)
-    with worktrees_locked(repo):
-        has_branch = git_succeeds(
-            ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo, access=reading
+    has_branch = git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo, access=reading)
+    if path.exists() and has_branch:
+        current = run_git(
+            ["symbolic-ref", "--quiet", "--short", "HEAD"],
+            cwd=path,
+            access=worktree_access(repo, path),
+            check=False,
         )
-        if path.exists() and has_branch:
-            current = run_git(
-                ["symbolic-ref", "--quiet", "--short", "HEAD"],
-                cwd=path,
-                access=worktree_access(repo, path),
-                check=False,
-            )
-            if current.stdout.strip() == branch:
-                return git_output(["merge-base", base, branch], cwd=repo, access=reading)
-        # What an attempt that died half-way left: its files, and git's record of them.
-        # (Not `git worktree prune`: confined to this repository and this worktree, it
-        # would take every other run's worktree for gone.)
-        shutil.rmtree(path, ignore_errors=True)
-        _forget_worktree(repo, path)
-        path.mkdir(parents=True)
-        access = worktree_access(repo, path)
-        if has_branch:
-            run_git(["worktree", "add", "--quiet", "--force", str(path), branch], cwd=repo, access=access)
-            base_commit = git_output(["merge-base", base, branch], cwd=repo, access=reading)
-        else:
-            base_commit = git_output(
-                ["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo, access=reading
-            )
-            run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo, access=access)
-    _worktree_complete(repository, repo, path)
+        if current.stdout.strip() == branch:
+            return git_output(["merge-base", base, branch], cwd=repo, access=reading)
+    # What an attempt that died half-way left: its files, and git's record of them.
+    # (Not `git worktree prune`: confined to this repository and this worktree, it
+    # would take every other run's worktree for gone.)
+    shutil.rmtree(path, ignore_errors=True)
+    _forget_worktree(repo, path)
+    path.mkdir(parents=True)
+    access = worktree_access(repo, path)
+    if has_branch:
+        run_git(["worktree", "add", "--quiet", "--force", str(path), branch], cwd=repo, access=access)
+        return git_output(["merge-base", base, branch], cwd=repo, access=reading)
+    base_commit = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo, access=reading)
+    run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo, access=access)
     return base_commit
 
 

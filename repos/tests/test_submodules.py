@@ -223,3 +223,28 @@ def test_a_submodule_name_that_could_end_a_config_key_is_not_fetched(
     assert list((worktree / "vendor" / "library").iterdir()) == []
     linked.refresh_from_db()
     assert any("vendor/library is left empty" in warning for warning in linked.link_warnings)
+
+
+def test_an_attempt_that_died_before_the_submodules_gets_them_when_redone(
+    project, root: Path, library: Path, monkeypatch
+) -> None:
+    from repos import services
+
+    app = make_repo(root / "app")
+    add_submodule(app, str(library), "vendor/library")
+    linked = repository_link(project=project, path="app")
+    worktree = root.parent / "worktrees" / "task-1-run-1"
+    worktree.parent.mkdir(parents=True, exist_ok=True)
+    real = services._worktree_complete
+
+    def dies(*args: object) -> None:
+        raise SystemExit("the worker died")
+
+    monkeypatch.setattr(services, "_worktree_complete", dies)
+    with pytest.raises(SystemExit):
+        worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
+    assert list((worktree / "vendor" / "library").iterdir()) == []
+
+    monkeypatch.setattr(services, "_worktree_complete", real)
+    worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
+    assert (worktree / "vendor" / "library" / "lib.py").read_text() == "VERSION = 1\n"
