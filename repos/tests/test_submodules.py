@@ -248,3 +248,21 @@ def test_an_attempt_that_died_before_the_submodules_gets_them_when_redone(
     monkeypatch.setattr(services, "_worktree_complete", real)
     worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
     assert (worktree / "vendor" / "library" / "lib.py").read_text() == "VERSION = 1\n"
+
+
+def test_a_finished_clone_says_what_the_server_cannot_provide(
+    project, root: Path, lfs_repo: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from repos.services import repository_clone, repository_clone_execute
+
+    monkeypatch.setattr(submodules, "git_lfs_installed", lambda: False)
+    outside = make_repo(tmp_path / "elsewhere" / "lib")
+    add_submodule(lfs_repo, str(outside), "lib")
+    cloning = repository_clone(project=project, url=str(lfs_repo))
+    assert cloning.link_warnings == []
+    cloned = repository_clone_execute(repository_id=cloning.pk)
+
+    assert cloned is not None and cloned.status == "ready"
+    assert cloned.link_warnings[0] == LFS_WITHOUT_GIT_LFS
+    assert len(cloned.link_warnings) == 2 and "The submodule lib is left empty" in cloned.link_warnings[1]
+    assert str(outside) in cloned.link_warnings[1]  # the URL the repository names, said back to its owner
