@@ -31,6 +31,9 @@ It fails closed: :func:`sandbox_status` probes that a sandbox can be made (bwrap
 installed, namespaces allowed) and the runner refuses to start a command when it
 cannot. ``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` is the operator's explicit way out.
 
+Inside, git works read-only (core/sandbox_git.py): the worktree's ``.git`` is a pointer
+of ours to a view of its repository that names no server path and cannot be written.
+
 After a command, the worktree is taken back: owned by the storage account again, with
 no setuid or setgid bits, and with its ``.git`` pointer file as git wrote it — the same
 bytes in a file of its own (a command that replaced it with a directory of its own, or
@@ -70,6 +73,7 @@ from typing import IO
 from django.conf import settings
 
 from core.exceptions import ApplicationError
+from core.sandbox_git import REPOSITORY_INSIDE, WORKTREE_INSIDE, git_view_arguments, git_view_prepare
 from core.sandbox_limits import CommandLimits, LimitedProcess, bwrap_options
 from core.sandbox_rootfs import ImageRoot, image_filesystem_arguments
 
@@ -472,9 +476,14 @@ def _bwrap_arguments(
         # The worktree's .git pointer names the repository's place on the server (and
         # git could not reach it here anyway): the command sees a neutral one, read-only,
         # which it can neither replace nor link under another name.
+        # Where the worktree belongs to a repository under REPOS_ROOT, git works there
+        # read-only, through a view that names no server path (core/sandbox_git.py).
         pointer = workspace / ".git"
         neutral = support / GIT_POINTER_FILE
-        if neutral.is_file() and pointer.is_file() and not pointer.is_symlink():
+        view = git_view_arguments(workspace, support, SANDBOX_ROOT)
+        if view is not None:
+            args += view
+        elif neutral.is_file() and pointer.is_file() and not pointer.is_symlink():
             args += ["--ro-bind", str(neutral), f"{SANDBOX_ROOT}/.git"]
     elif chdir is not None:
         args += ["--chdir", str(chdir)]
@@ -527,6 +536,8 @@ def _prepared(workspace: Path, handed_over: tuple[Path, ...] = ()) -> Iterator[t
     try:
         with _sandbox_slot() as ids:
             _support_files(support)
+            if git_pointer is not None:
+                git_view_prepare(workspace, support)
             try:
                 if ids is not None:
                     _chown_tree(workspace, *ids)
@@ -929,4 +940,8 @@ def nested_sandbox_argv(argv: list[str], *, tmp_size_mb: int, image: ImageRoot |
         image=image,
         environment=command_environment(ProjectSandbox(image=image)),
     )
+    # The outer sandbox's read-only git view, where it has one (core/sandbox_git.py): the
+    # inner /workspace carries its .git pointer, these are where it points.
+    for place in (REPOSITORY_INSIDE, WORKTREE_INSIDE):
+        arguments += ["--ro-bind-try", place, place]
     return ["/usr/bin/env", "-i", _bwrap_path() or "/usr/bin/bwrap", *arguments, *argv]

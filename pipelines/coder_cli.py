@@ -12,12 +12,13 @@ runs the CLI again (the worktree was reset): its edits cannot be replayed.
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path
 
 from django.conf import settings
 
-from core.sandbox import SandboxUnavailable
-from llm.providers.base import LLMRequest
+from core.sandbox import SANDBOX_ROOT, SandboxUnavailable
+from llm.providers.base import LLMRequest, ToolCall
 
 from . import agents
 from .agent_memories import PhaseMemories
@@ -28,9 +29,44 @@ from .leases import Lease
 from .models import PipelineRun
 from .recall import Recall
 from .recovery import BoughtCalls
-from .workspace import run_test_environment
+from .workspace import run_test_environment, workspace_record_written
 
 OUT_OF_TURNS_STOP = "error_max_turns"
+# The CLI's tools that write a file, and the input naming it.
+CLI_WRITING_TOOLS = {
+    "Write": "file_path",
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+
+
+def cli_written_path(call: ToolCall, worktree: Path) -> str | None:
+    """The path (relative to the worktree) a CLI tool call wrote, or None: not a writing
+    tool, or a path outside the worktree. The CLI names files as it sees the worktree:
+    ``/workspace/...`` in its sandbox, the worktree's own path where the operator runs
+    it unsandboxed, or relative to its working folder."""
+    key = CLI_WRITING_TOOLS.get(call.name)
+    raw = (call.input or {}).get(key or "", "") if key else ""
+    if not isinstance(raw, str) or not raw or "\x00" in raw:
+        return None
+    for root in (SANDBOX_ROOT, str(worktree)):
+        if raw == root or raw.startswith(f"{root.rstrip('/')}/"):
+            raw = raw[len(root.rstrip("/")) + 1 :]
+            break
+    else:
+        if raw.startswith("/"):
+            return None
+    relative = posixpath.normpath(raw)
+    if relative in (".", "") or relative.startswith("../") or relative == "..":
+        return None
+    if ".git" in relative.split("/"):
+        return None
+    return relative
+
+
+def cli_written_paths(calls: list[ToolCall], worktree: Path) -> list[str]:
+    return [path for path in (cli_written_path(call, worktree) for call in calls) if path]
 
 
 def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *, recall: Recall) -> CoderConversation:
@@ -65,6 +101,9 @@ def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *
         log.flush()
         raise
     _record_call(run, agents.CODER, 1, request, result, [], phase_entry, recalled=recall.record())
+    # Its writes are in the result's tool calls, so they are kept once it ends: a call
+    # that dies half-way is run again from a reset worktree, leaving nothing to know.
+    workspace_record_written(run, cli_written_paths(result.tool_calls, worktree))
     # The recorded result keeps its markers; the summary (the commit message, the
     # lineage) does not.
     shown = PhaseMemories(run, agents.CODER, log).take_text(result.text)

@@ -22,6 +22,7 @@ a lesson for later tasks, stored like a ``[MEMORY: …]`` marker in its text
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ from .recall import Recall
 from .recovery import REPLY_REUSED, BoughtCalls
 from .selectors import run_subtask_index
 from .services import run_subtask_start
+from .workspace import workspace_record_written
 
 CONTINUE_AFTER_CUT = (
     "Your reply was cut off at the output limit. Continue where you stopped; keep each edit "
@@ -187,7 +189,15 @@ def code_in_worktree(
                 tool_results.append(_remember(call, log, memories, reused=reused))
             else:
                 tool_results.append(
-                    _run_tool(worktree, call, log, test_command=repository_test_command, session=session, steps=steps)
+                    _run_tool(
+                        worktree,
+                        call,
+                        log,
+                        test_command=repository_test_command,
+                        session=session,
+                        steps=steps,
+                        on_written=lambda path: workspace_record_written(run, [path]),
+                    )
                 )
         log.flush()
         messages = [
@@ -227,12 +237,17 @@ def _run_tool(
     test_command: str,
     session: Any,
     steps: list[dict[str, Any]],
+    on_written: Callable[[str], None],
 ) -> dict[str, Any]:
     from repos.coder_tools import coder_tool_run
 
     arguments = json.dumps(call.input or {}, ensure_ascii=False)[:200]
     log.write(f"\n→ {call.name} {arguments}\n")
     outcome = coder_tool_run(worktree, call.name, call.input, test_command=test_command, session=session)
+    if outcome.changed_path and not outcome.is_error:
+        # Kept at once: a new file is committed only when the Coder wrote it (the commit
+        # rule, pipelines/workspace.py), and a worker may die before the commit.
+        on_written(outcome.changed_path)
     text = outcome.content or "(empty)"
     first = text.splitlines()[0][:200] if text else ""
     log.write(f"  {'error: ' if outcome.is_error else ''}{first}\n")

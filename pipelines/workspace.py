@@ -9,6 +9,7 @@ phase redone after a crash lands in the same place.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,7 +123,11 @@ def _carry_over(run: PipelineRun, worktree: Path) -> str | None:
             target.write_text(str(change.get("content", "")), encoding="utf-8")
     repository = run_repository(run)
     assert repository is not None  # the worktree was just made from it
-    return worktree_commit(repository=repository, worktree=worktree, message=commit_message(run, run.file_changes))
+    written = [str(change.get("file_path")) for change in run.file_changes if change.get("action") != "delete"]
+    workspace_record_written(run, written)
+    return worktree_commit(
+        repository=repository, worktree=worktree, message=commit_message(run, run.file_changes), written=written
+    )
 
 
 def workspace_reset(run: PipelineRun, worktree: Path) -> None:
@@ -147,26 +152,44 @@ def workspace_restore_environment(run: PipelineRun, worktree: Path) -> None:
         environment_restore_missing(repository=repository, worktree=worktree, ready=run.environment)
 
 
-def workspace_commit(run: PipelineRun, worktree: Path, summary: str) -> str:
-    """Commit what the Coder left in the worktree on the run's branch (its summary in
-    the message); the branch's head (unchanged when nothing changed)."""
-    from repos.git import run_git
-    from repos.services import worktree_commit
+WRITTEN_PATHS_MAX = 5000
 
-    listing = run_git(
-        ["status", "--porcelain", "--no-renames", "-z", "--untracked-files=all", "--ignore-submodules=dirty"],
-        cwd=worktree,
-        access=_worktree_access(run, worktree),
-    ).stdout
-    entries = [entry for entry in listing.split("\x00") if len(entry) > 3]
-    changes = [{"action": _status_action(entry[:2]), "file_path": entry[3:]} for entry in entries]
-    message = commit_message(run, changes)
-    if summary:
-        message += f"\n{summary[:4000]}\n"
+
+def workspace_record_written(run: PipelineRun, paths: Iterable[str]) -> None:
+    """Keep the paths the Coder wrote (relative to the worktree) on the run, as it
+    writes: a phase redone after a crash, and every later coding or fixing round, still
+    know which new files are its own (the commit rule, :func:`workspace_commit`). They
+    accumulate over the run; a path it deleted is a tracked deletion anyway."""
+    new = [path for path in dict.fromkeys(paths) if path and path not in run.written_paths]
+    if not new:
+        return
+    current = list(PipelineRun.objects.filter(pk=run.pk).values_list("written_paths", flat=True).first() or [])
+    merged = [*current, *(path for path in new if path not in current)][:WRITTEN_PATHS_MAX]
+    PipelineRun.objects.filter(pk=run.pk).update(written_paths=merged)
+    run.written_paths = merged
+
+
+def workspace_commit(run: PipelineRun, worktree: Path, summary: str) -> str:
+    """Commit on the run's branch what the Coder changed (its summary in the message):
+    changes to tracked files, and the new files it wrote with its tools. Any other new
+    path (a test's report, build output, a nested repository) stays out of the commit
+    and is listed in ``run.left_out``. The branch's head (unchanged when nothing
+    changed)."""
+    from repos.services import worktree_commit, worktree_pending
+
     repository = run_repository(run)
     if repository is None:
         raise WorkspaceUnavailable(WORKTREE_GONE.format(branch=run.branch))
-    head = worktree_commit(repository=repository, worktree=worktree, message=message)
+    # From the row: every round's, whichever process recorded them.
+    written = PipelineRun.objects.filter(pk=run.pk).values_list("written_paths", flat=True).first() or []
+    restored = (run.environment or {}).get("paths") or []
+    pending = worktree_pending(repository=repository, worktree=worktree, written=set(written), environment=restored)
+    message = commit_message(run, pending.changes)
+    if summary:
+        message += f"\n{summary[:4000]}\n"
+    head = worktree_commit(repository=repository, worktree=worktree, message=message, pending=pending)
+    PipelineRun.objects.filter(pk=run.pk).update(left_out=pending.left_out)
+    run.left_out = pending.left_out
     return head or run.head_commit
 
 
@@ -178,12 +201,6 @@ def _worktree_access(run: PipelineRun, worktree: Path) -> GitAccess:
     if repository is None:
         raise WorkspaceUnavailable(WORKTREE_GONE.format(branch=run.branch))
     return worktree_access(Path(repository.path), worktree)
-
-
-def _status_action(status: str) -> str:
-    if status in ("??", "A "):
-        return "create"
-    return "delete" if "D" in status else "modify"
 
 
 def commit_message(run: PipelineRun, changes: list[dict[str, Any]]) -> str:

@@ -13,7 +13,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ from core.crypto import encrypt_secret
 from core.jobs import enqueue_on_commit
 from core.sandbox_images import ImageReferenceInvalid, parse_image_reference
 
+from . import submodules
 from .clone import CloneTarget, PushError, address_allowed, clone_from, clone_host_check, push_to, resolve
 from .folders import (
     FOLDER_UNAVAILABLE,
@@ -52,6 +53,7 @@ from .git import (
     worktree_access,
 )
 from .models import MergeStrategy, Repository, RepositoryStatus, display_path
+from .submodules import lfs_pull, link_warnings_find, submodules_checkout
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -158,6 +160,13 @@ def repository_link(
         raise ValidationError({"path": [FOLDER_UNAVAILABLE]})
     _validate_working_tree(resolved, "path")
     branch = _resolve_base_branch(resolved, base_branch)
+    warnings = link_warnings_find(
+        folder=resolved,
+        access=_looking(resolved),
+        revision=f"refs/heads/{branch}",
+        origin=_origin_of(resolved),
+        url_check=_submodule_url_check(project.owner),
+    )
     with transaction.atomic():
         folder_claim(project=project, path=resolved, field_name="path")
         repository, _ = Repository.objects.update_or_create(
@@ -170,9 +179,36 @@ def repository_link(
                 "test_command": test_command.strip(),
                 "status": RepositoryStatus.READY,
                 "error": "",
+                "link_warnings": warnings,
             },
         )
     return repository
+
+
+def _origin_of(repo: Path, origin_url: str = "") -> str:
+    """What a relative submodule URL is read against, as git reads it: the repository's
+    origin, or its own folder when it has none."""
+    if origin_url:
+        return origin_url
+    configured = run_git(
+        ["config", "--get", "remote.origin.url"], cwd=repo, access=_reading(repo), check=False
+    ).stdout.strip()
+    return configured or str(repo)
+
+
+def _submodule_url_check(owner: User) -> Callable[[str], str]:
+    """A submodule's URL passes the checks a clone URL passes, for the project's owner."""
+    return lambda url: _validate_git_url(url, owner, field="url")
+
+
+def _link_warnings_add(repository: Repository, warnings: list[str]) -> None:
+    """Add what a worktree found (a submodule left empty…) to what the repository's page
+    says, once each."""
+    current = list(Repository.objects.filter(pk=repository.pk).values_list("link_warnings", flat=True).first() or [])
+    merged = [*current, *(warning for warning in dict.fromkeys(warnings) if warning not in current)][:20]
+    if merged != current:
+        Repository.objects.filter(pk=repository.pk).update(link_warnings=merged)
+    repository.link_warnings = merged
 
 
 def _validate_git_url(url: str, user: User, *, field: str = "url", unavailable: str = CLONE_SOURCE_UNAVAILABLE) -> str:
@@ -267,7 +303,16 @@ def repository_clone_execute(*, repository_id: int) -> Repository | None:
         return repository
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    Repository.objects.filter(pk=repository.pk).update(status=RepositoryStatus.READY, base_branch=branch, error="")
+    warnings = link_warnings_find(
+        folder=destination,
+        access=_looking(destination),
+        revision=f"refs/heads/{branch}",
+        origin=repository.origin_url,
+        url_check=_submodule_url_check(repository.project.owner),
+    )
+    Repository.objects.filter(pk=repository.pk).update(
+        status=RepositoryStatus.READY, base_branch=branch, error="", link_warnings=warnings
+    )
     repository.refresh_from_db()
     return repository
 
@@ -517,39 +562,63 @@ def worktrees_locked(repo: Path) -> Iterator[None]:
 
 
 def worktree_create(*, repository: Repository, branch: str, path: Path) -> str:
-    """A worktree at ``path`` on a new ``branch`` from the base branch; returns the
-    commit the branch starts from. Idempotent: an existing worktree or branch of an
-    earlier attempt is reused."""
+    """A worktree at ``path`` on a new ``branch`` from the base branch, its submodules
+    and LFS files in (:func:`_worktree_complete`); returns the commit the branch starts
+    from. Idempotent: an existing worktree or branch of an earlier attempt is reused."""
     repository_folder_check(repository=repository)
     repo = Path(repository.path)
+    with worktrees_locked(repo):
+        base_commit = _worktree_add(repository, repo, branch, path)
+    # Outside the lock: fetching submodules may take long, and other runs' worktrees wait
+    # for it. An attempt that died before this point gets them now (checking out what is
+    # already there changes nothing).
+    _worktree_complete(repository, repo, path)
+    return base_commit
+
+
+def _worktree_add(repository: Repository, repo: Path, branch: str, path: Path) -> str:
     base = repository.base_branch
     reading = _reading(repo)
-    with worktrees_locked(repo):
-        has_branch = git_succeeds(
-            ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo, access=reading
+    has_branch = git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo, access=reading)
+    if path.exists() and has_branch:
+        current = run_git(
+            ["symbolic-ref", "--quiet", "--short", "HEAD"],
+            cwd=path,
+            access=worktree_access(repo, path),
+            check=False,
         )
-        if path.exists() and has_branch:
-            current = run_git(
-                ["symbolic-ref", "--quiet", "--short", "HEAD"],
-                cwd=path,
-                access=worktree_access(repo, path),
-                check=False,
-            )
-            if current.stdout.strip() == branch:
-                return git_output(["merge-base", base, branch], cwd=repo, access=reading)
-        # What an attempt that died half-way left: its files, and git's record of them.
-        # (Not `git worktree prune`: confined to this repository and this worktree, it
-        # would take every other run's worktree for gone.)
-        shutil.rmtree(path, ignore_errors=True)
-        _forget_worktree(repo, path)
-        path.mkdir(parents=True)
-        access = worktree_access(repo, path)
-        if has_branch:
-            run_git(["worktree", "add", "--quiet", "--force", str(path), branch], cwd=repo, access=access)
+        if current.stdout.strip() == branch:
             return git_output(["merge-base", base, branch], cwd=repo, access=reading)
-        base_commit = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo, access=reading)
-        run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo, access=access)
-        return base_commit
+    # What an attempt that died half-way left: its files, and git's record of them.
+    # (Not `git worktree prune`: confined to this repository and this worktree, it
+    # would take every other run's worktree for gone.)
+    shutil.rmtree(path, ignore_errors=True)
+    _forget_worktree(repo, path)
+    path.mkdir(parents=True)
+    access = worktree_access(repo, path)
+    if has_branch:
+        run_git(["worktree", "add", "--quiet", "--force", str(path), branch], cwd=repo, access=access)
+        return git_output(["merge-base", base, branch], cwd=repo, access=reading)
+    base_commit = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo, access=reading)
+    run_git(["worktree", "add", "--quiet", "-b", branch, str(path), base_commit], cwd=repo, access=access)
+    return base_commit
+
+
+def _worktree_complete(repository: Repository, repo: Path, path: Path) -> None:
+    """What ``git worktree add`` does not bring: the submodules at their recorded
+    commits, and the LFS files where git-lfs is installed (repos/submodules.py). What
+    cannot be had is said on the repository's page; the worktree is made regardless."""
+    has_submodules = (path / ".gitmodules").is_file()
+    if not has_submodules and not submodules.git_lfs_installed():
+        return  # the common case: nothing to look at
+    origin = _origin_of(repo, repository.origin_url)
+    check = _submodule_url_check(repository.project.owner)
+    warnings = []
+    if has_submodules:
+        warnings += submodules_checkout(repo=repo, worktree=path, origin=origin, url_check=check)
+    warnings += lfs_pull(repo=repo, worktree=path, origin=origin, url_check=check)
+    if warnings:
+        _link_warnings_add(repository, warnings)
 
 
 def worktree_detached_create(*, repository: Repository, path: Path, commit: str) -> None:
@@ -592,10 +661,145 @@ def _forget_worktree(repo: Path, path: Path) -> None:
             continue
 
 
-def worktree_commit(*, repository: Repository, worktree: Path, message: str) -> str | None:
-    """Commit everything in the worktree; the new commit, or None if nothing changed."""
+# What a commit leaves out is listed, but only so far: a test command can make any number
+# of files. Folders are one entry each (git's own listing collapses new folders).
+LEFT_OUT_MAX_ENTRIES = 100
+LEFT_OUT_MAX_COUNTED_FILES = 20_000
+
+
+@dataclass(frozen=True)
+class PendingChanges:
+    """What a worktree holds beyond its last commit, split by the commit rule: the
+    paths to commit (``changes``: each ``{action, file_path}``) and the new paths left
+    out (``left_out``: each ``{path}``, a folder ``{path: "dir/", files: n}``, with
+    ``repository: true`` for a nested repository)."""
+
+    changes: list[dict[str, str]]
+    left_out: list[dict[str, Any]]
+
+
+def _literal(paths: list[str]) -> str:
+    """A NUL-separated pathspec file (``--pathspec-file-nul``): each path literally,
+    whatever characters it holds (no globbing, no magic of its own)."""
+    return "".join(f":(literal){path}\x00" for path in paths)
+
+
+def _status_action(status: str) -> str:
+    return "delete" if "D" in status else "modify"
+
+
+def _count_files(folder: Path) -> tuple[int, bool]:
+    """The files under ``folder`` (symlinks not followed), up to a bound; and whether
+    the bound cut the count short."""
+    count = 0
+    for _, folders, files in os.walk(folder, followlinks=False):
+        # A nested repository's own git dir is not its files.
+        folders[:] = [name for name in folders if name != ".git"]
+        count += len(files)
+        if count >= LEFT_OUT_MAX_COUNTED_FILES:
+            return LEFT_OUT_MAX_COUNTED_FILES, True
+    return count, False
+
+
+def _left_out_folder(worktree: Path, relative: str, files: int | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"path": relative}
+    folder = worktree / relative.rstrip("/")
+    if files is None:
+        files, capped = _count_files(folder)
+        if capped:
+            entry["capped"] = True
+    entry["files"] = files
+    if (folder / ".git").exists():
+        entry["repository"] = True
+    return entry
+
+
+def worktree_pending(
+    *, repository: Repository, worktree: Path, written: set[str], environment: Iterable[str] = ()
+) -> PendingChanges:
+    """The commit rule: changes to tracked files are committed (test commands rarely
+    rewrite tracked files, and a Coder's edit or deletion of one shows only there); a
+    NEW path only when the Coder wrote it through its tools (``written``, relative
+    paths); every other new path — test reports, caches, build output, a nested
+    repository a test made — is left out and listed. Ignored files are not looked at at
+    all, and what the run's environment restored (``environment``: its ``.venv``,
+    ``node_modules``… where the repository does not ignore them) is neither committed
+    nor listed: it is the environment, not the run's doing."""
+    restored = tuple(path.rstrip("/") for path in environment if path)
     access = worktree_access(Path(repository.path), worktree)
-    run_git(["add", "--all"], cwd=worktree, access=access)
+    # normal, not all: a new folder is one line however many files it holds.
+    listing = run_git(
+        ["status", "--porcelain", "--no-renames", "-z", "--untracked-files=normal", "--ignore-submodules=dirty"],
+        cwd=worktree,
+        access=access,
+    ).stdout
+    changes: list[dict[str, str]] = []
+    left_out: list[dict[str, Any]] = []
+    for entry in (entry for entry in listing.split("\x00") if len(entry) > 3):
+        status, path = entry[:2], entry[3:]
+        if status == "??" and any(path.rstrip("/") == kept or path.startswith(kept + "/") for kept in restored):
+            continue
+        if status != "??":
+            changes.append({"action": _status_action(status), "file_path": path})
+        elif not path.endswith("/"):
+            if path in written:
+                changes.append({"action": "create", "file_path": path})
+            else:
+                left_out.append({"path": path})
+        elif any(name.startswith(path) for name in written):
+            # A new folder the Coder wrote into: its files one by one (only here, where
+            # it wrote), the Coder's committed, the rest left out as one entry.
+            inside = run_git(
+                ["ls-files", "--others", "--exclude-standard", "-z", "--", f":(literal){path}"],
+                cwd=worktree,
+                access=access,
+            ).stdout
+            others = 0
+            for name in (name for name in inside.split("\x00") if name):
+                if name in written and not name.endswith("/"):
+                    changes.append({"action": "create", "file_path": name})
+                else:
+                    others += 1
+            if others:
+                left_out.append(_left_out_folder(worktree, path, others))
+        else:
+            left_out.append(_left_out_folder(worktree, path))
+    if len(left_out) > LEFT_OUT_MAX_ENTRIES:
+        more = len(left_out) - LEFT_OUT_MAX_ENTRIES
+        left_out = [*left_out[:LEFT_OUT_MAX_ENTRIES], {"path": "", "more": more}]
+    return PendingChanges(changes=sorted(changes, key=lambda change: change["file_path"]), left_out=left_out)
+
+
+def worktree_commit(
+    *,
+    repository: Repository,
+    worktree: Path,
+    message: str,
+    written: Iterable[str] = (),
+    pending: PendingChanges | None = None,
+) -> str | None:
+    """Commit what the commit rule keeps (``pending``, or :func:`worktree_pending` of
+    the Coder's ``written`` paths), nothing else the worktree holds; the new commit, or
+    None if nothing changed."""
+    if pending is None:
+        pending = worktree_pending(repository=repository, worktree=worktree, written=set(written))
+    changes = pending.changes
+    access = worktree_access(Path(repository.path), worktree)
+    removed = [change["file_path"] for change in changes if change["action"] == "delete"]
+    added = [change["file_path"] for change in changes if change["action"] != "delete"]
+    if removed:
+        # From the index only, by name: a folder the command made where the file was is
+        # not added through the removal's pathspec.
+        run_git(
+            ["rm", "--cached", "--quiet", "--ignore-unmatch", "-r", "--pathspec-from-file=-", "--pathspec-file-nul"],
+            cwd=worktree,
+            access=access,
+            input=_literal(removed),
+        )
+    if added:
+        run_git(
+            ["add", "--pathspec-from-file=-", "--pathspec-file-nul"], cwd=worktree, access=access, input=_literal(added)
+        )
     if git_succeeds(["diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv"], cwd=worktree, access=access):
         return None
     run_git(["commit", "--quiet", "--no-verify", "-F", "-"], cwd=worktree, access=access, input=message)

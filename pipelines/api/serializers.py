@@ -46,6 +46,17 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
             "commit: passed, exit_code, failing_tests, ran_now)."
         ),
     )
+    left_out = serializers.JSONField(
+        read_only=True,
+        help_text=(
+            "New paths in the worktree that the last commit left out (the Coder did not write them: test "
+            "reports, build output, nested repositories): each {path}, a folder {path: 'dir/', files, capped?, "
+            "repository?}; a last {path: '', more} when the list was cut."
+        ),
+    )
+    written_paths = serializers.JSONField(
+        read_only=True, help_text="The paths the Coder wrote with its tools, relative to the repository."
+    )
 
     class Meta:
         model = PipelineRun
@@ -60,6 +71,8 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
             "iteration",
             "plan",
             "file_changes",
+            "left_out",
+            "written_paths",
             "review_findings",
             "review_history",
             "change_problems",

@@ -298,3 +298,20 @@ def test_a_whole_run_leaves_no_transcript_of_any_agent(linked, repo_root, task, 
     assert {call.agent for call in AgentCall.objects.filter(run=run)} >= {"planner", "coder", "reviewer"}
     assert list((home / ".claude" / "projects").iterdir()) == []
     assert sorted(path.name for path in (home / ".claude").iterdir()) == ["projects"]
+
+
+def test_the_test_command_the_cli_runs_sees_the_repository_read_only(
+    linked, repo_root, task, owner, monkeypatch
+) -> None:
+    """The test command nested in the CLI's sandbox reads git through the same view."""
+    base = git(repo_root, "rev-parse", "HEAD")
+    linked.test_command = "git log --format=%H -1; git status --porcelain >/dev/null && echo STATUS-OK; cat .git"
+    linked.save()
+    monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "run_tests")
+    run = advance_to_coding(task, owner)
+    run_advance(run_id=run.pk)
+
+    call = AgentCall.objects.get(run=run, agent=agents.CODER)
+    assert base in call.response_text and "STATUS-OK" in call.response_text, call.response_text
+    assert "gitdir: /.git-worktree" in call.response_text
+    assert str(repo_root) not in call.response_text

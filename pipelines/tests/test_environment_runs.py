@@ -180,3 +180,26 @@ def test_a_setup_script_that_fails_pauses_the_run_saying_so(fake_llm, library, p
     assert "exited with status 3" in run.error and "fetching" in run.error
     assert len(fake_llm.requests) == 1
     assert "fetching" in log_text(run, "environment")
+
+
+def test_what_the_environment_restored_is_neither_committed_nor_listed_as_left_out(
+    fake_llm, project, owner, tmp_path, settings
+) -> None:
+    settings.ENVIRONMENTS_ROOT = str(tmp_path / "environments")
+    # No ignore rule: the restored folder is untracked in every worktree.
+    root = committed_repository(tmp_path / "repos" / "plain", {"calc.py": CALC})
+    repository = repository_link(project=project, path=str(root), test_command="test -f deps/lib.txt && echo has-deps")
+    repository.setup_script = "mkdir -p deps && echo lib > deps/lib.txt"
+    repository.save()
+    task = TaskFactory(project=project, title="Fix add", description="x")
+    report = ToolReply(name=EDITOR, input={"command": "create", "path": "NOTES.md", "file_text": "fixed\n"})
+    fake_llm.script(ToolReply(input=PLAN), FIX, report, DONE, ToolReply(input=PASS))
+
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    assert run.environment["paths"] == ["deps"]
+    assert "has-deps" in log_text(run, "verifier")
+    changed = git(Path(repository.path), "diff", "--name-only", f"{run.base_commit}..{run.branch}").splitlines()
+    assert changed == ["NOTES.md", "calc.py"]
+    assert all(entry["path"].rstrip("/") != "deps" for entry in run.left_out), run.left_out

@@ -37,6 +37,12 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
         source="display_path", read_only=True, help_text="The folder, relative to the server's repositories folder."
     )
     state = RepositoryStateSerializer(read_only=True, help_text="The checkout as it is now.")
+    link_warnings = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="What the server cannot give this repository's runs (LFS files without git-lfs, submodules "
+        "whose URLs are refused or could not be fetched), found when it was linked or a worktree was made.",
+    )
     worktrees_bytes = serializers.IntegerField(read_only=True, help_text="Disk used by the runs' worktrees.")
     suggested = SuggestionSerializer(
         read_only=True,
@@ -85,6 +91,7 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
             "base_image",
             "status",
             "error",
+            "link_warnings",
             "state",
             "worktrees_bytes",
             "suggested",

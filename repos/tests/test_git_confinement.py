@@ -280,4 +280,4 @@ def test_a_gc_confined_to_one_worktree_keeps_the_others(project, root: Path, tmp
     listed = git(repo, "worktree", "list", "--porcelain")
     assert f"worktree {second}" in listed and "prunable" not in listed
     (second / "b.txt").write_text("still works\n")
-    assert services.worktree_commit(repository=linked, worktree=second, message="Change\n")
+    assert services.worktree_commit(repository=linked, worktree=second, message="Change\n", written={"b.txt"})

@@ -153,7 +153,9 @@ def test_worktree_apply_commit_and_diff(linked: Repository, repo: Path, tmp_path
     (worktree / "a.txt").write_text("one\nTWO\nthree\n")
     (worktree / "new").mkdir()
     (worktree / "new" / "b.txt").write_text("bee\n")
-    head = services.worktree_commit(repository=linked, worktree=worktree, message="Change a, add b\n")
+    head = services.worktree_commit(
+        repository=linked, worktree=worktree, message="Change a, add b\n", written={"new/b.txt"}
+    )
     assert head and services.worktree_commit(repository=linked, worktree=worktree, message="nothing") is None
 
     files = services.branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
