@@ -203,3 +203,34 @@ def test_what_the_environment_restored_is_neither_committed_nor_listed_as_left_o
     changed = git(Path(repository.path), "diff", "--name-only", f"{run.base_commit}..{run.branch}").splitlines()
     assert changed == ["NOTES.md", "calc.py"]
     assert all(entry["path"].rstrip("/") != "deps" for entry in run.left_out), run.left_out
+
+
+@pytest.mark.parametrize("gitignore", ["", "lib/\nlib64/\n"], ids=["nothing-ignored", "python-template-lib"])
+def test_a_venv_the_repository_does_not_ignore_is_in_every_phase_and_never_in_the_change(
+    fake_llm, package_index, project, owner, tmp_path, settings, gitignore
+) -> None:
+    """Seen with python-slugify, whose .gitignore (GitHub's Python template) ignores
+    ``lib/`` but not ``.venv``: the coding phase's ``git clean`` took ``.venv/bin`` and
+    left ``.venv/lib``, so the Coder's and the Testing phase's ``python`` were missing;
+    restored whole, the virtualenv then went into the run's commit with the fix."""
+    settings.ENVIRONMENTS_ROOT = str(tmp_path / "environments")
+    files = {**FILES, ".gitignore": gitignore} if gitignore else {k: v for k, v in FILES.items() if k != ".gitignore"}
+    root = committed_repository(tmp_path / "repos" / "lib", files)
+    library = repository_link(project=project, path=str(root), test_command="python -m unittest -v test_calc")
+    library.setup_script = setup_script(package_index)
+    library.save()
+    task = TaskFactory(project=project, title="Fix add", description="add(2, 3) should be 5")
+    fake_llm.script(ToolReply(input=PLAN), FIX, ToolReply(name="run_tests", input={}), DONE, ToolReply(input=PASS))
+
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    assert run.environment["paths"] == [".venv"]
+    assert "not found" not in log_text(run, "coder"), "the Coder's run_tests had the virtualenv"
+    assert "test_add" in log_text(run, "coder")
+    assert "not found" not in run.verify_result["output"] and "test_double" in run.verify_result["output"]
+    assert "test_upstream_known_bug" in run.verify_result["output"]
+    # The change is the fix alone, in the branch and in the run's list of files.
+    assert git(Path(library.path), "diff", "--name-only", f"{run.base_commit}..{run.branch}") == "calc.py"
+    assert [change["file_path"] for change in run.file_changes] == ["calc.py"]
+    assert all(entry["path"].rstrip("/") != ".venv" for entry in run.left_out), run.left_out

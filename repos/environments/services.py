@@ -4,7 +4,6 @@ from the Repository page, evict old ones, change the page's settings."""
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import time
 from collections.abc import Callable
@@ -208,11 +207,20 @@ def environment_restore_missing(*, repository: Repository, worktree: Path, ready
     """Put back what a run's worktree had restored and lost (``git clean`` of a redone
     phase removes what the repository does not ignore); the paths restored again. A
     kept environment evicted meanwhile is not made again here: the run's tests say so."""
-    missing = [path for path in ready.get("paths", []) if not os.path.lexists(worktree / path)]
     key = ready.get("key") or ""
-    if not missing or not key:
+    if not key:
         return []
-    return store.restore(kept=store.prepared_folder(repository.pk, key), paths=missing, worktree=worktree).paths
+    kept = store.prepared_folder(repository.pk, key)
+    if not kept.is_dir():
+        return []
+    # A path git clean emptied only in part (what the repository ignores inside it
+    # stays) is restored whole again, not taken as there.
+    missing = [path for path in ready.get("paths", []) if not store.intact(kept=kept, relative=path, worktree=worktree)]
+    for path in missing:
+        store.remove_from_worktree(worktree, path)
+    if not missing:
+        return []
+    return store.restore(kept=kept, paths=missing, worktree=worktree).paths
 
 
 def _prepared_for(
@@ -419,7 +427,10 @@ def _produced_paths(repository: Repository, build: Path) -> list[str]:
             path = entry[3:].rstrip("/")
             if path and path != ".git" and not path.startswith(".git/"):
                 paths.append(path)
-    return sorted(paths)
+    # An ignored folder inside an untracked one (``.venv/lib`` under a ``lib/`` rule) is
+    # listed too; it is kept and restored with its parent, not as a path of its own.
+    listed = set(paths)
+    return sorted(path for path in paths if not any(parent.as_posix() in listed for parent in Path(path).parents))
 
 
 def environment_rebuild(*, repository: Repository) -> PreparedEnvironment:

@@ -171,6 +171,26 @@ def restore(*, kept: Path, paths: list[str], worktree: Path) -> Restored:
     return result
 
 
+def intact(*, kept: Path, relative: str, worktree: Path) -> bool:
+    """Whether ``relative`` in ``worktree`` still has every entry of the kept one (a
+    ``git clean`` takes only the part of a folder the repository does not ignore: a
+    ``.venv`` whose ``lib/`` a ``lib/`` rule ignores keeps ``lib`` and loses ``bin``)."""
+    source = kept / relative
+    destination = worktree / relative
+    if not os.path.lexists(destination):
+        return False
+    if not _plain_parents(worktree, relative):
+        return True  # not ours to look into; restore() would refuse it anyway
+    if not source.is_dir() or source.is_symlink():
+        return True
+    for folder, dirnames, filenames in os.walk(source, followlinks=False):
+        inside = Path(folder).relative_to(source)
+        for name in (*dirnames, *filenames):
+            if not os.path.lexists(destination / inside / name):
+                return False
+    return True
+
+
 def remove_from_worktree(worktree: Path, relative: str) -> None:
     """Take a restored path out of a worktree (a link made in its place is removed, never
     followed)."""

@@ -22,6 +22,7 @@ from repos.environments.services import (
     commands_sandbox,
     environment_in_force,
     environment_make_ready,
+    environment_restore_missing,
     environments_evict,
 )
 from repos.models import PreparedEnvironment, PreparedEnvironmentStatus, Repository
@@ -123,6 +124,36 @@ def test_setup_runs_once_and_every_worktree_gets_its_environment_without_network
     assert run_tests_in(repository, second).passed
     # Never committed: the worktree holds it untracked (here ignored), and git sees no change.
     assert git(second, "status", "--porcelain") == ""
+
+
+@needs_bwrap
+def test_a_venv_half_emptied_by_git_clean_is_restored_whole(project, tmp_path, package_index, environments_root):
+    """Python's usual .gitignore ignores ``lib/`` but not ``.venv``: git lists
+    ``.venv`` and ``.venv/lib`` (one path, not two), and a coding phase's ``git clean``
+    takes ``.venv/bin`` but leaves ``.venv/lib``; the venv is put back whole (seen with
+    python-slugify: ``pytest: not found`` after the base tests had passed)."""
+    files = {**FILES, ".gitignore": "lib/\nlib64/\n*.egg-info/\n"}
+    root = committed_repository(tmp_path / "repos" / "gitignored-lib", files)
+    repository = repository_link(project=project, path=str(root), test_command=TEST_COMMAND)
+    repository.setup_script = setup_script(package_index.url)
+    repository.save()
+    path, base = worktree(repository, tmp_path, "one")
+    log: list[str] = []
+    made = ready(repository, path, base, log)
+    assert made.paths == [".venv"] and made.skipped == [], log
+    assert not any("Not restored" in line for line in log), log
+    assert run_tests_in(repository, path).passed
+
+    git(path, "-c", "safe.directory=*", "clean", "-ffdq")  # what a coding phase's reset does
+    assert (path / ".venv" / "lib").is_dir() and not (path / ".venv" / "bin").exists()
+
+    restored = environment_restore_missing(repository=repository, worktree=path, ready=made.as_dict())
+    assert restored == [".venv"]
+    assert (path / ".venv" / "bin" / "python").exists()
+    result = run_tests_in(repository, path)
+    assert result.passed, result.output
+    # Whole again: nothing more to restore.
+    assert environment_restore_missing(repository=repository, worktree=path, ready=made.as_dict()) == []
 
 
 @needs_bwrap
