@@ -33,6 +33,7 @@ BENCHES = [
     "bench_pipeline.py",
     "bench_coder_edits.py",
     "bench_git_confinement.py",
+    "bench_environments.py",
 ]
 PACKAGES = [
     "Django",
