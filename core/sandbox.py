@@ -65,7 +65,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -74,6 +74,7 @@ from django.conf import settings
 
 from core.exceptions import ApplicationError
 from core.sandbox_git import REPOSITORY_INSIDE, WORKTREE_INSIDE, git_view_arguments, git_view_prepare
+from core.sandbox_handover import FolderMarks, hand_over_kept, kept_paths_to_check, kept_roots, walk
 from core.sandbox_limits import CommandLimits, LimitedProcess, bwrap_options
 from core.sandbox_rootfs import ImageRoot, image_filesystem_arguments
 
@@ -174,6 +175,10 @@ class ProjectSandbox:
     # A container image whose tree the commands run on instead of the server's /usr
     # (core/sandbox_images.py `image_root`); None: the server's own.
     image: ImageRoot | None = None
+    # The worktree's restored environments (relative paths: ".venv", "node_modules"):
+    # their files are hard links nobody is handed, so handing the worktree over and
+    # taking it back need not look at them (core/sandbox_handover.py).
+    kept: tuple[str, ...] = ()
 
 
 NO_PROJECT = ProjectSandbox()
@@ -527,10 +532,13 @@ def _support_files(directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def _prepared(workspace: Path, handed_over: tuple[Path, ...] = ()) -> Iterator[tuple[Path, tuple[int, int] | None]]:
+def _prepared(
+    workspace: Path, handed_over: tuple[Path, ...] = (), *, kept: tuple[str, ...] = ()
+) -> Iterator[tuple[Path, tuple[int, int] | None]]:
     """The support files, and the worktree (and ``handed_over``, folders the caller
     removes afterwards) handed to this command's own account (when the server is root)
-    for the command's duration; the worktree is always taken back afterwards."""
+    for the command's duration; the worktree is always taken back afterwards. ``kept``:
+    the worktree's restored environments (relative paths), whose files need no look."""
     support = Path(tempfile.mkdtemp(prefix="autocoder-sandbox-"))
     git_pointer = _read_git_pointer(workspace)
     try:
@@ -538,16 +546,17 @@ def _prepared(workspace: Path, handed_over: tuple[Path, ...] = ()) -> Iterator[t
             _support_files(support)
             if git_pointer is not None:
                 git_view_prepare(workspace, support)
+            marks: FolderMarks | None = None
             try:
                 if ids is not None:
-                    _chown_tree(workspace, *ids)
+                    marks = _chown_tree(workspace, *ids, kept=kept)
                     for folder in handed_over:
                         _chown_tree(folder, *ids)
                 yield support, ids
             finally:
                 # Before the slot is freed: nothing of the worktree may stay the slot's
                 # (the next holder of that uid would own it).
-                workspace_reclaim(workspace, git_pointer=git_pointer)
+                workspace_reclaim(workspace, git_pointer=git_pointer, kept=kept, marks=marks)
     finally:
         shutil.rmtree(support, ignore_errors=True)
 
@@ -569,45 +578,57 @@ def _pointer_intact(pointer: Path, content: bytes) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and pointer.read_bytes() == content
 
 
-def _walk(root: Path) -> Iterator[Path]:
-    """Every path under root, symlinks not followed."""
-    yield root
-    for directory, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in (*dirnames, *filenames):
-            yield Path(directory, name)
-
-
-def _chown_tree(root: Path, uid: int, gid: int) -> None:
+def _chown_tree(root: Path, uid: int, gid: int, *, kept: Iterable[str] = ()) -> FolderMarks:
     """Hand ``root`` to a command's account — except files with more than one name: a
     restored environment's hard links (repos/environments/store.py) are shared with the
     kept copy and other runs, and stay the storage account's. The command may still
-    delete or replace them (their folders are its own), never write into them."""
-    for path in _walk(root):
+    delete or replace them (their folders are its own), never write into them. Under
+    ``kept`` (the restored environments' paths) only folders are handed over, without a
+    look at their files (core/sandbox_handover.py); the marks to take them back by."""
+    tops = kept_roots(root, kept)
+    for path in walk(root, prune=tops):
         with contextlib.suppress(FileNotFoundError):
             info = os.lstat(path)
             if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
                 continue
             os.chown(path, uid, gid, follow_symlinks=False)
+    return hand_over_kept(tops, uid, gid)
 
 
-def workspace_reclaim(workspace: Path, *, git_pointer: bytes | None = None) -> None:
+def workspace_reclaim(
+    workspace: Path,
+    *,
+    git_pointer: bytes | None = None,
+    kept: Iterable[str] = (),
+    marks: FolderMarks | None = None,
+) -> None:
     """After a sandboxed command: the worktree is the storage account's again, holds no
     setuid or setgid file, and its ``.git`` is the pointer file git wrote (restored as a
-    new file if the command replaced it, or linked it under another name)."""
+    new file if the command replaced it, or linked it under another name). Under
+    ``kept``, handed over with ``marks`` (:func:`_chown_tree`), the files of folders the
+    command did not change are not looked at."""
     if not workspace.exists():
         return
     ids = storage_ids()
-    for path in _walk(workspace):
+    tops = kept_roots(workspace, kept) if marks is not None else frozenset()
+
+    def take_back(path: Path | str, info: os.stat_result) -> None:
+        if ids is not None and (info.st_uid, info.st_gid) != ids:
+            os.chown(path, *ids, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            return
+        if info.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISDIR(info.st_mode):
+            os.chmod(path, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+
+    for path in walk(workspace, prune=tops):
         try:
             info = os.lstat(path)
         except FileNotFoundError:
             continue
-        if ids is not None and (info.st_uid, info.st_gid) != ids:
-            os.chown(path, *ids, follow_symlinks=False)
-        if stat.S_ISLNK(info.st_mode):
-            continue
-        if info.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISDIR(info.st_mode):
-            os.chmod(path, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+        take_back(path, info)
+    for kept_path, info in kept_paths_to_check(tops, marks or {}):
+        with contextlib.suppress(FileNotFoundError):
+            take_back(kept_path, info)
     if git_pointer is not None:
         pointer = workspace / ".git"
         if not _pointer_intact(pointer, git_pointer):
@@ -690,6 +711,7 @@ def sandboxed_process(
         writable=project.mounts,
         stderr=subprocess.STDOUT,
         image=project.image,
+        kept=project.kept,
     ) as process:
         yield process
 
@@ -757,12 +779,13 @@ def _bwrapped(
     stdin: IO[bytes] | None = None,
     stderr: int | IO[bytes] | None = None,
     image: ImageRoot | None = None,
+    kept: tuple[str, ...] = (),
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``argv`` started in bwrap as :func:`sandboxed_program` describes, once the caller
     has checked that a sandbox can be made; on ``image``'s tree when one is given."""
     bwrap = _bwrap_path()
     assert bwrap is not None
-    with _prepared(workspace, tuple(source for source, _ in writable)) as (support, ids):
+    with _prepared(workspace, tuple(source for source, _ in writable), kept=kept) as (support, ids):
         arguments = _bwrap_arguments(
             workspace,
             support,

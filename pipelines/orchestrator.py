@@ -185,6 +185,7 @@ def _prepare(run: PipelineRun, lease: Lease) -> None:
         _pause_environment_broken(run, lease, exc.message, exc.output)
         return
     environment: dict[str, Any] = ready.as_dict()
+    run.environment = environment  # the base tests' sandbox knows what was restored (saved below)
     command = repository.test_command.strip()
     if command:
         log.write(f"\n$ {command}\n(the tests on the base commit {run.base_commit[:12]}, before any change)\n")

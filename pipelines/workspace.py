@@ -61,8 +61,10 @@ def run_test_environment(run: PipelineRun) -> tuple[ProjectSandbox, OutputMasker
     repository = run_repository(run)
     if repository is None:
         return ProjectSandbox(variables=project_sandbox_variables(project)), secret_masker(project)
-    # The repository's: the project's variables, the network where its tests opted in.
-    return commands_sandbox(repository=repository), secret_masker(project)
+    # The repository's: the project's variables, the network where its tests opted in,
+    # its base image; and what the run's environment restored into the worktree.
+    kept = tuple((run.environment or {}).get("paths") or ())
+    return commands_sandbox(repository=repository, kept=kept), secret_masker(project)
 
 
 def branch_name(run: PipelineRun) -> str:

@@ -105,7 +105,7 @@ def environment_needed(*, repository: Repository, commit: str) -> bool:
     return script is not None
 
 
-def commands_sandbox(*, repository: Repository, network: bool = False) -> ProjectSandbox:
+def commands_sandbox(*, repository: Repository, network: bool = False, kept: tuple[str, ...] = ()) -> ProjectSandbox:
     """How the repository's test command runs: its project's variables, on its base
     image's tree when it names one (pulled and unpacked the first time, then cached by
     digest), and the network only where the project opted its tests in. Raises
@@ -117,6 +117,7 @@ def commands_sandbox(*, repository: Repository, network: bool = False) -> Projec
         variables=project_sandbox_variables(repository.project),
         share_network=network or repository.tests_network,
         image=image_root(repository.base_image) if repository.base_image else None,
+        kept=kept,
     )
 
 
