@@ -335,7 +335,7 @@ def _python(checkout: _Checkout) -> tuple[list[str], str]:
             source = "pyproject.toml" if pyproject is not None and not has_setup_py else "setup.py"
             checkout.reasons.append(
                 f"{source}: an installable project: pip install -e {target}"
-                + (f" (its {extra} extra)." if extra else ".")
+                + (f" (its {extra} extra)." if extra else "")
             )
         if uses_pytest and not pytest_named:
             setup.append(".venv/bin/pip install pytest")

@@ -45,6 +45,11 @@ _CANNOT_START = (
 _RUNNER_COULD_NOT_RUN = {2, 3, 4}
 
 
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal colour codes (pytest's ``--color=yes``, Jest's)."""
+    return _ANSI.sub("", text)
+
+
 def failing_tests(output: str) -> list[str]:
     """The ids of the tests the output names as failing, in order, once each."""
     found: dict[str, None] = {}

@@ -25,7 +25,7 @@ from core.masking import NO_MASKING, OutputMasker
 from core.sandbox import NO_PROJECT, SANDBOX_DISABLED_WARNING, Limits, ProjectSandbox, sandbox_status, sandboxed_process
 from core.sandbox_limits import LimitedProcess
 
-from .test_report import failing_tests
+from .test_report import failing_tests, strip_ansi
 
 CANCEL_POLL_SECONDS = 0.2
 TAIL_MARKER = "[… {dropped} earlier characters of output dropped …]\n"
@@ -258,7 +258,9 @@ def verify_findings(
     if known and failing_now and set(failing_now) <= known and not result.timed_out and result.exit_code:
         return []
     findings: list[dict[str, Any]] = []
-    for line in result.output.splitlines():
+    # Colour codes (a project's --color=yes) would reach the Reviewer and the page as noise.
+    output = strip_ansi(result.output)
+    for line in output.splitlines():
         match = _PYTEST_FAILED.match(line.strip())
         if match and len(findings) < max_findings - 1:
             test_id = f"{match['file']}::{match['test']}" if match["test"] else match["file"]
@@ -281,6 +283,6 @@ def verify_findings(
         summary += f" New failures: {', '.join(new[:20]) or 'none named'}; already failing on the base commit: " + (
             ", ".join(sorted(known & set(failing_now))[:20]) or "none"
         )
-    tail = result.output[-1500:].strip()
+    tail = output[-1500:].strip()
     findings.append({"file": "", "line": None, "severity": "major", "message": f"{summary}\n{tail}"[:5000]})
     return findings

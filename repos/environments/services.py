@@ -282,6 +282,7 @@ def _claim(*, repository: Repository, key: str, holder: str) -> tuple[bool, Prep
             if store.prepared_folder(repository.pk, key).is_dir():
                 return False, prepared
         elif prepared.status == PreparedEnvironmentStatus.PREPARING:
+            # Without a heartbeat: queued by Rebuild, nobody on it yet.
             fresh = prepared.heartbeat_at and now - prepared.heartbeat_at < timedelta(seconds=STALE_AFTER_SECONDS)
             if fresh and prepared.holder != holder:
                 return False, prepared
@@ -375,6 +376,7 @@ def _prepare(
             paths=paths,
             finished_at=timezone.now(),
             last_used_at=timezone.now(),
+            updated_at=timezone.now(),
         )
     except (EnvironmentBroken, SetupCancelled):
         raise
@@ -384,6 +386,7 @@ def _prepare(
             error=str(getattr(exc, "message", exc))[:2000],
             output="".join(kept_output)[-settings.ENVIRONMENT_OUTPUT_MAX_CHARS :],
             finished_at=timezone.now(),
+            updated_at=timezone.now(),
         )
         raise
     finally:
@@ -394,7 +397,10 @@ def _prepare(
 def _finish_failed(*, prepared: PreparedEnvironment, script: SetupScript | None, result: Any) -> None:
     if result.cancelled:
         PreparedEnvironment.objects.filter(pk=prepared.pk).update(
-            status=PreparedEnvironmentStatus.FAILED, error="cancelled", finished_at=timezone.now()
+            status=PreparedEnvironmentStatus.FAILED,
+            error="cancelled",
+            finished_at=timezone.now(),
+            updated_at=timezone.now(),
         )
         raise SetupCancelled("Setup was stopped.")
     if result.timed_out:
@@ -410,6 +416,7 @@ def _finish_failed(*, prepared: PreparedEnvironment, script: SetupScript | None,
         duration_ms=result.duration_ms,
         error=message,
         finished_at=timezone.now(),
+        updated_at=timezone.now(),
     )
     raise EnvironmentBroken(message, output=result.output[-4000:])
 
@@ -453,11 +460,19 @@ def environment_rebuild(*, repository: Repository) -> PreparedEnvironment:
         if under_way and beat is not None and timezone.now() - beat < timedelta(seconds=STALE_AFTER_SECONDS):
             return prepared  # the page shows it
         store.remove(store.prepared_folder(repository.pk, key))
-        prepared.status = PreparedEnvironmentStatus.FAILED
-        prepared.error = ""
-        prepared.output = ""
-        prepared.heartbeat_at = None
-        prepared.save(update_fields=["status", "error", "output", "heartbeat_at", "updated_at"])
+        # Preparing from now on, for the page and the API, though no worker holds it yet
+        # (no heartbeat: the worker that takes the job claims it at once).
+        prepared.status = PreparedEnvironmentStatus.PREPARING
+        prepared.holder = ""
+        prepared.error = prepared.output = ""
+        prepared.heartbeat_at = prepared.exit_code = None
+        prepared.duration_ms = prepared.size_bytes = 0
+        prepared.save(
+            update_fields=[
+                "status", "holder", "error", "output", "heartbeat_at", "exit_code", "duration_ms", "size_bytes",
+                "updated_at",
+            ]
+        )  # fmt: skip
         enqueue_on_commit("repos.tasks.repository_prepare_environment", repository.pk, commit)
     return prepared
 

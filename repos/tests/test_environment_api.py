@@ -87,6 +87,7 @@ def test_rebuild_is_queued_then_prepared_and_its_output_shown(
 
     assert response.status_code == 202, response.json()
     assert len(callbacks) == 1, "the preparation is queued for a worker"
+    assert response.json()["current"]["status"] == "preparing", "shown as under way at once"
     key = response.json()["key"]
     environment_prepare_in_background(repository_id=repository.pk, commit=response.json()["base_commit"])
 

@@ -374,3 +374,22 @@ def test_a_node_package_whose_tests_need_a_dev_dependency(project, tmp_path, env
     assert run_tests_in(repository, second).passed
     # npm wrote a lockfile: it is what setup produced, kept, never the run's change.
     assert "package-lock.json" in again.paths
+
+
+@needs_bwrap
+def test_setup_sees_the_repositorys_history_read_only_as_setuptools_scm_needs(
+    project, tmp_path, environments_root
+) -> None:
+    root = committed_repository(tmp_path / "repos" / "scm", {"a.txt": "a\n"})
+    git(root, "tag", "v1.2.3")
+    repository = repository_link(project=project, path=str(root))
+    repository.setup_script = "git describe --tags > version.txt\ngit commit --allow-empty -m sneaky || echo refused"
+    repository.save()
+    path, base = worktree(repository, tmp_path, "one")
+    log: list[str] = []
+
+    ready(repository, path, base, log)
+
+    assert (path / "version.txt").read_text() == "v1.2.3\n"
+    assert "refused" in "".join(log), "the history is read-only to setup"
+    assert git(root, "rev-parse", "HEAD") == base
