@@ -352,7 +352,7 @@ def _probe(bwrap: str) -> SandboxStatus:
             return SandboxStatus(available=False, disabled=False, reason=reason)
     with tempfile.TemporaryDirectory(prefix=".sandbox-probe-", dir=root) as scratch:
         workspace = Path(scratch)
-        with _prepared(workspace) as (support, ids):
+        with _prepared(workspace) as (support, ids, _):
             # The options through --args, as for every command: a bwrap without it fails here.
             read_end, write_end = os.pipe()
             with open(write_end, "wb") as options:  # a few KB: the pipe holds them
@@ -534,7 +534,7 @@ def _support_files(directory: Path) -> None:
 @contextlib.contextmanager
 def _prepared(
     workspace: Path, handed_over: tuple[Path, ...] = (), *, kept: tuple[str, ...] = ()
-) -> Iterator[tuple[Path, tuple[int, int] | None]]:
+) -> Iterator[tuple[Path, tuple[int, int] | None, FolderMarks | None]]:
     """The support files, and the worktree (and ``handed_over``, folders the caller
     removes afterwards) handed to this command's own account (when the server is root)
     for the command's duration; the worktree is always taken back afterwards. ``kept``:
@@ -552,7 +552,7 @@ def _prepared(
                     marks = _chown_tree(workspace, *ids, kept=kept)
                     for folder in handed_over:
                         _chown_tree(folder, *ids)
-                yield support, ids
+                yield support, ids, marks
             finally:
                 # Before the slot is freed: nothing of the worktree may stay the slot's
                 # (the next holder of that uid would own it).
@@ -629,6 +629,13 @@ def workspace_reclaim(
     for kept_path, info in kept_paths_to_check(tops, marks or {}):
         with contextlib.suppress(FileNotFoundError):
             take_back(kept_path, info)
+            # Nobody else may write what a command left in an environment's folder:
+            # the next commands' disk watch and take-back do not look at the files of
+            # folders they did not change, so those files must not be able to grow.
+            if stat.S_ISREG(info.st_mode) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                os.chmod(
+                    kept_path, stat.S_IMODE(info.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID)
+                )
     if git_pointer is not None:
         pointer = workspace / ".git"
         if not _pointer_intact(pointer, git_pointer):
@@ -785,7 +792,7 @@ def _bwrapped(
     has checked that a sandbox can be made; on ``image``'s tree when one is given."""
     bwrap = _bwrap_path()
     assert bwrap is not None
-    with _prepared(workspace, tuple(source for source, _ in writable), kept=kept) as (support, ids):
+    with _prepared(workspace, tuple(source for source, _ in writable), kept=kept) as (support, ids, marks):
         arguments = _bwrap_arguments(
             workspace,
             support,
@@ -800,7 +807,7 @@ def _bwrapped(
         # The limits' cgroup is joined before bwrap reads its options (--args), so before it
         # can start anything (core/sandbox_limits.py). prlimit (as the server: it may
         # raise limits), then setpriv to the command's account, then bwrap: one pid.
-        with CommandLimits(limits, watched=(workspace, *(source for source, _ in writable))) as guard:
+        with CommandLimits(limits, watched=(workspace, *(source for source, _ in writable)), kept_marks=marks) as guard:
             options = guard.gate_fd()
             process = LimitedProcess(  # user code or a fixed program, in the sandbox described above
                 guard.argv([*account, bwrap, "--args", str(options), *argv]),

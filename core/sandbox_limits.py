@@ -29,6 +29,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -125,18 +126,35 @@ class LimitedProcess(subprocess.Popen[bytes]):
     limit_notes: str = ""
 
 
-def disk_usage(folders: Iterable[Path]) -> int:
+def disk_usage(folders: Iterable[Path], *, kept_marks: dict[str, int] | None = None) -> int:
     """Bytes the folders take on disk (allocated blocks, each inode once). Walked by
     file descriptor, symlinks never followed: the command may swap a folder for a link
-    while it is walked."""
+    while it is walked. ``kept_marks``: the folders of restored environments as they were
+    handed over (core/sandbox_handover.py): files shared with the kept copy are not the
+    command's and are not counted, nor the files of a folder no entry was added to or
+    removed from since (none of them is writable by the command: they cannot have grown),
+    which are then not even looked at."""
     seen: set[tuple[int, int]] = set()
     total = 0
+    marks = kept_marks or {}
     for root in folders:
-        for _, dirnames, filenames, folder in os.fwalk(root, follow_symlinks=False):
-            for name in (".", *dirnames, *filenames):
-                try:
-                    info = os.stat(name, dir_fd=folder, follow_symlinks=False)
-                except OSError:
+        for directory, dirnames, filenames, folder in os.fwalk(str(root), follow_symlinks=False):
+            mark = marks.get(directory)
+            try:
+                here = os.stat(".", dir_fd=folder, follow_symlinks=False)
+            except OSError:
+                continue
+            files = () if mark is not None and here.st_ctime_ns == mark else filenames
+            for name, info in (
+                (".", here),
+                *((name, None) for name in (*dirnames, *files)),
+            ):
+                if info is None:
+                    try:
+                        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                    except OSError:
+                        continue
+                if mark is not None and info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
                     continue
                 key = (info.st_dev, info.st_ino)
                 if key in seen:
@@ -162,9 +180,18 @@ class CommandLimits:
     ``process.limit_exceeded`` and removes the cgroup.
     """
 
-    def __init__(self, limits: LimitValues, *, watched: tuple[Path, ...], cgroups: bool = True) -> None:
+    def __init__(
+        self,
+        limits: LimitValues,
+        *,
+        watched: tuple[Path, ...],
+        cgroups: bool = True,
+        kept_marks: dict[str, int] | None = None,
+    ) -> None:
         self.limits = limits
         self.watched = watched
+        # The restored environments' folders as handed over (disk_usage need not look in).
+        self.kept_marks = kept_marks
         self.use_cgroups = cgroups
         self.cgroup = CommandCgroup()
         self.process: LimitedProcess | None = None
@@ -183,7 +210,7 @@ class CommandLimits:
                 cgroup_support(), memory_mb=self.limits.memory_mb, processes=self.limits.processes
             )
         if self.limits.disk_mb > 0:
-            self.disk_before = disk_usage(self.watched)
+            self.disk_before = disk_usage(self.watched, kept_marks=self.kept_marks)
         return self
 
     def gate_fd(self) -> int:
@@ -250,7 +277,7 @@ class CommandLimits:
         if self.cgroup.oom_kills():
             return MEMORY_LIMIT_EXCEEDED.format(mb=self.limits.memory_mb)
         if self.limits.disk_mb > 0:
-            added = disk_usage(self.watched) - self.disk_before
+            added = disk_usage(self.watched, kept_marks=self.kept_marks) - self.disk_before
             if added > self.limits.disk_mb * 1024 * 1024:
                 return DISK_LIMIT_EXCEEDED.format(mb=self.limits.disk_mb)
         return ""

@@ -137,3 +137,39 @@ def test_without_marks_everything_is_looked_at_as_before(worktree_with_environme
 def test_kept_paths_never_lead_out_of_the_worktree(tmp_path: Path) -> None:
     roots = sandbox_handover.kept_roots(tmp_path / "w", [".venv", "../other", "/etc", "", "a/../../b", "node_modules"])
     assert roots == {str(tmp_path / "w" / ".venv"), str(tmp_path / "w" / "node_modules")}
+
+
+@needs_bwrap
+def test_what_a_command_writes_into_a_restored_environment_counts_against_its_disk_limit(
+    worktree_with_environment,
+) -> None:
+    from dataclasses import replace
+
+    from core.sandbox_limits import DISK_LIMIT_EXCEEDED
+    from repos.verify import run_test_command
+
+    worktree, _ = worktree_with_environment
+    limits = replace(limits_from_settings(), disk_mb=5, file_size_mb=8)
+
+    def run_limited(command: str):  # type: ignore[no-untyped-def]
+        return run_test_command(
+            command=command,
+            cwd=worktree,
+            timeout=60,
+            limits=limits,
+            max_output_chars=10_000,
+            on_output=lambda text: None,
+            should_cancel=lambda: False,
+            project=ProjectSandbox(kept=("env",)),
+        )
+
+    # The environment's own files (hard links of the kept copy) are not the command's.
+    assert run_limited("echo fine").passed
+    over = run_limited("dd if=/dev/urandom of=env/pkg/sub/big bs=1M count=7 2>/dev/null; echo done")
+    assert not over.passed and DISK_LIMIT_EXCEEDED.format(mb=5) in over.output
+    # What a command left there is nobody's to write but the storage account's.
+    (worktree / "env" / "pkg" / "sub" / "big").unlink(missing_ok=True)
+    made = run_limited("umask 000; echo small > env/pkg/open.txt; ls -l env/pkg/open.txt")
+    assert made.passed
+    mode = stat.S_IMODE(os.lstat(worktree / "env" / "pkg" / "open.txt").st_mode)
+    assert not mode & (stat.S_IWGRP | stat.S_IWOTH), oct(mode)
