@@ -406,7 +406,7 @@ def measure_commands(*, name: str, repository, bare: Path, restored: Path, n: in
     for what, make in (
         ("run_test_command('true'), whole", command),
         (
-            "  disk_usage walk (2 per command, + 1 every max(0.5 s, 10 × walk) while it runs)",
+            "  disk_usage walk of every file (before; the watch now skips restored files)",
             lambda w: lambda: disk_usage((w,)),
         ),
         ("  _chown_tree + workspace_reclaim, every file looked at (before)", hand_over_and_back),
