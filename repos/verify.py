@@ -25,7 +25,7 @@ from core.masking import NO_MASKING, OutputMasker
 from core.sandbox import NO_PROJECT, SANDBOX_DISABLED_WARNING, Limits, ProjectSandbox, sandbox_status, sandboxed_process
 from core.sandbox_limits import LimitedProcess
 
-from .test_report import failing_tests, strip_ansi
+from .runner_output import failing_tests, strip_ansi
 
 CANCEL_POLL_SECONDS = 0.2
 TAIL_MARKER = "[… {dropped} earlier characters of output dropped …]\n"

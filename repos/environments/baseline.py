@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 
 from ..models import BaseTestResult, Repository
-from ..test_report import cannot_start_reason, failing_tests
+from ..runner_output import cannot_start_reason, failing_tests
 from ..verify import VerifyResult
 
 CANNOT_START = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from repos.test_report import cannot_start_reason, failing_tests
+from repos.runner_output import cannot_start_reason, failing_tests
 from repos.verify import VerifyResult, verify_findings
 
 
