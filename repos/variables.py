@@ -132,7 +132,11 @@ def project_variable_set(*, project: Project, name: str, value: str, secret: boo
 
 
 def project_variable_delete(*, project: Project, name: str) -> None:
-    """Remove the project's variable ``name``; NotFound when it has none of that name."""
+    """Remove the project's variable ``name``; NotFound when it has none of that name.
+    A name no variable can have (a NUL, which PostgreSQL refuses outright) is not
+    looked up at all."""
+    if len(name) > MAX_NAME_LENGTH or not _NAME.fullmatch(name):
+        raise NotFound(VARIABLE_NOT_FOUND)
     deleted, _ = ProjectVariable.objects.filter(project=project, name=name).delete()
     if not deleted:
         raise NotFound(VARIABLE_NOT_FOUND)

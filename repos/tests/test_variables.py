@@ -237,3 +237,11 @@ def test_the_admin_lists_names_without_values(admin_client, project) -> None:  #
     assert "API_TOKEN" in listing and "API_TOKEN" in change
     for page in (listing, change):
         assert TOKEN not in page and variable.value_encrypted not in page
+
+
+def test_deleting_a_name_no_variable_can_have_is_404_without_a_query(owner_client, project) -> None:  # type: ignore[no-untyped-def]
+    # PostgreSQL refuses a NUL in a query outright (a 500, and the transaction lost):
+    # such a name is not looked up at all.
+    for name in ("a%00b", "x" * 200, "1abc"):
+        response = owner_client.delete(f"/api/projects/{project.pk}/repository/variables/{name}")
+        assert response.status_code == 404, (name, response.status_code)
