@@ -30,9 +30,9 @@ def main() -> None:
     from accounts.models import User
     from llm.providers.anthropic import AnthropicProvider
     from llm.providers.base import LLMRequest
-    from pipelines import agents
+    from pipelines.agents import prompts as agents
     from pipelines.models import AgentCall, PipelineRun, RunStatus
-    from pipelines.services import run_start
+    from pipelines.runs.services import run_start
     from projects.models import Project
     from tasks.models import Task
     from tests.fake_anthropic import FakeAnthropicServer, ToolReply, coder_creates

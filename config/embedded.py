@@ -94,7 +94,7 @@ class EmbeddedWorker:
     beat: threading.Thread | None
     beat_service: Service | None
     stopped: threading.Event
-    # The pool's size: the places for runs at once (pipelines/queue.py reads it).
+    # The pool's size: the places for runs at once (pipelines/runs/places.py reads it).
     threads: int = 4
 
     def stop(self, timeout: float = 2.0) -> None:
@@ -116,7 +116,7 @@ class EmbeddedWorker:
             self.beat_service.stop()
             # The pipeline sweeper started with beat (on beat_init) stops with it, even
             # if beat's thread has not got that far yet.
-            from pipelines.leases import sweeper_stop
+            from pipelines.runs.leases import sweeper_stop
 
             sweeper_stop(beat=self.beat_service)
         # worker.stop() blocks until running tasks finish: bound it from the outside.

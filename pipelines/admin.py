@@ -10,9 +10,8 @@ from django.utils.safestring import SafeString
 from accounts.selectors import request_user
 from core.admin import admin_change_link
 from core.exceptions import ApplicationError
-
-from .models import AgentCall, PipelineRun, RunEvent, RunLineComment, RunTransition
-from .services import run_cancel, run_retry
+from pipelines.models import AgentCall, PipelineRun, RunEvent, RunLineComment, RunTransition
+from pipelines.runs.services import run_cancel, run_retry
 
 
 class _ReadOnlyInline(admin.TabularInline):

@@ -14,12 +14,11 @@ class PipelinesConfig(AppConfig):
         from memory.selectors.context import context_run_items_lister_register
         from memory.selectors.notes import daily_log_session_page_register
         from memory.selectors.semantic import memory_run_namer_register
-
-        from .leases import sweeper_start
-        from .lineage import RUN_SESSION_PREFIX, context_list_for_run_id
-        from .models import PipelineRun
-        from .selectors import run_names
-        from .services import run_deleted
+        from pipelines.agents.lineage import RUN_SESSION_PREFIX, context_list_for_run_id
+        from pipelines.models import PipelineRun
+        from pipelines.runs.leases import sweeper_start
+        from pipelines.runs.selectors import run_names
+        from pipelines.runs.services import run_deleted
 
         # The sweeper runs wherever beat runs: the celery beat process, or the embedded
         # server's beat thread (config/embedded.py stops it with beat).

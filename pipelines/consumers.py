@@ -15,12 +15,11 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from core.consumers import LiveConsumer
+from pipelines.events import as_message, project_group, task_group
+from pipelines.runs.selectors import run_events
 from projects.selectors import project_get_for_user
 from tasks.models import Task
 from tasks.selectors import task_get_for_user
-
-from .events import as_message, project_group, task_group
-from .selectors import run_events
 
 
 class _EventsConsumer(LiveConsumer):

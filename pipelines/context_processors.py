@@ -10,7 +10,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from .queue import run_queue_positions
+from pipelines.runs.places import run_queue_positions
 
 
 def run_queue_places(request: HttpRequest) -> dict[str, Any]:

@@ -17,13 +17,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import live
-
-from .models import RunEvent
+from pipelines.models import RunEvent
 
 if TYPE_CHECKING:
+    from pipelines.models import PipelineRun
     from tasks.models import Task
-
-    from .models import PipelineRun
 
 logger = logging.getLogger(__name__)
 

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .line_comments import BODY_REQUIRED, LINE_COMMENT_BODY_MAX_LENGTH
-from .services import FEEDBACK_REQUIRED
+from pipelines.review.services import BODY_REQUIRED, FEEDBACK_REQUIRED, LINE_COMMENT_BODY_MAX_LENGTH
 
 FEEDBACK_MAX_LENGTH = 10_000
 API_KEY_MAX_LENGTH = 500

@@ -10,6 +10,14 @@ from core.models import TimeStampedModel
 from repos.forges import ForgeKind, PullRequestState
 from tasks.models import TaskStatus
 
+# The agents of a run, by the name their calls, live logs, memories and notes carry.
+PLANNER = "planner"
+CODER = "coder"
+REVIEWER = "reviewer"
+# Not one of the team: the short call that turns a run's findings and feedback into
+# lessons (pipelines/agents/distiller.py).
+DISTILLER = "distiller"
+
 
 class RunStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
@@ -40,7 +48,7 @@ ACTIVE_STATUSES = (RunStatus.QUEUED, *WORKING_STATUSES, RunStatus.AWAITING_APPRO
 FINAL_STATUSES = (RunStatus.APPROVED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 # The one table of allowed run transitions (docs/ARCHITECTURE.md, A run's states). Only
-# pipelines.services.run_transition changes a run's status, and only along these.
+# pipelines.runs.services.run_transition changes a run's status, and only along these.
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     RunStatus.QUEUED: frozenset({RunStatus.PLANNING, RunStatus.CANCELLED, RunStatus.FAILED}),
     # Planning goes through preparing when the repository has an environment to make
@@ -108,7 +116,7 @@ class PipelineRun(TimeStampedModel):
     # The plan subtask (its ``order``) the Coder said it is working on; cleared by every
     # change of status, so it is only ever set while the run is coding or fixing.
     current_subtask = models.PositiveSmallIntegerField(null=True, blank=True)
-    # What the run taught the team (pipelines/lessons.py): one entry per moment it
+    # What the run taught the team (pipelines/learning/lessons.py): one entry per moment it
     # learned at (a request for changes, a review round fixed, its approval), naming the
     # memories written or reinforced. Its keys keep a phase done twice from learning twice.
     lessons = models.JSONField(default=list, blank=True)
@@ -154,7 +162,7 @@ class PipelineRun(TimeStampedModel):
     lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     # The board column the task was in when the run was started: a run that fails or is
-    # cancelled returns the card there (pipelines.services.run_transition). Blank for runs
+    # cancelled returns the card there (pipelines.runs.services.run_transition). Blank for runs
     # started before it was recorded: their card stays where the run left it.
     started_from_column = models.CharField(max_length=16, choices=TaskStatus.choices, blank=True, editable=False)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -234,7 +242,7 @@ class AgentCall(models.Model):
     # already bought instead of buying them again (recovery.BoughtCalls).
     phase_entry = models.ForeignKey(RunTransition, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     response = models.JSONField(null=True, blank=True, editable=False)
-    # What the call was given from memory (pipelines.recall): {"memories": [{"id",
+    # What the call was given from memory (pipelines.agents.recall): {"memories": [{"id",
     # "content", "score"}], "notes": {"agent_id", "chars", "cut"} or null}.
     recalled = models.JSONField(default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -269,7 +277,7 @@ class RunEvent(models.Model):
 
 
 class PullRequest(TimeStampedModel):
-    """A run's pull (merge) request on the project's forge (pipelines.pull_requests):
+    """A run's pull (merge) request on the project's forge (pipelines.pull_requests.services):
     its number and link there, and the state the forge last reported."""
 
     run = models.OneToOneField(PipelineRun, on_delete=models.CASCADE, related_name="pull_request")

@@ -11,16 +11,21 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
-from tasks.models import Task
-
-from .forms import RequestChangesForm, StartRunForm
-from .line_comments import LINE_COMMENT_BODY_MAX_LENGTH, line_comments_for_run
-from .models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, PullRequest, RunLineComment, RunStatus
-from .queue import queue_place_label, run_queue_position
-from .selectors import (
+from pipelines.forms import RequestChangesForm, StartRunForm
+from pipelines.models import (
+    MAX_REVIEW_ITERATIONS,
+    WORKING_STATUSES,
+    PipelineRun,
+    PullRequest,
+    RunLineComment,
+    RunStatus,
+)
+from pipelines.review.selectors import line_comments_for_run, run_diff
+from pipelines.review.services import LINE_COMMENT_BODY_MAX_LENGTH
+from pipelines.runs.places import queue_place_label, run_queue_position
+from pipelines.runs.selectors import (
     LOG_AGENTS,
     run_allowed_actions,
-    run_diff,
     run_latest_for_task,
     run_recalled,
     run_stopped_in,
@@ -28,6 +33,7 @@ from .selectors import (
     run_totals_for_task,
     run_transcript_for_task,
 )
+from tasks.models import Task
 
 # The stepper, in pipeline order: (key, label). Reviewing and fixing share a step.
 STEPS: tuple[tuple[str, str], ...] = (

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import consumers
+from pipelines import consumers
 
 websocket_urlpatterns = [
     path("ws/tasks/<str:object_id>", consumers.TaskEventsConsumer.as_asgi()),

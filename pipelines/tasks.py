@@ -13,7 +13,7 @@ from celery import shared_task
 
 @shared_task(acks_late=True, ignore_result=True)
 def pipeline_advance(run_id: int) -> None:
-    from .orchestrator import run_advance
+    from pipelines.phases.driver import run_advance
 
     run_advance(run_id=run_id)
 
@@ -21,22 +21,22 @@ def pipeline_advance(run_id: int) -> None:
 @shared_task(ignore_result=True)
 def pipeline_sweep() -> int:
     """One sweep, on demand. The sweeper itself is a loop in the beat process
-    (pipelines.leases.Sweeper); deployments whose beat schedule still lists this job
+    (pipelines.runs.leases.Sweeper); deployments whose beat schedule still lists this job
     from before run it harmlessly."""
-    from .leases import runs_sweep
+    from pipelines.runs.leases import runs_sweep
 
     return len(runs_sweep())
 
 
 @shared_task(ignore_result=True)
 def pipeline_cleanup_worktrees() -> int:
-    from .services import runs_cleanup_worktrees
+    from pipelines.runs.services import runs_cleanup_worktrees
 
     return runs_cleanup_worktrees()
 
 
 @shared_task(ignore_result=True)
 def pipeline_poll_pull_requests() -> int:
-    from .pull_requests import pull_requests_poll
+    from pipelines.pull_requests.services import pull_requests_poll
 
     return pull_requests_poll()

@@ -21,16 +21,17 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.selectors import request_user
 from core.exceptions import ApplicationError
+from pipelines.agents.lineage import context_run_get_for_user, lineage_rows
+from pipelines.forms import LineCommentBodyForm, LineCommentForm, RequestChangesForm, StartRunForm
+from pipelines.models import RunStatus
+from pipelines.panel import panel_context
+from pipelines.pull_requests.services import run_open_pull_request
+from pipelines.review import selectors as review_selectors
+from pipelines.review import services as review_services
+from pipelines.runs import services
+from pipelines.runs.selectors import run_get_for_user
 from tasks.models import Task
 from tasks.selectors import task_get_for_user
-
-from . import line_comments, services
-from .forms import LineCommentBodyForm, LineCommentForm, RequestChangesForm, StartRunForm
-from .lineage import context_run_get_for_user, lineage_rows
-from .models import RunStatus
-from .panel import panel_context
-from .pull_requests import run_open_pull_request
-from .selectors import run_get_for_user
 
 RUN_STARTED = "Run {number} started. The Planner goes first."
 RUN_RESUMED = "Run {number} resumed: {phase} again."
@@ -144,8 +145,8 @@ def run_request_changes(request: HttpRequest, run_id: int) -> HttpResponse:
         return _respond(request, run.task)
 
     def request_changes() -> str:
-        pending = len(line_comments.line_comments_pending(run=run))
-        line_comments.run_request_changes_with_line_comments(
+        pending = len(review_selectors.line_comments_pending(run=run))
+        review_services.run_request_changes(
             run=run, feedback=form.cleaned_data["feedback"], actor=request_user(request)
         )
         if pending:
@@ -165,7 +166,7 @@ def run_line_comment_create(request: HttpRequest, run_id: int) -> HttpResponse:
         return _respond(request, run.task)
 
     def create() -> str:
-        comment = line_comments.line_comment_create(run=run, author=request_user(request), **form.cleaned_data)
+        comment = review_services.line_comment_create(run=run, author=request_user(request), **form.cleaned_data)
         return LINE_COMMENT_ADDED.format(path=comment.path, lines=comment.lines_phrase)
 
     return _act(request, run.task, create)
@@ -175,14 +176,14 @@ def run_line_comment_create(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_line_comment_edit(request: HttpRequest, run_id: int, comment_id: int) -> HttpResponse:
     run = run_get_for_user(user=request_user(request), run_id=run_id)
-    comment = line_comments.line_comment_get_for_run(run=run, comment_id=comment_id)
+    comment = review_selectors.line_comment_get_for_run(run=run, comment_id=comment_id)
     form = LineCommentBodyForm(request.POST)
     if not form.is_valid():
         messages.error(request, _form_error(form))
         return _respond(request, run.task)
 
     def edit() -> str:
-        line_comments.line_comment_update(comment=comment, body=form.cleaned_data["body"])
+        review_services.line_comment_update(comment=comment, body=form.cleaned_data["body"])
         return LINE_COMMENT_SAVED
 
     return _act(request, run.task, edit)
@@ -192,10 +193,10 @@ def run_line_comment_edit(request: HttpRequest, run_id: int, comment_id: int) ->
 @require_POST
 def run_line_comment_delete(request: HttpRequest, run_id: int, comment_id: int) -> HttpResponse:
     run = run_get_for_user(user=request_user(request), run_id=run_id)
-    comment = line_comments.line_comment_get_for_run(run=run, comment_id=comment_id)
+    comment = review_selectors.line_comment_get_for_run(run=run, comment_id=comment_id)
 
     def delete() -> str:
-        line_comments.line_comment_delete(comment=comment)
+        review_services.line_comment_delete(comment=comment)
         return LINE_COMMENT_DELETED
 
     return _act(request, run.task, delete)
@@ -207,7 +208,7 @@ def run_approve(request: HttpRequest, run_id: int) -> HttpResponse:
     run = run_get_for_user(user=request_user(request), run_id=run_id)
 
     def approve() -> str:
-        approved = services.run_approve(run=run, actor=request_user(request))
+        approved = review_services.run_approve(run=run, actor=request_user(request))
         merge = approved.merge_result or {}
         if merge.get("merged"):
             return RUN_APPROVED_MERGED.format(
@@ -233,7 +234,7 @@ def run_open_pull_request_view(request: HttpRequest, run_id: int) -> HttpRespons
 @login_required
 @require_GET
 def run_patch(request: HttpRequest, run_id: int) -> HttpResponse:
-    from .api.views import patch_response
+    from pipelines.api.views import patch_response
 
     return patch_response(run_get_for_user(user=request_user(request), run_id=run_id))
 

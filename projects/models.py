@@ -39,7 +39,7 @@ class Project(TimeStampedModel):
         max_length=INSTRUCTIONS_MAX_LENGTH,
         help_text="Conventions and rules for the agents; added to every agent's system prompt.",
     )
-    # What runs teach (pipelines/learning.py): distilled by one short call of the
+    # What runs teach (pipelines/agents/distiller.py): distilled by one short call of the
     # project's model, or stored as the person and the Reviewer wrote it.
     learn_distil = models.BooleanField(
         "distil lessons with the model",
@@ -53,7 +53,7 @@ class Project(TimeStampedModel):
         validators=[MinValueValidator(1), MaxValueValidator(LESSON_HALF_LIFE_MAX_HOURS)],
         help_text="How fast a lesson from a review finding fades. Empty = the server's default.",
     )
-    # Its runs working at once (pipelines/queue.py); empty = RUNS_AT_ONCE_PER_PROJECT.
+    # Its runs working at once (pipelines/runs/places.py); empty = RUNS_AT_ONCE_PER_PROJECT.
     runs_at_once = models.PositiveSmallIntegerField(
         "runs at once",
         null=True,

@@ -1,6 +1,6 @@
 """The repository's own instructions for coding agents: AGENTS.md (or, without one,
 CLAUDE.md) at the root of a run's worktree, read once per phase into the agents' system
-prompt (pipelines/conversation.py)."""
+prompt (pipelines/agents/conversation.py)."""
 
 from __future__ import annotations
 

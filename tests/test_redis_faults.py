@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.models import AgentCall, PipelineRun, RunEvent
-from pipelines.services import BROKER_DOWN
+from pipelines.runs.services import BROKER_DOWN
 from tests.fake_anthropic import EDITOR, FakeAnthropicServer, TextReply, ToolReply, coder_creates
 from tests.processes import (
     ApiClient,

@@ -5,7 +5,7 @@ against PostgreSQL and Redis, the LLM the fake Anthropic server of this process.
 - One worker process runs more phases at once than a prefork worker has children: six
   planners wait on the model together in one process with no child processes, and a warm
   shutdown (SIGTERM) hands every one of them back to the sweeper.
-- Two worker processes keep the limits on runs at once (pipelines/queue.py): runs over
+- Two worker processes keep the limits on runs at once (pipelines/runs/places.py): runs over
   the user's or the project's limit wait queued whichever worker takes their job, and a
   waiting run starts when a run ends.
 
@@ -33,9 +33,9 @@ from accounts.models import User
 from config.celery import app
 from deploy.supervise import ROOT, read_procfile
 from llm.demo.model import DemoReply, MessagesRequest
-from pipelines.leases import runs_sweep
 from pipelines.models import WORKING_STATUSES, PipelineRun, RunStatus
-from pipelines.services import run_start
+from pipelines.runs.leases import runs_sweep
+from pipelines.runs.services import run_start
 from projects.models import Project
 from tests.factories import ProjectFactory, TaskFactory, UserFactory
 from tests.fake_anthropic import FakeAnthropicServer, default_reply

@@ -112,7 +112,7 @@ def drive_in_process(run: Any, max_steps: int = 30) -> Any:
     """Execute a run's phases in this process, one ``run_advance`` at a time as the
     Celery task would, until it stops needing a worker; the run, refreshed."""
     from pipelines.models import WORKING_STATUSES, RunStatus
-    from pipelines.orchestrator import run_advance
+    from pipelines.phases.driver import run_advance
 
     for _ in range(max_steps):
         run.refresh_from_db()

@@ -362,7 +362,7 @@ CELERY_WORKER_POOL = "threads"
 CELERY_WORKER_CONCURRENCY = WORKER_THREADS
 # The longest a job may run. Only the prefork pool enforces Celery's limits (it kills the
 # child); threads cannot be killed, so a pipeline phase enforces its own through its
-# lease (PIPELINE_PHASE_TIME_LIMIT, pipelines/leases.py). Kept for a prefork worker.
+# lease (PIPELINE_PHASE_TIME_LIMIT, pipelines/runs/leases.py). Kept for a prefork worker.
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", default=30 * 60, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
 CELERY_TIMEZONE = TIME_ZONE
@@ -421,7 +421,7 @@ CLAUDE_CLI_TIMEOUT_SECONDS = env_int("CLAUDE_CLI_TIMEOUT_SECONDS", default=600, 
 # Node.js outside /usr).
 CLAUDE_CLI_SANDBOX_PATHS = env_list("CLAUDE_CLI_SANDBOX_PATHS", [])
 # A working phase whose worker has not renewed its lease for this long is re-queued.
-# Workers renew every quarter of it, from one thread per process (pipelines/leases.py).
+# Workers renew every quarter of it, from one thread per process (pipelines/runs/leases.py).
 PIPELINE_LEASE_SECONDS = env_int("PIPELINE_LEASE_SECONDS", default=10, minimum=5)
 # How often the sweeper (a loop in the celery beat process) looks for such phases: a
 # killed worker's phase runs again within about the lease plus this.
@@ -431,7 +431,7 @@ PIPELINE_SWEEP_SECONDS = env_int("PIPELINE_SWEEP_SECONDS", default=2, minimum=1)
 PIPELINE_PHASE_TIME_LIMIT = env_int("PIPELINE_PHASE_TIME_LIMIT", default=CELERY_TASK_TIME_LIMIT, minimum=10)
 # Runs at once (in a working phase: planning to fixing) per user and per project (a
 # project may set its own); a run over either limit waits queued, oldest first
-# (pipelines/queue.py). Runs awaiting approval or paused do not count.
+# (pipelines/runs/places.py). Runs awaiting approval or paused do not count.
 RUNS_AT_ONCE_PER_USER = env_int("RUNS_AT_ONCE_PER_USER", default=4, minimum=1)
 RUNS_AT_ONCE_PER_PROJECT = env_int("RUNS_AT_ONCE_PER_PROJECT", default=2, minimum=1)
 # Live token chunks are coalesced: at most one agent-log event per agent this often.
@@ -456,7 +456,7 @@ MEMORY_RECALL_MIN_SCORE = env_float("MEMORY_RECALL_MIN_SCORE", default=0.1, mini
 # 1 turns it off but for identical wording; 0.90 joins rephrasings, not related facts.
 MEMORY_CONSOLIDATE_SIMILARITY = env_float("MEMORY_CONSOLIDATE_SIMILARITY", default=0.90, minimum=0.5, maximum=1.0)
 # The distillation call that turns a run's findings and feedback into lessons
-# (pipelines/learning.py; a project can turn it off): its answer is capped here.
+# (pipelines/agents/distiller.py; a project can turn it off): its answer is capped here.
 LEARN_DISTIL_MAX_TOKENS = env_int("LEARN_DISTIL_MAX_TOKENS", default=800, minimum=100)
 # Context items expire this long after they are saved (0 = never).
 CONTEXT_TTL_DAYS = env_int("CONTEXT_TTL_DAYS", default=30)
@@ -577,7 +577,7 @@ VERIFY_STREAM_MAX_CHARS = env_int("VERIFY_STREAM_MAX_CHARS", default=300_000, mi
 # output, this many characters, in the tool result.
 CODER_MAX_TEST_RUNS = env_int("CODER_MAX_TEST_RUNS", default=5, minimum=0)
 CODER_TEST_OUTPUT_MAX_CHARS = env_int("CODER_TEST_OUTPUT_MAX_CHARS", default=8000, minimum=500)
-# The Coder editing a worktree with its tools (pipelines/coder_loop.py): at most this many
+# The Coder editing a worktree with its tools (pipelines/agents/coder.py): at most this many
 # turns (calls) per coding phase, and at most this many tokens as billed (cache reads
 # count a tenth: every turn re-reads the conversation from the cache).
 CODER_MAX_TURNS = env_int("CODER_MAX_TURNS", default=40, minimum=1)

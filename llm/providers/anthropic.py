@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 _thread_clients = threading.local()
 
 KEY_REJECTED = "The Anthropic API key was rejected. Check the key in your settings or the server's ANTHROPIC_API_KEY."
-# Pipelines refuse to start a run without a key (pipelines.services); chat and note
+# Pipelines refuse to start a run without a key (pipelines.runs.services); chat and note
 # summaries meet this one.
 NO_API_KEY = "No Anthropic API key is configured: set ANTHROPIC_API_KEY on the server."
 PERMISSION_DENIED = "The Anthropic API key is not allowed to use this model or feature."
@@ -87,7 +87,7 @@ class AnthropicProvider:
     """Streams calls to the Messages API (or any compatible endpoint via base_url)."""
 
     supports_tools = True
-    # The editing loop is driven by the caller (pipelines/coder_loop.py) with tools.
+    # The editing loop is driven by the caller (pipelines/agents/coder.py) with tools.
     edits_worktree = False
 
     def __init__(

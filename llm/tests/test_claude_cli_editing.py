@@ -1,6 +1,6 @@
 """The Claude CLI provider's editing agent (a request with a ``worktree``): the
 sandboxed child, its stream-json events, its login copy, its failures. The fake CLI is
-tests/bin/claude; the whole runs are in pipelines/tests/test_coder_cli.py."""
+tests/bin/claude; the whole runs are in pipelines/tests/agents/test_coder_cli.py."""
 
 from __future__ import annotations
 

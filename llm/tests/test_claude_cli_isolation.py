@@ -24,7 +24,7 @@ from llm.providers import claude_cli, claude_cli_sandbox
 from llm.providers.base import LLMRequest, ProviderError
 from llm.providers.claude_cli import ClaudeCliProvider
 from llm.providers.claude_cli_sandbox import LOGIN_EXPIRED, ApiRelay, api_address
-from pipelines.agents import PLAN_TOOL
+from pipelines.agents.prompts import PLAN_TOOL
 from tests.fake_anthropic import FakeAnthropicServer
 from tests.fake_claude import fake_claude
 

@@ -11,7 +11,7 @@ from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli
 from llm.providers.base import Cancelled, LLMRequest, ProviderError
 from llm.providers.claude_cli import ClaudeCliProvider
-from pipelines.agents import PLAN_TOOL
+from pipelines.agents.prompts import PLAN_TOOL
 from tests.fake_claude import fake_claude
 
 # Every call of the CLI runs in the sandbox (llm/providers/claude_cli_sandbox.py).

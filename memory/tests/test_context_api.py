@@ -98,7 +98,7 @@ def test_list_needs_a_filter(owner_client) -> None:
 
 def test_list_by_run_without_a_run_lister_finds_no_run(owner, owner_client, monkeypatch) -> None:
     # Memory knows no runs: listing a run's items needs the lister of the app that owns
-    # runs (registered at start-up; pipelines/tests/test_lineage.py covers it).
+    # runs (registered at start-up; pipelines/tests/agents/test_lineage.py covers it).
     monkeypatch.setattr("memory.selectors.context._run_items_lister", [])
     context_save(owner=owner, type="a", content=1)
     assert_error(owner_client.get(URL, {"run": 1}), 404, "not_found")

@@ -22,11 +22,10 @@ from rest_framework.request import Request
 
 from accounts.selectors import request_user
 from core.api import ApiView, error_responses
+from pipelines.events import EventType, as_message
+from pipelines.runs.selectors import run_events
 from tasks.models import Task
 from tasks.selectors import task_get_for_user
-
-from ..events import EventType, as_message
-from ..selectors import run_events
 
 POLL_SECONDS = 0.25
 KEEPALIVE_SECONDS = 30.0

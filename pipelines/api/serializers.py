@@ -5,11 +5,10 @@ from typing import Any
 from rest_framework import serializers
 
 from core.api import StrictCharField
-
-from ..line_comments import LINE_COMMENT_BODY_MAX_LENGTH
-from ..models import PipelineRun, PullRequest, RunLineComment, RunStatus
-from ..queue import run_queue_position
-from ..selectors import run_allowed_actions, run_recalled
+from pipelines.models import PipelineRun, PullRequest, RunLineComment, RunStatus
+from pipelines.review.services import LINE_COMMENT_BODY_MAX_LENGTH
+from pipelines.runs.places import run_queue_position
+from pipelines.runs.selectors import run_allowed_actions, run_recalled
 
 
 class RunSerializer(serializers.ModelSerializer[PipelineRun]):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import events, views, webhooks
+from pipelines.api import events, views, webhooks
 
 urlpatterns = [
     path("tasks/<str:task_id>/start-pipeline", views.StartPipelineApi.as_view(), name="task-start-pipeline"),

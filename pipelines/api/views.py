@@ -13,21 +13,7 @@ from rest_framework.response import Response
 from accounts.selectors import request_user
 from core.api import ApiView, error_responses
 from core.exceptions import NotFound
-from tasks.selectors import task_get_for_user
-
-from ..line_comments import (
-    line_comment_create,
-    line_comment_delete,
-    line_comment_get_for_run,
-    line_comment_update,
-    line_comments_for_run,
-    run_request_changes_with_line_comments,
-)
-from ..models import PipelineRun, PullRequest
-from ..pull_requests import pull_request_for_user, run_open_pull_request
-from ..selectors import run_diff, run_get_for_user, run_list_for_task, run_patch
-from ..services import run_approve, run_cancel, run_discard_branch, run_retry, run_start
-from .serializers import (
+from pipelines.api.serializers import (
     DiffSerializer,
     LineCommentCreateSerializer,
     LineCommentSerializer,
@@ -36,6 +22,19 @@ from .serializers import (
     RequestChangesSerializer,
     RunSerializer,
 )
+from pipelines.models import PipelineRun, PullRequest
+from pipelines.pull_requests.services import pull_request_for_user, run_open_pull_request
+from pipelines.review.selectors import line_comment_get_for_run, line_comments_for_run, run_diff, run_patch
+from pipelines.review.services import (
+    line_comment_create,
+    line_comment_delete,
+    line_comment_update,
+    run_approve,
+    run_request_changes,
+)
+from pipelines.runs.selectors import run_get_for_user, run_list_for_task
+from pipelines.runs.services import run_cancel, run_discard_branch, run_retry, run_start
+from tasks.selectors import task_get_for_user
 
 API_KEY_HEADER = "X-Anthropic-Key"
 API_KEY_PARAMETER = OpenApiParameter(
@@ -139,9 +138,7 @@ class RunRequestChangesApi(ApiView):
         run = run_get_for_user(user=request_user(request), run_id=run_id)
         body = RequestChangesSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        updated = run_request_changes_with_line_comments(
-            run=run, feedback=body.validated_data["feedback"], actor=request_user(request)
-        )
+        updated = run_request_changes(run=run, feedback=body.validated_data["feedback"], actor=request_user(request))
         return Response(RunSerializer(updated).data, status=status.HTTP_202_ACCEPTED)
 
 

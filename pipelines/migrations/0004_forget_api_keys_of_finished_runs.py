@@ -1,4 +1,4 @@
-# A run's key is deleted when the run ends (pipelines.services.run_transition); runs
+# A run's key is deleted when the run ends (pipelines.runs.services.run_transition); runs
 # that ended before that rule still hold theirs.
 
 from django.db import migrations

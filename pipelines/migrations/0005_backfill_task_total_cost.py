@@ -1,5 +1,5 @@
 # Task.total_cost (tasks 0002) is what all of a task's runs cost, kept by the pipeline as
-# calls are paid for (pipelines.services.task_cost_add). Tasks that were run before it
+# calls are paid for (pipelines.runs.services.task_cost_add). Tasks that were run before it
 # existed get the sum of their runs; tasks never run keep None. Here, not in tasks, since
 # it reads runs: tasks' migrations never depend on pipelines'.
 

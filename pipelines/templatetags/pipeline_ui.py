@@ -12,7 +12,7 @@ from django.template import Context
 
 from pipelines.models import RunStatus
 from pipelines.panel import panel_context
-from pipelines.queue import queue_place_label
+from pipelines.runs.places import queue_place_label
 from tasks.models import Task
 
 register = template.Library()

@@ -9,7 +9,7 @@ from django.urls import reverse
 from accounts.models import User
 from pipelines.events import EventType, event_publish
 from pipelines.models import PipelineRun, RunStatus
-from pipelines.services import run_start
+from pipelines.runs.services import run_start
 from tests.factories import TaskFactory
 
 pytestmark = pytest.mark.django_db

@@ -4,8 +4,8 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from pipelines.models import PipelineRun, RunStatus
-from pipelines.orchestrator import run_advance
-from pipelines.services import NO_API_KEY, run_start
+from pipelines.phases.driver import run_advance
+from pipelines.runs.services import NO_API_KEY, run_start
 from tests.factories import TaskFactory
 from tests.fake_anthropic import ToolReply, coder_creates
 

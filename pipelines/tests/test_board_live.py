@@ -15,7 +15,7 @@ from django.urls import reverse
 from accounts.services import api_token_create
 from core.consumers import CLOSE_NOT_FOUND
 from pipelines.models import RunStatus
-from pipelines.services import run_start
+from pipelines.runs.services import run_start
 from tasks.models import Task, TaskStatus
 from tests.factories import TaskFactory
 from tests.fake_anthropic import ToolReply
@@ -128,7 +128,7 @@ def test_the_api_says_the_latest_runs_state_and_cost(fake_llm, owner, owner_clie
 @pytest.mark.django_db
 def test_the_latest_runs_cost_grows_with_each_call_while_it_works(fake_llm, owner, owner_client, task) -> None:
     from pipelines.models import PipelineRun
-    from pipelines.services import run_usage_add
+    from pipelines.runs.services import run_usage_add
 
     run = run_start(task=task, user=owner)
     run_usage_add(run=run, input_tokens=10, output_tokens=5, cost=Decimal("0.25"))

@@ -12,14 +12,8 @@ from django.urls import reverse
 from accounts.models import User
 from pipelines.events import EventType, event_publish
 from pipelines.models import PipelineRun, RunEvent, RunStatus
-from pipelines.services import (
-    FEEDBACK_REQUIRED,
-    NO_API_KEY,
-    RUN_ALREADY_ACTIVE,
-    run_start,
-    run_transition,
-    run_usage_add,
-)
+from pipelines.review.services import FEEDBACK_REQUIRED
+from pipelines.runs.services import NO_API_KEY, RUN_ALREADY_ACTIVE, run_start, run_transition, run_usage_add
 from pipelines.views import CHANGES_REQUESTED, RUN_APPROVED, RUN_CANCELLED, RUN_RESTARTED, RUN_RESUMED, RUN_STARTED
 from projects.models import Project
 from tasks.models import Task, TaskStatus
@@ -42,7 +36,7 @@ FINDING = {"file": "src/app/config.py", "line": 2, "severity": "major", "message
 def queued(monkeypatch) -> list[int]:
     """Jobs the services queue for a worker (no worker runs in these tests)."""
     jobs: list[int] = []
-    monkeypatch.setattr("pipelines.services._enqueue_advance", jobs.append)
+    monkeypatch.setattr("pipelines.runs.services._enqueue_advance", jobs.append)
     return jobs
 
 

@@ -308,7 +308,7 @@ def test_session_reads_need_no_csrf(owner_session_client: APIClient, project: Pr
 
 
 def test_agent_settings_override_the_servers_for_new_runs(owner_client, project, settings) -> None:
-    from pipelines.services import run_start
+    from pipelines.runs.services import run_start
     from tests.factories import TaskFactory
 
     settings.ANTHROPIC_API_KEY = "sk-test"
