@@ -29,28 +29,19 @@ from typing import Any
 
 from django.conf import settings
 
-from core.workers import shutdown_requested
 from llm.providers.base import LLMRequest, LLMResult, Tool, ToolCall
 from memory.markers import agent_memory_value
 from pipelines.agents import prompts as agents
-from pipelines.agents.conversation import (
-    PhaseInterrupted,
-    _call_with_backoff,
-    _prompt_text,
-    _record_call,
-    agent_system_prompt,
-    run_provider,
-    should_stop,
-)
+from pipelines.agents.conversation import agent_system_prompt
 from pipelines.agents.memories import PhaseMemories
 from pipelines.agents.recall import Recall
+from pipelines.agents.turns import AgentTurns, PhaseInterrupted, should_stop, stopped_between_turns
 from pipelines.events import AgentLogStream
 from pipelines.models import PipelineRun
 from pipelines.runs.leases import Lease
-from pipelines.runs.recovery import REPLY_REUSED, BoughtCalls
 from pipelines.runs.selectors import run_subtask_index
 from pipelines.runs.services import run_subtask_start
-from pipelines.runs.workspace import workspace_record_written
+from pipelines.runs.workspace import repository_test_command, run_test_environment, workspace_record_written
 
 CONTINUE_AFTER_CUT = (
     "Your reply was cut off at the output limit. Continue where you stopped; keep each edit "
@@ -111,42 +102,38 @@ def code_in_worktree(
 ) -> CoderConversation:
     """Let the Coder edit ``worktree`` until it is done or out of turns; its summary.
     ``recall`` (pipelines.agents.recall) goes into the system prompt of every turn."""
-    from pipelines.runs.workspace import run_test_environment
     from repos.coder_tools import CoderSession, coder_tools
 
     system = agent_system_prompt(run, agents.CODER, worktree, recall=recall, role=agents.CODER_EDITING_ROLE)
-    recalled = recall.record()
-    log = AgentLogStream(task=run.task, run=run, agent=agents.CODER)
-    provider = run_provider(run)
-    memories = PhaseMemories(run, agents.CODER, log)
+    turns = AgentTurns(run, lease, agents.CODER, recalled=recall.record())
+    log = turns.log
     server_tools, client_tools = coder_tools()
     client_tools = (*client_tools, REMEMBER)
     if run.plan:
         client_tools = (*client_tools, START_SUBTASK)
-    repository_test_command = _test_command(run)
+    test_command = repository_test_command(run)
     sandbox, masker = run_test_environment(run)
     session = CoderSession(
         on_output=log.write, should_cancel=lambda: should_stop(lease), project=sandbox, masker=masker
     )
-    bought = BoughtCalls(run, agents.CODER)
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
-    turns = tokens = 0
+    taken = tokens = 0
     steps: list[dict[str, Any]] = []
     while True:
-        if _stopped(lease):
+        if stopped_between_turns(lease):
             log.flush()
             raise PhaseInterrupted
-        if turns >= settings.CODER_MAX_TURNS or tokens >= settings.CODER_TOKEN_LIMIT:
+        if taken >= settings.CODER_MAX_TURNS or tokens >= settings.CODER_TOKEN_LIMIT:
             what, limit = (
                 ("turns", settings.CODER_MAX_TURNS)
-                if turns >= settings.CODER_MAX_TURNS
+                if taken >= settings.CODER_MAX_TURNS
                 else ("tokens", settings.CODER_TOKEN_LIMIT)
             )
             message = OUT_OF_TURNS.format(what=what, limit=limit)
             log.write(f"\n[{message}]\n")
             log.flush()
             finding = {"file": "", "line": None, "severity": "major", "message": message}
-            return CoderConversation(summary="", out_of_turns=True, turns=turns, finding=finding, steps=steps)
+            return CoderConversation(summary="", out_of_turns=True, turns=taken, finding=finding, steps=steps)
         request = LLMRequest(
             system=system,
             messages=messages,
@@ -156,17 +143,12 @@ def code_in_worktree(
             explore_tools=client_tools,
             server_tools=server_tools,
         )
-        result = bought.take(1, _prompt_text(request))
-        if result is None:
-            result = _call_with_backoff(run, lease, request, log, provider)
-        else:
-            log.write(REPLY_REUSED)
-        _record_call(run, agents.CODER, 1, request, result, [], bought.phase_entry, recalled=recalled)
-        reused = bool(result.extra.get("reused"))
-        # The recorded reply keeps its markers (a replay compares against it); the summary,
-        # the commit message and the lineage do not.
-        shown = memories.take_text(result.text, reused=reused)
-        turns += 1
+        # The recorded reply keeps its markers (a replay compares against it); the
+        # summary, the commit message and the lineage do not (``turn.shown``).
+        turn = turns.take(request)
+        turns.record(turn)
+        result = turn.result
+        taken += 1
         tokens += result.billed_tokens
         if result.stop_reason == "max_tokens":
             messages = [*messages, *_continuation(result)]
@@ -175,8 +157,8 @@ def code_in_worktree(
             continue
         if not result.tool_calls:
             log.flush()
-            return CoderConversation(summary=shown.strip(), out_of_turns=False, turns=turns, steps=steps)
-        if _stopped(lease):
+            return CoderConversation(summary=turn.shown.strip(), out_of_turns=False, turns=taken, steps=steps)
+        if stopped_between_turns(lease):
             log.flush()
             raise PhaseInterrupted
         tool_results = []
@@ -184,14 +166,14 @@ def code_in_worktree(
             if call.name == START_SUBTASK.name:
                 tool_results.append(_start_subtask(run, lease, call, log))
             elif call.name == REMEMBER.name:
-                tool_results.append(_remember(call, log, memories, reused=reused))
+                tool_results.append(_remember(call, log, turns.memories, reused=turn.reused))
             else:
                 tool_results.append(
                     _run_tool(
                         worktree,
                         call,
                         log,
-                        test_command=repository_test_command,
+                        test_command=test_command,
                         session=session,
                         steps=steps,
                         on_written=lambda path: workspace_record_written(run, [path]),
@@ -203,19 +185,6 @@ def code_in_worktree(
             {"role": "assistant", "content": result.content},
             {"role": "user", "content": tool_results},
         ]
-
-
-def _stopped(lease: Lease) -> bool:
-    """Between turns: the row itself, not the lease's cached answer — a cancelled run
-    buys no further turn."""
-    return shutdown_requested.is_set() or not lease.confirm()
-
-
-def _test_command(run: PipelineRun) -> str:
-    from pipelines.runs.workspace import run_repository
-
-    repository = run_repository(run)
-    return repository.test_command if repository is not None else ""
 
 
 def _continuation(result: LLMResult) -> list[dict[str, Any]]:

@@ -20,21 +20,13 @@ from django.conf import settings
 from core.sandbox import SANDBOX_ROOT, SandboxUnavailable
 from llm.providers.base import LLMRequest, ToolCall
 from pipelines.agents import prompts as agents
-from pipelines.agents.coder import OUT_OF_TURNS, CoderConversation, _stopped, _test_command
-from pipelines.agents.conversation import (
-    PhaseInterrupted,
-    _call_with_backoff,
-    _record_call,
-    agent_system_prompt,
-    run_provider,
-)
-from pipelines.agents.memories import PhaseMemories
+from pipelines.agents.coder import OUT_OF_TURNS, CoderConversation
+from pipelines.agents.conversation import agent_system_prompt
 from pipelines.agents.recall import Recall
-from pipelines.events import AgentLogStream
+from pipelines.agents.turns import AgentTurns, PhaseInterrupted, stopped_between_turns
 from pipelines.models import PipelineRun
 from pipelines.runs.leases import Lease
-from pipelines.runs.recovery import BoughtCalls
-from pipelines.runs.workspace import run_test_environment, workspace_record_written
+from pipelines.runs.workspace import repository_test_command, run_test_environment, workspace_record_written
 
 OUT_OF_TURNS_STOP = "error_max_turns"
 # The CLI's tools that write a file, and the input naming it.
@@ -77,9 +69,11 @@ def cli_written_paths(calls: list[ToolCall], worktree: Path) -> list[str]:
 def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *, recall: Recall) -> CoderConversation:
     """Let the provider's agent edit ``worktree`` until it is done or out of turns."""
     system = agent_system_prompt(run, agents.CODER, worktree, recall=recall, role=agents.CODER_CLI_EDITING_ROLE)
-    log = AgentLogStream(task=run.task, run=run, agent=agents.CODER)
-    provider = run_provider(run)
-    test_command = _test_command(run).strip()
+    # Replies bought by a worker that died are not reused: their edits went with the
+    # worktree's reset. The phase's entry still groups this call with the phase.
+    agent_turns = AgentTurns(run, lease, agents.CODER, recalled=recall.record(), reuse=False)
+    log = agent_turns.log
+    test_command = repository_test_command(run).strip()
     sandbox, masker = run_test_environment(run)
     request = LLMRequest(
         system=system,
@@ -93,25 +87,23 @@ def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *
         commands_image=sandbox.image if test_command else None,
         max_turns=settings.CODER_MAX_TURNS,
     )
-    if _stopped(lease):
+    if stopped_between_turns(lease):
         raise PhaseInterrupted
-    # Replies bought by a worker that died are not reused: their edits went with the
-    # worktree's reset. The phase's entry still groups this call with the phase.
-    phase_entry = BoughtCalls(run, agents.CODER).phase_entry
     try:
-        result = _call_with_backoff(run, lease, request, log, provider)
+        turn = agent_turns.take(request)
     except SandboxUnavailable as exc:
         # Fail closed, as the verify step does: the run pauses saying why.
         log.write(f"\n{exc.message}\n")
         log.flush()
         raise
-    _record_call(run, agents.CODER, 1, request, result, [], phase_entry, recalled=recall.record())
+    agent_turns.record(turn)
+    result = turn.result
     # Its writes are in the result's tool calls, so they are kept once it ends: a call
     # that dies half-way is run again from a reset worktree, leaving nothing to know.
     workspace_record_written(run, cli_written_paths(result.tool_calls, worktree))
     # The recorded result keeps its markers; the summary (the commit message, the
     # lineage) does not.
-    shown = PhaseMemories(run, agents.CODER, log).take_text(result.text)
+    shown = turn.shown
     turns = int(result.extra.get("num_turns") or 0)
     if result.stop_reason == OUT_OF_TURNS_STOP:
         message = OUT_OF_TURNS.format(what="turns", limit=settings.CODER_MAX_TURNS)

@@ -17,7 +17,8 @@ from django.conf import settings
 
 from llm.providers.base import ProviderError
 from pipelines.agents import prompts as agents
-from pipelines.agents.conversation import BudgetExceeded, InvalidAgentOutput, call_agent
+from pipelines.agents.conversation import InvalidAgentOutput, call_agent
+from pipelines.agents.turns import BudgetExceeded
 from pipelines.learning.lessons import Learned, Moment, lessons_store
 from pipelines.models import PipelineRun
 from pipelines.runs.leases import Lease

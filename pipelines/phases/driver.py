@@ -22,17 +22,11 @@ from core.exceptions import ApplicationError
 from core.workers import shutdown_requested
 from llm.providers.base import ProviderError
 from pipelines.agents import prompts as agents
-from pipelines.agents.conversation import (
-    BudgetExceeded,
-    InvalidAgentOutput,
-    PhaseInterrupted,
-    call_agent,
-    run_provider,
-    should_stop,
-)
+from pipelines.agents.conversation import InvalidAgentOutput, call_agent
 from pipelines.agents.distiller import learn
 from pipelines.agents.lineage import context_record_agent_call
 from pipelines.agents.recall import recall_for_phase
+from pipelines.agents.turns import BudgetExceeded, PhaseInterrupted, run_provider, should_stop
 from pipelines.events import AgentLogStream
 from pipelines.learning.lessons import REVIEWER_SOURCE, feedback_moment, findings_moment
 from pipelines.models import MAX_REVIEW_ITERATIONS, WORKING_STATUSES, PipelineRun, RunStatus

@@ -487,6 +487,9 @@ def task_cost_add(*, task_id: int, amount: Decimal) -> None:
     Task.objects.filter(pk=task_id).update(total_cost=Coalesce(F("total_cost"), Value(Decimal(0))) + amount)
 
 
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "cost_usd")
+
+
 def run_usage_add(
     *,
     run: PipelineRun,
@@ -495,11 +498,11 @@ def run_usage_add(
     cost: Decimal,
     cache_creation_input_tokens: int = 0,
     cache_read_input_tokens: int = 0,
-) -> None:
+) -> dict[str, Any]:
     """Count one agent call's tokens and cost on its run, and the cost on the run's task,
-    in one transaction. ``input_tokens`` is the call's uncached input: the run's
-    ``input_tokens`` counts the cache writes and reads too (its token budget does), and
-    its two cache counts say how much of it was cached."""
+    in one transaction; the run's totals after it. ``input_tokens`` is the call's
+    uncached input: the run's ``input_tokens`` counts the cache writes and reads too (its
+    token budget does), and its two cache counts say how much of it was cached."""
     with transaction.atomic():
         PipelineRun.objects.filter(pk=run.pk).update(
             input_tokens=F("input_tokens") + input_tokens + cache_creation_input_tokens + cache_read_input_tokens,
@@ -510,6 +513,8 @@ def run_usage_add(
         )
         task_cost_add(task_id=run.task_id, amount=cost)
         _latest_run_cost_refresh(run=run)
+        totals: dict[str, Any] = PipelineRun.objects.filter(pk=run.pk).values(*USAGE_FIELDS).get()
+        return totals
 
 
 def _latest_run_cost_refresh(*, run: PipelineRun) -> None:

@@ -48,6 +48,12 @@ def run_repository(run: PipelineRun) -> Repository | None:
     return Repository.objects.filter(project_id=run.task.project_id).first()
 
 
+def repository_test_command(run: PipelineRun) -> str:
+    """The test command of the run's repository ('' when none is set or linked)."""
+    repository = run_repository(run)
+    return repository.test_command if repository is not None else ""
+
+
 def run_test_environment(run: PipelineRun) -> tuple[ProjectSandbox, OutputMasker]:
     """How the run's project's test command runs (its variables in its environment)
     and the masker of its secrets for whatever that command prints: the verify step,

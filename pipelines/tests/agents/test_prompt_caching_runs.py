@@ -11,7 +11,8 @@ import pytest
 from django.urls import reverse
 
 from llm.pricing import call_cost
-from pipelines.agents.conversation import BudgetExceeded, _check_budget
+from pipelines.agents.turns import BudgetExceeded
+from pipelines.agents.turns import budget_check as _check_budget
 from pipelines.api.serializers import RunSerializer
 from pipelines.models import AgentCall, PipelineRun, RunStatus
 from pipelines.runs.services import run_start, run_usage_add
