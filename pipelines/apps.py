@@ -16,9 +16,9 @@ class PipelinesConfig(AppConfig):
         from memory.selectors.semantic import memory_run_namer_register
         from pipelines.agents.lineage import RUN_SESSION_PREFIX, context_list_for_run_id
         from pipelines.models import PipelineRun
+        from pipelines.runs.costs import run_deleted
         from pipelines.runs.leases import sweeper_start
         from pipelines.runs.selectors import run_names
-        from pipelines.runs.services import run_deleted
 
         # The sweeper runs wherever beat runs: the celery beat process, or the embedded
         # server's beat thread (config/embedded.py stops it with beat).

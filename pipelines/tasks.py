@@ -30,7 +30,7 @@ def pipeline_sweep() -> int:
 
 @shared_task(ignore_result=True)
 def pipeline_cleanup_worktrees() -> int:
-    from pipelines.runs.services import runs_cleanup_worktrees
+    from pipelines.runs.workspace import runs_cleanup_worktrees
 
     return runs_cleanup_worktrees()
 

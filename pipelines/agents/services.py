@@ -18,7 +18,7 @@ from llm.providers.base import LLMRequest, LLMResult
 from pipelines.agents.lineage import context_record_agent_call
 from pipelines.events import EventType, event_publish
 from pipelines.models import AgentCall, PipelineRun
-from pipelines.runs.services import run_usage_add
+from pipelines.runs.costs import run_usage_add
 
 # What an AgentCall keeps of a tool turn's results.
 PROMPT_TEXT_MAX_CHARS = 200_000

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max, OuterRef, Subquery, Sum, Value
+from django.db.models import F, Max, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -27,14 +27,13 @@ from pipelines.events import EventType, event_publish
 from pipelines.models import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
-    RUN_CARD_COLUMNS,
     RUN_TRANSITIONS,
-    TASK_STATUS_FOR_RUN,
     WORKING_STATUSES,
     PipelineRun,
     RunStatus,
     RunTransition,
 )
+from pipelines.runs.card import card_column, pipeline_state
 from pipelines.runs.places import run_places, runs_free_to_start
 from pipelines.runs.selectors import run_subtask_index
 from tasks.models import Task
@@ -113,23 +112,6 @@ def _start_waiting_runs(owner_id: int) -> None:
         _enqueue_advance_or_leave_to_sweeper(run_id, RunStatus.QUEUED)
 
 
-def _pipeline_state(run: PipelineRun) -> dict[str, Any]:
-    """The task's summary of its latest run (``Task.pipeline_state``: the board card's
-    chip, the API's ``latest_run``)."""
-    return {
-        "run_id": run.pk,
-        "run_number": run.number,
-        "status": run.status,
-        "phase": run.phase,
-        "iteration": run.iteration,
-        "cost_usd": _cost_text(run.cost_usd),
-    }
-
-
-def _cost_text(cost: Decimal | int | str) -> str:
-    return str(Decimal(cost).quantize(Decimal("0.000001")))
-
-
 def _phase_change_data(run: PipelineRun) -> dict[str, Any]:
     # ``task_id``: the board updates that one card (static/js/board_live.js).
     return {
@@ -139,20 +121,6 @@ def _phase_change_data(run: PipelineRun) -> dict[str, Any]:
         "run_id": run.pk,
         "task_id": run.task_id,
     }
-
-
-def _card_column(*, run: PipelineRun, from_status: str, to_status: str, card_column: str) -> str | None:
-    """The board column the task moves to as its run goes to ``to_status`` (None: it stays).
-
-    A run that fails or is cancelled takes its card back to the column it was started
-    from, with its chip saying why — except a run that never left the queue (it never
-    moved the card) and a card a person has meanwhile taken out of the run's columns.
-    """
-    if to_status in (RunStatus.FAILED, RunStatus.CANCELLED):
-        if from_status == RunStatus.QUEUED or card_column not in RUN_CARD_COLUMNS:
-            return None
-        return run.started_from_column or None
-    return TASK_STATUS_FOR_RUN.get(to_status)
 
 
 def run_transition(
@@ -219,7 +187,7 @@ def run_transition(
             run=run, from_status=from_status, to_status=to_status, reason=reason[:500], actor=actor
         )
         task = Task.objects.select_related("project").get(pk=run.task_id)
-        column = _card_column(run=run, from_status=from_status, to_status=to_status, card_column=task.status)
+        column = card_column(run=run, from_status=from_status, to_status=to_status, card_column=task.status)
         if column and task.status != column:
             previous = task.status
             task_move(task=task, status=column, by_pipeline=True, actor=actor, reason=f"run {run.number}: {to_status}")
@@ -233,7 +201,7 @@ def run_transition(
         # Read under the row lock the update took: the in-memory cost may be behind the
         # worker's latest call (a person's cancel holds a copy read before it).
         run.cost_usd = PipelineRun.objects.filter(pk=run.pk).values_list("cost_usd", flat=True).get()
-        Task.objects.filter(pk=task.pk).update(pipeline_state=_pipeline_state(run))
+        Task.objects.filter(pk=task.pk).update(pipeline_state=pipeline_state(run))
         event_publish(
             task=task,
             run=run,
@@ -378,7 +346,7 @@ def run_start(*, task: Task, user: User | None, api_key: str | None = None) -> P
                     run=run, from_status="", to_status=RunStatus.QUEUED, reason="started", actor=user
                 )
                 Task.objects.filter(pk=task.pk).update(
-                    pipeline_state=_pipeline_state(run),
+                    pipeline_state=pipeline_state(run),
                     total_cost=Coalesce(F("total_cost"), Value(Decimal(0))),  # None: never run
                 )
                 event_publish(
@@ -452,99 +420,3 @@ def run_discard_branch(*, run: PipelineRun, actor: User | None = None) -> Pipeli
     workspace_remove(run, discard_branch=True)
     logger.info("Run %s: branch %s discarded by %s", run.pk, run.branch, actor)
     return run
-
-
-def runs_cleanup_worktrees(*, older_than_hours: int | None = None) -> int:
-    """Remove the worktrees of runs that ended more than the retention period ago.
-    Branches stay (they hold the work until merged or discarded). Returns how many."""
-    from datetime import timedelta
-
-    from pipelines.runs.workspace import workspace_remove
-
-    hours = older_than_hours if older_than_hours is not None else settings.WORKTREE_RETENTION_HOURS
-    cutoff = timezone.now() - timedelta(hours=hours)
-    runs = (
-        PipelineRun.objects.select_related("task")
-        .filter(status__in=FINAL_STATUSES, finished_at__lt=cutoff, worktree_removed_at__isnull=True)
-        .exclude(worktree_path="")
-    )
-    removed = 0
-    for run in runs:
-        try:
-            workspace_remove(run)
-        except ApplicationError as exc:
-            logger.warning("Run %s: could not remove its worktree: %s", run.pk, exc.message)
-            continue
-        removed += 1
-    return removed
-
-
-# --- What runs cost -----------------------------------------------------------------------
-
-
-def task_cost_add(*, task_id: int, amount: Decimal) -> None:
-    """Add what a call cost to its task's total (Task.total_cost, the board card's)."""
-    Task.objects.filter(pk=task_id).update(total_cost=Coalesce(F("total_cost"), Value(Decimal(0))) + amount)
-
-
-USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "cost_usd")
-
-
-def run_usage_add(
-    *,
-    run: PipelineRun,
-    input_tokens: int,
-    output_tokens: int,
-    cost: Decimal,
-    cache_creation_input_tokens: int = 0,
-    cache_read_input_tokens: int = 0,
-) -> dict[str, Any]:
-    """Count one agent call's tokens and cost on its run, and the cost on the run's task,
-    in one transaction; the run's totals after it. ``input_tokens`` is the call's
-    uncached input: the run's ``input_tokens`` counts the cache writes and reads too (its
-    token budget does), and its two cache counts say how much of it was cached."""
-    with transaction.atomic():
-        PipelineRun.objects.filter(pk=run.pk).update(
-            input_tokens=F("input_tokens") + input_tokens + cache_creation_input_tokens + cache_read_input_tokens,
-            output_tokens=F("output_tokens") + output_tokens,
-            cache_creation_input_tokens=F("cache_creation_input_tokens") + cache_creation_input_tokens,
-            cache_read_input_tokens=F("cache_read_input_tokens") + cache_read_input_tokens,
-            cost_usd=F("cost_usd") + cost,
-        )
-        task_cost_add(task_id=run.task_id, amount=cost)
-        _latest_run_cost_refresh(run=run)
-        totals: dict[str, Any] = PipelineRun.objects.filter(pk=run.pk).values(*USAGE_FIELDS).get()
-        return totals
-
-
-def _latest_run_cost_refresh(*, run: PipelineRun) -> None:
-    """Copy the run's cost into its task's ``pipeline_state`` while it is the task's
-    latest run. Called holding the run's row (just updated), so no transition of this
-    run writes the state meanwhile; the update is conditioned on the state still naming
-    this run, so a new run started meanwhile keeps its own."""
-    state = Task.objects.filter(pk=run.task_id).values_list("pipeline_state", flat=True).get()
-    if not isinstance(state, dict) or state.get("run_id") != run.pk:
-        return
-    cost = PipelineRun.objects.filter(pk=run.pk).values_list("cost_usd", flat=True).get()
-    Task.objects.filter(pk=run.task_id, pipeline_state__run_id=run.pk).update(
-        pipeline_state={**state, "cost_usd": _cost_text(cost)}
-    )
-
-
-def task_cost_refresh(*, task_id: int) -> None:
-    """Recount the task's total from its runs (None when it has none left)."""
-    total = (
-        PipelineRun.objects.filter(task=OuterRef("pk"))
-        .order_by()
-        .values("task")
-        .annotate(total=Sum("cost_usd"))
-        .values("total")
-    )
-    Task.objects.filter(pk=task_id).update(total_cost=Subquery(total))
-
-
-def run_deleted(sender: type[PipelineRun], instance: PipelineRun, origin: Any = None, **kwargs: Any) -> None:
-    """post_delete of a run: runs deleted themselves (in the admin, or a start the queue
-    refused) no longer count in their task's total. A task deleted with its runs needs nothing."""
-    if isinstance(origin, PipelineRun) or getattr(origin, "model", None) is PipelineRun:
-        task_cost_refresh(task_id=instance.task_id)

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.exceptions import ApplicationError
-from pipelines.models import PipelineRun
+from pipelines.models import FINAL_STATUSES, PipelineRun
 
 if TYPE_CHECKING:
     from core.masking import OutputMasker
@@ -258,3 +258,26 @@ def workspace_remove(run: PipelineRun, *, discard_branch: bool = False) -> None:
         PipelineRun.objects.filter(pk=run.pk).update(**fields)
         for name, value in fields.items():
             setattr(run, name, value)
+
+
+def runs_cleanup_worktrees(*, older_than_hours: int | None = None) -> int:
+    """Remove the worktrees of runs that ended more than the retention period ago.
+    Branches stay (they hold the work until merged or discarded). Returns how many."""
+    from datetime import timedelta
+
+    hours = older_than_hours if older_than_hours is not None else settings.WORKTREE_RETENTION_HOURS
+    cutoff = timezone.now() - timedelta(hours=hours)
+    runs = (
+        PipelineRun.objects.select_related("task")
+        .filter(status__in=FINAL_STATUSES, finished_at__lt=cutoff, worktree_removed_at__isnull=True)
+        .exclude(worktree_path="")
+    )
+    removed = 0
+    for run in runs:
+        try:
+            workspace_remove(run)
+        except ApplicationError as exc:
+            logger.warning("Run %s: could not remove its worktree: %s", run.pk, exc.message)
+            continue
+        removed += 1
+    return removed

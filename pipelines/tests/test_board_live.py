@@ -128,7 +128,7 @@ def test_the_api_says_the_latest_runs_state_and_cost(fake_llm, owner, owner_clie
 @pytest.mark.django_db
 def test_the_latest_runs_cost_grows_with_each_call_while_it_works(fake_llm, owner, owner_client, task) -> None:
     from pipelines.models import PipelineRun
-    from pipelines.runs.services import run_usage_add
+    from pipelines.runs.costs import run_usage_add
 
     run = run_start(task=task, user=owner)
     run_usage_add(run=run, input_tokens=10, output_tokens=5, cost=Decimal("0.25"))

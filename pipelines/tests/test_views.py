@@ -13,7 +13,8 @@ from accounts.models import User
 from pipelines.events import EventType, event_publish
 from pipelines.models import PipelineRun, RunEvent, RunStatus
 from pipelines.review.services import FEEDBACK_REQUIRED
-from pipelines.runs.services import NO_API_KEY, RUN_ALREADY_ACTIVE, run_start, run_transition, run_usage_add
+from pipelines.runs.costs import run_usage_add
+from pipelines.runs.services import NO_API_KEY, RUN_ALREADY_ACTIVE, run_start, run_transition
 from pipelines.views import CHANGES_REQUESTED, RUN_APPROVED, RUN_CANCELLED, RUN_RESTARTED, RUN_RESUMED, RUN_STARTED
 from projects.models import Project
 from tasks.models import Task, TaskStatus

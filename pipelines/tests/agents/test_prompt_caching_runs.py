@@ -15,7 +15,8 @@ from pipelines.agents.turns import BudgetExceeded
 from pipelines.agents.turns import budget_check as _check_budget
 from pipelines.api.serializers import RunSerializer
 from pipelines.models import AgentCall, PipelineRun, RunStatus
-from pipelines.runs.services import run_start, run_usage_add
+from pipelines.runs.costs import run_usage_add
+from pipelines.runs.services import run_start
 from tasks.models import Task
 from tests.factories import TaskFactory
 from tests.fake_anthropic import ToolReply, coder_creates

@@ -17,7 +17,8 @@ from core.workers import shutdown_requested
 from llm.providers.anthropic import KEY_REJECTED
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
 from pipelines.phases import driver as orchestrator
-from pipelines.phases.driver import REVIEW_GAVE_UP, run_advance
+from pipelines.phases.driver import run_advance
+from pipelines.phases.reviewing import REVIEW_GAVE_UP
 from pipelines.review.services import run_approve, run_request_changes
 from pipelines.runs.leases import Lease, runs_needing_a_worker
 from pipelines.runs.recovery import REPLY_REUSED

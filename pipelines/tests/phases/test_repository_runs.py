@@ -22,7 +22,8 @@ from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
 from pipelines.phases.driver import run_advance
 from pipelines.review.selectors import run_diff, run_patch
 from pipelines.review.services import MergeRefused, run_approve
-from pipelines.runs.services import run_discard_branch, run_retry, run_start, runs_cleanup_worktrees
+from pipelines.runs.services import run_discard_branch, run_retry, run_start
+from pipelines.runs.workspace import runs_cleanup_worktrees
 from pipelines.tests.repositories import CALC, CALC_FILES, CALC_FIXED, git, git_commit, log_text
 from repos.services import repository_link
 from tests.fake_anthropic import EDITOR, TextReply, ToolReply

@@ -12,7 +12,8 @@ from kombu.exceptions import OperationalError
 
 from pipelines.models import PipelineRun, RunStatus
 from pipelines.runs import services
-from pipelines.runs.services import QueueUnavailable, run_start, run_usage_add
+from pipelines.runs.costs import run_usage_add
+from pipelines.runs.services import QueueUnavailable, run_start
 from tasks.models import Task
 from tests.factories import TaskFactory
 from tests.fake_anthropic import ToolReply, coder_creates

@@ -1,0 +1,97 @@
+"""Coding and fixing: the Coder edits the run's worktree (its tools over the API, or the
+Claude CLI), learning first from a request for changes; then the commit and the
+branch's diff, and the run goes on to verify or review.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pipelines.agents import prompts as agents
+from pipelines.agents.distiller import learn
+from pipelines.agents.lineage import context_record_agent_call
+from pipelines.agents.recall import recall_for_phase
+from pipelines.agents.turns import PhaseInterrupted, run_provider
+from pipelines.learning.lessons import feedback_moment
+from pipelines.models import PipelineRun, RunStatus
+from pipelines.review.selectors import line_comment_lesson_texts, line_comments_for_coder
+from pipelines.runs import workspace
+from pipelines.runs.leases import Lease
+from pipelines.runs.services import run_transition
+
+if TYPE_CHECKING:
+    pass
+
+logger = logging.getLogger(__name__)
+
+
+def execute(run: PipelineRun, lease: Lease) -> None:
+    """The Coder edits the run's worktree itself: a tool conversation over the API
+    (pipelines/agents/coder.py) or the provider's own agent (the Claude CLI,
+    pipelines/agents/coder_cli.py). What it leaves there is committed on the run's branch and
+    is the change."""
+    from pipelines.agents.coder import code_in_worktree
+    from pipelines.agents.coder_cli import code_with_cli
+
+    worktree = workspace.workspace_ensure(run)
+    # A phase redone after a crash must not find the files of the attempt that was lost.
+    workspace.workspace_reset(run, worktree)
+    workspace.workspace_restore_environment(run, worktree)
+    # A person asked for changes: the next tasks of the project learn it now, not only
+    # once this run ends (it may never pass).
+    line_comments = line_comments_for_coder(run=run) if run.feedback else []
+    learn(run, lease, feedback_moment(run, line_comment_lesson_texts(line_comments)))
+    findings = run.review_findings if run.status == RunStatus.FIXING else []
+    task = run.task
+    prompt = agents.coder_editing_prompt(
+        title=task.title,
+        description=task.description,
+        plan=run.plan,
+        findings=findings,
+        feedback=run.feedback,
+        branch_diff=workspace.workspace_diff_text(run),
+        line_comments=line_comments,
+    )
+    # Recalled once for the phase: the system prompt of every turn is the same cached prefix.
+    recall = recall_for_phase(run, agents.CODER)
+    edit = code_with_cli if run_provider(run).edits_worktree else code_in_worktree
+    outcome = edit(run, lease, prompt, worktree, recall=recall)
+    # The worktree is outside the transaction: a worker that lost its lease while the
+    # Coder worked must not commit into the one its successor now uses.
+    if not lease.confirm():
+        raise PhaseInterrupted
+    head = workspace.workspace_commit(run, worktree, outcome.summary)
+    changes = workspace.workspace_changed_files(run) or []
+    # The conversation's turns are in the daily log one by one; the lineage keeps it
+    # whole: the prompt, then every edit and test run and what came of it.
+    context_record_agent_call(
+        run=run,
+        agent=agents.CODER,
+        outcome="ok",
+        prompt=prompt,
+        output={
+            "summary": outcome.summary,
+            "steps": outcome.steps,
+            "files": [{"file_path": change["file_path"], "action": change["action"]} for change in changes],
+            "head_commit": head,
+        },
+        daily_log=False,
+        recalled=recall.record(),
+    )
+    # Out of turns or tokens: what was done is committed and reviewed like any change
+    # (tests, the Reviewer), and the review adds the Coder's finding.
+    coder_findings = [outcome.finding] if outcome.finding else []
+    fields: dict[str, Any] = {
+        "file_changes": changes,
+        "change_problems": [],
+        "coder_findings": coder_findings,
+        "verify_result": None,
+        "head_commit": head,
+    }
+    next_status = RunStatus.REVIEWING
+    repository = workspace.run_repository(run)
+    if repository is not None and repository.test_command.strip():
+        next_status = RunStatus.VERIFYING
+    reason = f"{len(changes)} file change(s) on the branch" + (" (out of turns)" if coder_findings else "")
+    run_transition(run=run, to_status=next_status, reason=reason, fields=fields, held_by=lease.token)

@@ -1,0 +1,38 @@
+"""The task's card follows its run: which board column it moves to at each transition,
+and the task's summary of its latest run (``Task.pipeline_state``: the card's chip, the
+API's ``latest_run``), written by ``run_transition`` (pipelines/runs/services.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.models import RUN_CARD_COLUMNS, TASK_STATUS_FOR_RUN, PipelineRun, RunStatus
+from pipelines.runs.costs import cost_text
+
+
+def pipeline_state(run: PipelineRun) -> dict[str, Any]:
+    """The task's summary of its latest run (``Task.pipeline_state``: the board card's
+    chip, the API's ``latest_run``)."""
+    return {
+        "run_id": run.pk,
+        "run_number": run.number,
+        "status": run.status,
+        "phase": run.phase,
+        "iteration": run.iteration,
+        "cost_usd": cost_text(run.cost_usd),
+    }
+
+
+def card_column(*, run: PipelineRun, from_status: str, to_status: str, card_column: str) -> str | None:
+    """The board column the task moves to as its run goes to ``to_status`` (None: it stays).
+
+    A run that fails or is cancelled takes its card back to the column it was started
+    from, with its chip saying why — except a run that never left the queue (it never
+    moved the card) and a card a person has meanwhile taken out of the run's columns.
+    """
+    if to_status in (RunStatus.FAILED, RunStatus.CANCELLED):
+        if from_status == RunStatus.QUEUED or card_column not in RUN_CARD_COLUMNS:
+            return None
+        return run.started_from_column or None
+    return TASK_STATUS_FOR_RUN.get(to_status)
