@@ -7,6 +7,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from chat.models import ChatMessage, ChatSession
+from core.leases import lease_held
 
 
 class ChatMessageInline(admin.TabularInline):
@@ -22,13 +23,34 @@ class ChatMessageInline(admin.TabularInline):
         return super().get_queryset(request).defer("attachment")
 
 
+class ProcessingFilter(admin.SimpleListFilter):
+    """Sessions a worker is answering now: it holds their lease, unexpired."""
+
+    title = "processing"
+    parameter_name = "processing"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[ChatSession]) -> list[tuple[str, str]]:
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ChatSession]) -> QuerySet[ChatSession]:
+        if self.value() == "yes":
+            return queryset.filter(lease_held())
+        if self.value() == "no":
+            return queryset.exclude(lease_held())
+        return queryset
+
+
 @admin.register(ChatSession)
 class ChatSessionAdmin(admin.ModelAdmin):
     list_display = ("id", "user", "project", "message_count", "last_activity", "processing", "closed_at")
     list_select_related = ("user", "project")
-    list_filter = ("processing", "closed_at")
+    list_filter = (ProcessingFilter, "closed_at")
     search_fields = ("user__email", "project__name", "provider_session_id")
     raw_id_fields = ("user", "project")
     readonly_fields = ("created_at",)
     date_hierarchy = "last_activity"
     inlines = [ChatMessageInline]
+
+    @admin.display(boolean=True, description="processing")
+    def processing(self, session: ChatSession) -> bool:
+        return session.processing

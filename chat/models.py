@@ -3,12 +3,15 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from core.models import LeasedModel
+
 CHAT_MESSAGE_MAX_LENGTH = 20_000
 
 
-class ChatSession(models.Model):
+class ChatSession(LeasedModel):
     """A conversation with the assistant, resumed until idle for CHAT_SESSION_TTL_HOURS
-    or reset with /new."""
+    or reset with /new. Its lease (``LeasedModel``) is held by the one worker answering
+    its queue right now."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions")
     project = models.ForeignKey(
@@ -18,8 +21,6 @@ class ChatSession(models.Model):
     message_count = models.PositiveIntegerField(default=0)
     last_activity = models.DateTimeField(db_index=True)
     closed_at = models.DateTimeField(null=True, blank=True)
-    # Compare-and-set flag: the one worker answering this session's queue right now.
-    processing = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -30,6 +31,11 @@ class ChatSession(models.Model):
 
     def __str__(self) -> str:
         return f"Chat {self.pk} of {self.user_id}"
+
+    @property
+    def processing(self) -> bool:
+        """A worker is answering the queue: it holds the session's lease (chat/services.py)."""
+        return self.lease_is_held
 
 
 class ChatMessage(models.Model):

@@ -1,10 +1,14 @@
 """Chat with the assistant: sessions, the per-session FIFO queue and its one holder.
 
 A message is stored as queued and a Celery task is queued on commit. The task claims
-the session with a compare-and-set on ``processing`` (0 rows: someone else is answering,
-and will reach this message too); the holder answers the oldest queued message, one at a
-time, until none remain, then releases. A holder that crashed is replaced once the
-session has shown no progress for CHAT_PROCESSING_STALE_SECONDS.
+the session's lease (core/leases.py; refused: someone else is answering, and will reach
+this message too); the holder answers the oldest queued message, one at a time, until
+none remain, then releases. The process's renewer keeps the lease alive however long an
+answer takes to buy, streamed or not. A holder that died stops renewing: its session is
+taken over once the lease ran out (CHAT_LEASE_SECONDS), never before, and what it was
+answering goes back to the front of the queue. Every write of the holder's (taking a
+message, storing the reply, putting it back, releasing) is conditioned on still holding
+the lease: one that stalled past it and wakes up writes nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import F
@@ -30,8 +35,9 @@ from chat.selectors import (
     chat_session_open_latest,
     chat_sessions_expired,
 )
-from core.exceptions import ApplicationError
+from core.exceptions import ApplicationError, Conflict
 from core.jobs import enqueue, enqueue_on_commit
+from core.leases import Lease, lease_held
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -47,8 +53,6 @@ IMAGE_TYPE_REFUSED = "The attachment must be a PNG, JPEG, GIF or WebP image."
 IMAGE_TOO_LARGE = "The image is larger than {limit:,} bytes."
 ERROR_PREFIX = "Error: "
 
-# A holder that has shown no progress for this long is presumed dead.
-CHAT_PROCESSING_STALE_SECONDS = 300
 # Provider session ids we resume (the Claude CLI's are UUIDs); anything else is corrupt.
 PROVIDER_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
 
@@ -136,7 +140,7 @@ def chat_session_new(*, user: User, project: Project | None = None) -> ChatSessi
 
 
 def _publish_queue(session: ChatSession) -> None:
-    processing = ChatSession.objects.filter(pk=session.pk).values_list("processing", flat=True).first() or False
+    processing = ChatSession.objects.filter(lease_held(), pk=session.pk).exists()
     chat_send_on_commit(
         user_id=session.user_id,
         project_id=session.project_id,
@@ -205,65 +209,79 @@ def chat_message_send(
 
 # --- The queue's holder -----------------------------------------------------------------
 
+LEASE_LOST = "Another worker answers this session now: this one's lease ran out."
 
-def chat_queue_claim(*, session_id: int) -> bool:
-    """Become the one answering this session's queue. False: someone else is (or the
-    session is gone). A holder silent for CHAT_PROCESSING_STALE_SECONDS is replaced."""
-    now = timezone.now()
-    if ChatSession.objects.filter(pk=session_id, processing=False).update(processing=True, last_activity=now):
-        return True
-    stale = now - timedelta(seconds=CHAT_PROCESSING_STALE_SECONDS)
-    taken = ChatSession.objects.filter(pk=session_id, processing=True, last_activity__lt=stale).update(
-        last_activity=now
-    )
-    if taken:
-        logger.warning("Chat session %s: the previous holder made no progress; taking over", session_id)
-        # What it was answering goes back to the front of the queue.
-        ChatMessage.objects.filter(session_id=session_id, status=ChatMessage.Status.PROCESSING).update(
-            status=ChatMessage.Status.QUEUED
+
+class ChatLeaseLost(Conflict):
+    code = "lease_lost"
+
+
+class ChatLease(Lease):
+    """A worker's claim on answering one session's queue."""
+
+    logger = logger
+
+    def __init__(self, session_id: int) -> None:
+        super().__init__(
+            ChatSession, session_id, seconds=settings.CHAT_LEASE_SECONDS, name=f"Chat session {session_id}"
         )
-    return bool(taken)
 
 
-def chat_queue_release(*, session_id: int) -> None:
+def chat_queue_claim(*, session_id: int) -> ChatLease | None:
+    """Become the one answering this session's queue: its lease, or None when someone
+    else holds it (or the session is gone). A holder whose lease ran out is replaced."""
+    lease = ChatLease(session_id)
+    if not lease.claim():
+        return None
+    # Nobody else holds the session now: a message left being answered was a dead (or
+    # stalled) holder's, and goes back to the front of the queue.
+    requeued = ChatMessage.objects.filter(
+        session_id=session_id, status=ChatMessage.Status.PROCESSING, session__lease_owner=lease.token
+    ).update(status=ChatMessage.Status.QUEUED)
+    if requeued:
+        logger.warning("Chat session %s: the previous holder's lease ran out; taking over", session_id)
+    return lease
+
+
+def chat_queue_release(*, lease: ChatLease) -> None:
+    """Give the session back, if it is still ours (a holder that lost it leaves its
+    successor's claim alone)."""
     with transaction.atomic():
-        ChatSession.objects.filter(pk=session_id, processing=True).update(processing=False)
-        session = ChatSession.objects.filter(pk=session_id).first()
+        lease.release()
+        session = ChatSession.objects.filter(pk=lease.pk).first()
         if session is not None:
             _publish_queue(session)
 
 
-def chat_session_heartbeat(*, session_id: int) -> None:
-    """The holder is alive (a long answer is still streaming)."""
-    ChatSession.objects.filter(pk=session_id, processing=True).update(last_activity=timezone.now())
-
-
 @transaction.atomic
-def chat_message_take_next(*, session_id: int) -> ChatMessage | None:
-    """Mark the oldest queued message as being answered and return it."""
+def chat_message_take_next(*, session_id: int, held_by: str) -> ChatMessage | None:
+    """Mark the oldest queued message as being answered and return it; None when there
+    is none, or the lease ``held_by`` no longer holds the session."""
     message = chat_message_next_queued(session_id=session_id)
     if message is None:
         return None
-    if not ChatMessage.objects.filter(pk=message.pk, status=ChatMessage.Status.QUEUED).update(
-        status=ChatMessage.Status.PROCESSING
-    ):
+    if not ChatMessage.objects.filter(
+        pk=message.pk, status=ChatMessage.Status.QUEUED, session__lease_owner=held_by
+    ).update(status=ChatMessage.Status.PROCESSING):
         return None
     message.status = ChatMessage.Status.PROCESSING
     _publish_queue(message.session)
     return message
 
 
-def chat_message_requeue(*, message: ChatMessage) -> None:
-    """The holder is stopping mid-answer: the message waits for the next one."""
-    ChatMessage.objects.filter(pk=message.pk, status=ChatMessage.Status.PROCESSING).update(
-        status=ChatMessage.Status.QUEUED
-    )
+def chat_message_requeue(*, message: ChatMessage, held_by: str) -> None:
+    """The holder is stopping mid-answer: the message waits for the next one (unless
+    the holder lost the session: then its successor has it already)."""
+    ChatMessage.objects.filter(
+        pk=message.pk, status=ChatMessage.Status.PROCESSING, session__lease_owner=held_by
+    ).update(status=ChatMessage.Status.QUEUED)
 
 
 @transaction.atomic
 def chat_reply_save(
     *,
     message: ChatMessage,
+    held_by: str,
     text: str,
     confirmations: list[str] | None = None,
     error: bool = False,
@@ -271,7 +289,14 @@ def chat_reply_save(
     output_tokens: int = 0,
     provider_session_id: str = "",
 ) -> ChatMessage:
-    """Store the assistant's reply to ``message`` (an ``Error: …`` reply when ``error``)."""
+    """Store the assistant's reply to ``message`` (an ``Error: …`` reply when ``error``),
+    if the lease ``held_by`` still holds the session; else ChatLeaseLost (and nothing
+    of the caller's transaction is written)."""
+    updates: dict[str, Any] = {"message_count": F("message_count") + 1, "last_activity": timezone.now()}
+    if provider_session_id and PROVIDER_SESSION_ID.match(provider_session_id):
+        updates["provider_session_id"] = provider_session_id
+    if not ChatSession.objects.filter(pk=message.session_id, lease_owner=held_by).update(**updates):
+        raise ChatLeaseLost(LEASE_LOST)
     reply = ChatMessage.objects.create(
         session=message.session,
         role=ChatMessage.Role.ASSISTANT,
@@ -284,10 +309,6 @@ def chat_reply_save(
     )
     ChatMessage.objects.filter(pk=message.pk).update(status=ChatMessage.Status.DONE)
     message.status = ChatMessage.Status.DONE
-    updates: dict[str, Any] = {"message_count": F("message_count") + 1, "last_activity": timezone.now()}
-    if provider_session_id and PROVIDER_SESSION_ID.match(provider_session_id):
-        updates["provider_session_id"] = provider_session_id
-    ChatSession.objects.filter(pk=message.session_id).update(**updates)
     _publish_message(reply)
     return reply
 
@@ -300,7 +321,6 @@ def chat_sessions_expire() -> int:
 def chat_queues_sweep() -> list[int]:
     """Sessions with waiting messages and nobody answering (a lost task, a dead holder):
     queue their answering again. Returns their ids."""
-    stale = timezone.now() - timedelta(seconds=CHAT_PROCESSING_STALE_SECONDS)
     waiting = (
         ChatMessage.objects.filter(status__in=[ChatMessage.Status.QUEUED, ChatMessage.Status.PROCESSING])
         .filter(created_at__lt=timezone.now() - timedelta(seconds=60))
@@ -308,9 +328,7 @@ def chat_queues_sweep() -> list[int]:
         .distinct()
     )
     session_ids = list(
-        ChatSession.objects.filter(pk__in=list(waiting))
-        .exclude(processing=True, last_activity__gte=stale)
-        .values_list("pk", flat=True)
+        ChatSession.objects.filter(pk__in=list(waiting)).exclude(lease_held()).values_list("pk", flat=True)
     )
     for session_id in session_ids:
         enqueue("chat.tasks.chat_answer_queue", session_id)

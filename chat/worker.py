@@ -1,7 +1,10 @@
 """Answering a chat session's queue: one holder, oldest message first, one at a time.
 
 The model call streams outside any database transaction (it can take minutes); chunks
-go to the user's chat pages as they come, coalesced. A provider failure becomes an
+go to the user's chat pages as they come, coalesced. The session's lease is renewed by the
+process's renewer meanwhile (core/leases.py), whether the provider streams or sends its
+whole answer at the end; a call whose worker lost the lease is cancelled and its answer,
+if it came anyway, is not stored. A provider failure becomes an
 assistant reply starting "Error: " and the queue goes on with the next message.
 """
 
@@ -20,12 +23,13 @@ from chat.models import ChatMessage
 from chat.selectors import chat_history_for_prompt
 from chat.services import (
     ERROR_PREFIX,
+    ChatLease,
+    ChatLeaseLost,
     chat_message_requeue,
     chat_message_take_next,
     chat_queue_claim,
     chat_queue_release,
     chat_reply_save,
-    chat_session_heartbeat,
 )
 from core.workers import shutdown_requested
 from llm.providers import provider_for
@@ -40,7 +44,6 @@ ASSISTANT_INSTRUCTIONS = (
     "tasks and projects. Answer clearly and concisely."
 )
 CHUNK_FLUSH_SECONDS = 0.05
-HEARTBEAT_SECONDS = 30.0
 CHAT_MAX_TOKENS = 4096
 
 
@@ -85,14 +88,12 @@ def chat_request(message: ChatMessage) -> LLMRequest:
 
 
 class _ChunkStream:
-    """Coalesces chunks into at most one ``chat-chunk`` per CHUNK_FLUSH_SECONDS and
-    tells the queue the holder is alive every HEARTBEAT_SECONDS."""
+    """Coalesces chunks into at most one ``chat-chunk`` per CHUNK_FLUSH_SECONDS."""
 
     def __init__(self, message: ChatMessage) -> None:
         self.message = message
         self.buffer: list[str] = []
         self.last_flush = 0.0
-        self.last_beat = time.monotonic()
 
     def write(self, chunk: str) -> None:
         if not chunk:
@@ -101,9 +102,6 @@ class _ChunkStream:
         now = time.monotonic()
         if now - self.last_flush >= CHUNK_FLUSH_SECONDS:
             self.flush()
-        if now - self.last_beat >= HEARTBEAT_SECONDS:
-            self.last_beat = now
-            chat_session_heartbeat(session_id=self.message.session_id)
 
     def flush(self) -> None:
         if not self.buffer:
@@ -119,32 +117,48 @@ class _ChunkStream:
         )
 
 
-def chat_message_answer(message: ChatMessage, *, provider: Provider | None = None) -> ChatMessage | None:
-    """Answer one message taken from the queue. None: the worker is stopping and the
-    message went back to the queue."""
+def chat_message_answer(
+    message: ChatMessage, *, lease: ChatLease, provider: Provider | None = None
+) -> ChatMessage | None:
+    """Answer one message taken from the queue under ``lease``. None: the worker is
+    stopping (the message went back to the queue) or lost the session (its new holder
+    answers the message)."""
+    try:
+        return _answer(message, lease=lease, provider=provider)
+    except ChatLeaseLost:
+        logger.warning("Chat message %s: the session's lease was lost meanwhile; its answer is dropped", message.pk)
+        return None
+
+
+def _answer(message: ChatMessage, *, lease: ChatLease, provider: Provider | None) -> ChatMessage | None:
     session = message.session
     stream = _ChunkStream(message)
+
+    def stop() -> bool:
+        return shutdown_requested.is_set() or not lease.check()
+
     try:
         request = chat_request(message)
-        result = (provider or provider_for()).complete(
-            request, on_chunk=stream.write, should_cancel=shutdown_requested.is_set
-        )
+        result = (provider or provider_for()).complete(request, on_chunk=stream.write, should_cancel=stop)
     except Cancelled:
-        chat_message_requeue(message=message)
+        chat_message_requeue(message=message, held_by=lease.token)
         return None
     except ProviderError as exc:
         stream.flush()
-        return chat_reply_save(message=message, text=ERROR_PREFIX + exc.message, error=True)
+        return chat_reply_save(message=message, held_by=lease.token, text=ERROR_PREFIX + exc.message, error=True)
     except Exception as exc:
         # A bug must not stop the queue behind this message.
         logger.exception("Chat message %s could not be answered", message.pk)
-        return chat_reply_save(message=message, text=f"{ERROR_PREFIX}Something went wrong: {exc}", error=True)
+        return chat_reply_save(
+            message=message, held_by=lease.token, text=f"{ERROR_PREFIX}Something went wrong: {exc}", error=True
+        )
     stream.flush()
     # The markers' facts and goals and the reply that confirms them are stored together.
     with transaction.atomic():
         shown, confirmations = markers_apply(user=session.user, project=session.project, text=result.text)
         return chat_reply_save(
             message=message,
+            held_by=lease.token,
             text=shown,
             confirmations=confirmations,
             # Cached input included: the assistant's replies have one input count.
@@ -157,17 +171,17 @@ def chat_message_answer(message: ChatMessage, *, provider: Provider | None = Non
 def chat_queue_process(*, session_id: int, provider: Provider | None = None) -> int:
     """Answer the session's queue if no one else is; returns how many were answered."""
     answered = 0
-    while chat_queue_claim(session_id=session_id):
+    while (lease := chat_queue_claim(session_id=session_id)) is not None:
         try:
             while not shutdown_requested.is_set():
-                message = chat_message_take_next(session_id=session_id)
+                message = chat_message_take_next(session_id=session_id, held_by=lease.token)
                 if message is None:
                     break
-                if chat_message_answer(message, provider=provider) is None:
+                if chat_message_answer(message, lease=lease, provider=provider) is None:
                     break
                 answered += 1
         finally:
-            chat_queue_release(session_id=session_id)
+            chat_queue_release(lease=lease)
         # A message queued just before the release saw the session busy and left it to
         # us: look again (claiming anew) so that it is not stranded.
         if (

@@ -469,6 +469,10 @@ AGENT_NOTES_PROMPT_MAX_CHARS = env_int("AGENT_NOTES_PROMPT_MAX_CHARS", default=4
 # A chat idle for longer than this starts afresh.
 CHAT_SESSION_TTL_HOURS = env_int("CHAT_SESSION_TTL_HOURS", default=24, minimum=1)
 CHAT_ATTACHMENT_MAX_BYTES = env_int("CHAT_ATTACHMENT_MAX_BYTES", default=5 * 1024 * 1024, minimum=1024)
+# The worker answering a session's queue holds its lease for this long, renewed every
+# quarter of it while the answer is bought (chat/services.py, core/leases.py); another
+# worker takes the session over only once it ran out (its holder died).
+CHAT_LEASE_SECONDS = env_int("CHAT_LEASE_SECONDS", default=30, minimum=5)
 CELERY_BEAT_SCHEDULE["memory-cleanup-contexts"] = {"task": "memory.tasks.memory_cleanup_contexts", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE["memory-cleanup-daily"] = {"task": "memory.tasks.memory_cleanup_daily", "schedule": 6 * 3600.0}
 CELERY_BEAT_SCHEDULE["memory-summarise-notes"] = {"task": "memory.tasks.memory_summarise_notes", "schedule": 3600.0}
