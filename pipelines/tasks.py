@@ -19,16 +19,6 @@ def pipeline_advance(run_id: int) -> None:
 
 
 @shared_task(ignore_result=True)
-def pipeline_sweep() -> int:
-    """One sweep, on demand. The sweeper itself is a loop in the beat process
-    (pipelines.runs.leases.Sweeper); deployments whose beat schedule still lists this job
-    from before run it harmlessly."""
-    from pipelines.runs.leases import runs_sweep
-
-    return len(runs_sweep())
-
-
-@shared_task(ignore_result=True)
 def pipeline_cleanup_worktrees() -> int:
     from pipelines.runs.workspace import runs_cleanup_worktrees
 

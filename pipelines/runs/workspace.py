@@ -101,40 +101,12 @@ def workspace_ensure(run: PipelineRun) -> Path:
         "branch": branch_name(run),
         "worktree_path": str(path),
         "base_commit": base_commit,
-        "head_commit": _carry_over(run, path) or base_commit,
+        "head_commit": base_commit,
     }
     PipelineRun.objects.filter(pk=run.pk).update(**fields)
     for name, value in fields.items():
         setattr(run, name, value)
     return path
-
-
-def _carry_over(run: PipelineRun, worktree: Path) -> str | None:
-    """A run from before every run had a worktree holds its whole-file changes in
-    ``file_changes``: they become the branch's first commit, and the run goes on from
-    there. The commit, or None when there is nothing to carry."""
-    from repos.paths import PathRefused, resolve_in_worktree
-    from repos.services import worktree_commit
-
-    if not run.file_changes:
-        return None
-    for change in run.file_changes:
-        try:
-            target, _ = resolve_in_worktree(worktree, change.get("file_path"), no_symlinks=True)
-        except PathRefused:
-            continue  # its review already says so
-        if change.get("action") == "delete":
-            target.unlink(missing_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(str(change.get("content", "")), encoding="utf-8")
-    repository = run_repository(run)
-    assert repository is not None  # the worktree was just made from it
-    written = [str(change.get("file_path")) for change in run.file_changes if change.get("action") != "delete"]
-    workspace_record_written(run, written)
-    return worktree_commit(
-        repository=repository, worktree=worktree, message=commit_message(run, run.file_changes), written=written
-    )
 
 
 def workspace_reset(run: PipelineRun, worktree: Path) -> None:
