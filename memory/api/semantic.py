@@ -216,7 +216,7 @@ class MemoryStatusSerializer(serializers.Serializer):
     dimensions = serializers.IntegerField()
     memories = serializers.IntegerField(help_text="Your live memories.")
     deleted = serializers.IntegerField(help_text="Your soft-deleted memories.")
-    index_size = serializers.IntegerField(help_text="Vectors in this process's search index (all users).")
+    index_size = serializers.IntegerField(help_text="Your live memories of the current embedding model.")
     vector_store = serializers.CharField()
 
 

@@ -61,10 +61,6 @@ def memory_fades_at(*, memory: Memory) -> datetime | None:
     return fades_at(memory.decay_policy, memory.created_at, memory.last_reinforced_at, memory.half_life_hours)
 
 
-def memory_is_faded(*, memory: Memory, now: datetime | None = None) -> bool:
-    return memory_confidence(memory=memory, now=now) <= 0.0
-
-
 # Memory knows no runs (a run is an id here): the app that has them names them for the
 # pages, e.g. "run 1 of task #3" (pipelines registers it at start-up).
 RunNamer = Callable[[list[int]], dict[int, str]]
