@@ -34,18 +34,16 @@ import contextlib
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from _app import app_environment, daphne_started, free_port, http, processes_stopped, signed_up_token, wait_healthy
 from _common import PG_ADMIN_URL, PG_SERVER, ROOT, _recreate_postgres, p50, parser, pct, table
 
 REDIS_URL = "redis://127.0.0.1:6379/11"
@@ -61,23 +59,6 @@ CONNECTIONS_HEADROOM = 15
 # Every run starts at once (its worktree, its recall, the model's first call): tokens
 # written later than this into their stream show the steady state apart from that burst.
 STEADY_AFTER = 2.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def http(url: str, body: dict | None = None, token: str = "", timeout: float = 30) -> dict:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
-    if body is not None:
-        request.method = "POST"
-    if token:
-        request.add_header("Authorization", f"Token {token}")
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.load(response)
 
 
 # --- The fake model, in a process of its own --------------------------------------------
@@ -156,22 +137,12 @@ class App:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.queue = f"bench-concurrency-{uuid.uuid4().hex[:8]}"
-        self.env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings.base",
-            "DEBUG": "true",
-            "ANTHROPIC_BASE_URL": llm_url,
-            "ANTHROPIC_API_KEY": "sk-ant-bench",
-            "LOG_LEVEL": "WARNING",
-            "SESSION_COOKIE_SECURE": "false",
+        # No test command: the runs never start the sandbox.
+        self.env = app_environment(llm_url) | {
             "DATABASE_URL": DATABASE_URL,
             "REDIS_URL": REDIS_URL,
             "EMBEDDED_WORKER": "false",
             "CELERY_QUEUE": self.queue,
-            # The limits on runs at once are not what is measured here.
-            "RUNS_AT_ONCE_PER_USER": "1000",
-            "RUNS_AT_ONCE_PER_PROJECT": "1000",
-            # No test command: the runs never start the sandbox.
         }
         self.daphne: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
@@ -183,10 +154,7 @@ class App:
         import redis
 
         redis.Redis.from_url(REDIS_URL).flushdb()
-        python = sys.executable
-        subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=self.env, check=True)
-        daphne = [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "config.asgi:application"]
-        self.daphne = subprocess.Popen(daphne, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL)
+        self.daphne = daphne_started(self.port, self.env)
 
     def start_worker(self, pool: list[str], processes: int = 1) -> None:
         """The Procfile's worker command, with ``pool`` (e.g. ``--pool=threads``), in
@@ -195,34 +163,14 @@ class App:
             command = [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "WARNING", *pool]
             command += ["-n", f"{self.queue}-{time.monotonic_ns()}@%h"]
             self.workers.append(subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
-        self.wait_healthy()
+        wait_healthy(self.url, 90)
 
     @property
     def worker_pids(self) -> list[int]:
         return [worker.pid for worker in self.workers]
 
-    def wait_healthy(self) -> None:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as response:
-                    if json.load(response)["worker"]["ok"]:
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the app did not become healthy")
-            time.sleep(0.3)
-
     def stop_worker(self) -> None:
-        for worker in self.workers:
-            worker.send_signal(signal.SIGTERM)
-        for worker in self.workers:
-            try:
-                worker.wait(60)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait(10)
+        processes_stopped(self.workers, 60)
         self.workers = []
         # Its heartbeat goes with it: the next worker's /healthz must be its own.
         import redis
@@ -234,11 +182,7 @@ class App:
     def stop(self) -> None:
         self.stop_worker()
         if self.daphne is not None:
-            self.daphne.send_signal(signal.SIGTERM)
-            try:
-                self.daphne.wait(15)
-            except subprocess.TimeoutExpired:
-                self.daphne.kill()
+            processes_stopped([self.daphne], 15)
 
 
 # --- One level ---------------------------------------------------------------------------
@@ -416,17 +360,7 @@ def main() -> None:
     sustained = 0
     try:
         app.start_web()
-        email = f"bench-{uuid.uuid4().hex[:6]}@example.com"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                http(app.url + "/api/auth/register", {"email": email, "password": "bench password 123"})
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
-        token = http(app.url + "/api/auth/token", {"email": email, "password": "bench password 123"})["token"]
+        token = signed_up_token(app.url, wait=60)
 
         levels = [int(n) for n in args.levels.split(",")]
         # The baseline first: the old worker, two processes, the first level's runs.

@@ -22,8 +22,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +32,7 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
+from _app import app_environment, daphne_started, free_port, http, processes_stopped, signed_up_token, wait_healthy
 from _common import PG_ADMIN_URL, ROOT, _recreate_postgres, p50, parser, pct, table
 
 REDIS_URL = "redis://127.0.0.1:6379/8"
@@ -54,44 +53,17 @@ CREATE_X = {"command": "create", "path": "app/x.py", "file_text": "x = 1\n"}
 PASS = {"pass": True, "findings": []}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def http(url: str, body: dict | None = None, token: str = "") -> dict:
-    data = json.dumps(body).encode() if body is not None else b""
-    request = urllib.request.Request(url, data if body is not None else None, {"Content-Type": "application/json"})
-    if body is not None:
-        request.method = "POST"
-    if token:
-        request.add_header("Authorization", f"Token {token}")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.load(response)
-
-
 class App:
     """The app's processes for one topology, against the fake LLM."""
 
     def __init__(self, db: str, llm_url: str, layer: str = "", worker_threads: int = 4) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings.base",
-            "DEBUG": "true",
-            "ANTHROPIC_BASE_URL": llm_url,
-            "ANTHROPIC_API_KEY": "sk-ant-bench",
-            "LOG_LEVEL": "WARNING",
-            "SESSION_COOKIE_SECURE": "false",
+        self.env = app_environment(llm_url) | {
             # Fresh each time: a repository left by an earlier, interrupted run (same
             # project id, other commits) makes the Coder's git reset fail.
             "REPOS_ROOT": tempfile.mkdtemp(prefix="bench-events-repos-"),
             "WORKTREES_ROOT": tempfile.mkdtemp(prefix="bench-events-worktrees-"),
-            # Concurrent runs are what is measured: no run waits for a place in line.
-            "RUNS_AT_ONCE_PER_USER": "1000",
-            "RUNS_AT_ONCE_PER_PROJECT": "1000",
         }
         if db == "sqlite":
             path = Path("/tmp/bench-events.sqlite3")
@@ -115,13 +87,10 @@ class App:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
-        python = sys.executable
-        subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=self.env, check=True)
-        daphne = [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "config.asgi:application"]
-        self.processes.append(subprocess.Popen(daphne, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
+        self.processes.append(daphne_started(self.port, self.env))
         if self.db != "sqlite":
             worker = [
-                python,
+                sys.executable,
                 "-m",
                 "celery",
                 "-A",
@@ -134,26 +103,10 @@ class App:
                 "WARNING",
             ]
             self.processes.append(subprocess.Popen(worker, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as response:
-                    if json.load(response)["worker"]["ok"]:
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the app did not become healthy")
-            time.sleep(0.3)
+        wait_healthy(self.url, 60)
 
     def stop(self) -> None:
-        for process in self.processes:
-            process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        processes_stopped(self.processes, 15)
 
 
 async def watch(
@@ -236,9 +189,7 @@ def measure_layer(args: object, layer: str, llm: object, baseline_p50: float) ->
     app.start()
     rows: list[list[object]] = []
     try:
-        email = f"bench-{uuid.uuid4().hex[:6]}@example.com"
-        http(app.url + "/api/auth/register", {"email": email, "password": "bench password 123"})
-        token = http(app.url + "/api/auth/token", {"email": email, "password": "bench password 123"})["token"]
+        token = signed_up_token(app.url)
 
         def one_round(label: str, tasks: list[int], viewers: int) -> None:
             def start() -> None:

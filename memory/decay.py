@@ -48,14 +48,11 @@ def compute_confidence(
 def fades_at(
     policy: str, created_at: datetime, last_reinforced_at: datetime, half_life_hours: float
 ) -> datetime | None:
-    """When the confidence reaches 0 — the memory has faded: search ranks it last, at
-    score 0, and the memory list leaves it out — or None for a permanent memory."""
+    """When the confidence reaches 0 — the memory has faded: search scores it 0, recall
+    and the memory list leave it out — or None for a permanent memory."""
     if policy == DecayPolicy.PERMANENT:
         return None
     return clock_start(policy, created_at, last_reinforced_at) + timedelta(hours=max(0.0, half_life_hours))
-
-
-POLICY_CODES = {DecayPolicy.PERMANENT: 0, DecayPolicy.CONTEXTUAL: 1, DecayPolicy.REINFORCEABLE: 2}
 
 
 def clock_start(policy: str, created_at: datetime, last_reinforced_at: datetime) -> datetime:
@@ -66,7 +63,9 @@ def clock_start(policy: str, created_at: datetime, last_reinforced_at: datetime)
 def compute_confidence_array(
     permanent: np.ndarray, start_ts: np.ndarray, half_life_hours: np.ndarray, now_ts: float
 ) -> np.ndarray:
-    """compute_confidence over many memories at once (the vector index uses it).
+    """compute_confidence over many memories at once, in numpy: the benchmark's ranking
+    worked out in memory (bench/bench_memory_search.py). Search computes the confidence
+    in SQL instead (memory.vector_store.MemoryConfidence).
 
     ``start_ts`` are POSIX seconds of each memory's clock_start.
     """

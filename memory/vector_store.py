@@ -53,6 +53,8 @@ class CandidateFilter:
     # any of these agents ("" = scoped to no agent).
     project_or_global: int | None = None
     agent_in: tuple[str, ...] | None = None
+    # Leaves out the memories this run wrote (Memory.source_run_id).
+    not_from_run: int | None = None
 
     def as_q(self) -> Q:
         """The filter as a condition on live memories of the current embedding model."""
@@ -67,6 +69,9 @@ class CandidateFilter:
             q &= Q(project_id=self.project_or_global) | Q(is_global=True)
         if self.agent_in is not None:
             q &= Q(agent__in=self.agent_in)
+        if self.not_from_run is not None:
+            # Django keeps the rows no run wrote (NULL): NOT (id = x AND id IS NOT NULL).
+            q &= ~Q(source_run_id=self.not_from_run)
         for field, value in (
             ("agent", self.agent),
             ("personality", self.personality),

@@ -1,8 +1,8 @@
 """The Claude command-line tool as a provider: ``claude -p PROMPT --output-format json``.
 
 The CLI has no forced tool use, so the tool's schema goes into the prompt and the
-reply's JSON object is taken as the tool input (the agents validate it as usual).
-Every failure's message starts with "Error: ".
+reply's JSON object is taken as the tool input (the agents validate it as usual):
+claude_cli_prompt.py. Every failure's message starts with "Error: ".
 
 A request with a ``worktree`` is the Coder editing it (``edits_worktree``): the CLI
 runs there as an agent with its own file tools only (Read, Edit, MultiEdit, Write,
@@ -14,7 +14,8 @@ stream-json``) into the live log.
 Every call — the Coder's and the one-shot answers of the Planner, the Reviewer and the
 assistant alike — runs in the sandbox (llm/providers/claude_cli_sandbox.py: no network
 but the API through a relay, a private config folder removed afterwards, the login in
-the CLI's environment only); a timeout or a cancel kills it. Where no sandbox can be
+the CLI's environment only), started and read by claude_cli_process.py; a timeout or a
+cancel kills it. Where no sandbox can be
 made it does not run (SandboxUnavailable); with the operator's
 ``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` it runs unsandboxed (with a private config folder
 still), saying so.
@@ -22,34 +23,23 @@ still), saying so.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
-import select
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from core.masking import OutputMasker
-from core.sandbox import (
-    IMAGE_NEEDS_SANDBOX,
-    SANDBOX_DISABLED_WARNING,
-    SANDBOX_HOME,
-    SandboxUnavailable,
-    process_kill,
-    sandbox_status,
-)
-from core.sandbox_rootfs import ImageRoot
+from core.sandbox import SANDBOX_DISABLED_WARNING, SANDBOX_HOME, SandboxUnavailable, sandbox_status
 
 from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, ToolCall
-from .claude_cli_sandbox import TEST_RUNNER, cli_sandbox, private_config
+from .claude_cli_process import cli_finished, cli_started, output_lines
+from .claude_cli_prompt import answer_json, answer_prompt, request_test_command
+from .claude_cli_sandbox import TEST_RUNNER
 
-POLL_SECONDS = 0.1
 CLI_ENVIRONMENT = frozenset(
     {
         "PATH",
@@ -75,23 +65,6 @@ TEST_RUNNER_HINT = (
     "The project's tests run with the shell command `{runner}` (exactly that, through Bash): "
     "it runs the test command in a sandbox of its own. No other shell command is allowed."
 )
-_FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.S)
-
-
-def _extract_json(text: str) -> dict[str, Any] | None:
-    match = _FENCE.search(text)
-    candidates = [match.group(1)] if match else []
-    start, end = text.find("{"), text.rfind("}")
-    if start != -1 and end > start:
-        candidates.append(text[start : end + 1])
-    for candidate in candidates:
-        try:
-            parsed = json.loads(candidate)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(parsed, dict):
-            return parsed
-    return None
 
 
 class ClaudeCliProvider:
@@ -113,23 +86,6 @@ class ClaudeCliProvider:
         self.timeout = timeout
         self.model = model
         self.sandbox_paths = sandbox_paths
-
-    def _prompt(self, request: LLMRequest) -> str:
-        # The conversation so far is in the prompt: each call has a config folder of its
-        # own, removed afterwards, so there is no earlier session to --resume.
-        *earlier, last = request.messages or [{"role": "user", "content": ""}]
-        history = "\n\n".join(f"{str(m.get('role', 'user')).title()}: {_text(m.get('content'))}" for m in earlier)
-        parts = [
-            request.system,
-            f"The conversation so far:\n\n{history}" if history else "",
-            _text(last.get("content")),
-        ]
-        if request.tool is not None:
-            parts.append(
-                f"Answer with only one JSON object, the input of the tool `{request.tool.name}` "
-                f"({request.tool.description}), matching this JSON schema:\n" + json.dumps(request.tool.input_schema)
-            )
-        return "\n\n".join(part for part in parts if part)
 
     def _command(self, request: LLMRequest, executable: str) -> list[str]:
         # No tools: the CLI would otherwise read (Read, Grep, Glob) any file the worker
@@ -169,11 +125,19 @@ class ClaudeCliProvider:
         workdir = Path(tempfile.mkdtemp(prefix="autocoder-claude-cli-"))
         try:
             with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
-                stdin.write(self._prompt(request).encode("utf-8"))
+                stdin.write(answer_prompt(request).encode("utf-8"))
                 stdin.seek(0)
                 argv = self._command(request, executable)
-                with self._started(
-                    argv, executable, workdir, env, stdin, stderr, sandboxed=not status.disabled
+                with cli_started(
+                    argv,
+                    executable,
+                    workdir,
+                    env,
+                    stdin,
+                    stderr,
+                    sandboxed=not status.disabled,
+                    timeout=self.timeout,
+                    extra_paths=self.sandbox_paths,
                 ) as child:
                     return self._answer(request, child, stderr, should_cancel=should_cancel, on_chunk=on_chunk)
         finally:
@@ -189,19 +153,8 @@ class ClaudeCliProvider:
         should_cancel: CancelCheck,
     ) -> LLMResult:
         deadline = time.monotonic() + self.timeout
-        output = b"".join(line.encode("utf-8") + b"\n" for line in _lines(child, deadline, should_cancel))
-        if should_cancel():
-            process_kill(child)
-            raise Cancelled
-        if time.monotonic() > deadline:
-            process_kill(child)
-            raise ProviderError(
-                f"Error: the Claude CLI did not finish within {self.timeout:g} s and was stopped.", retryable=True
-            )
-        try:
-            child.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process_kill(child)
+        output = b"".join(line.encode("utf-8") + b"\n" for line in output_lines(child, deadline, should_cancel))
+        cli_finished(child, deadline, self.timeout, should_cancel)
         stdout = output.decode("utf-8", errors="replace")
         if child.returncode != 0:
             stderr.seek(0)
@@ -221,7 +174,7 @@ class ClaudeCliProvider:
         usage = payload.get("usage") or {}
         return LLMResult(
             text=text,
-            tool_input=_extract_json(text) if request.tool is not None else None,
+            tool_input=answer_json(text) if request.tool is not None else None,
             raw_tool_input=text if request.tool is not None else "",
             input_tokens=int(usage.get("input_tokens") or 0),
             output_tokens=int(usage.get("output_tokens") or 0),
@@ -234,57 +187,14 @@ class ClaudeCliProvider:
 
     # --- The Coder editing a worktree --------------------------------------------------
 
-    @contextlib.contextmanager
-    def _started(
-        self,
-        argv: list[str],
-        executable: str,
-        workspace: Path,
-        env: dict[str, str],
-        stdin: IO[bytes],
-        stderr: IO[bytes],
-        *,
-        sandboxed: bool,
-        test_command: str = "",
-        test_variables: tuple[tuple[str, str], ...] = (),
-        test_secrets: tuple[str, ...] = (),
-        image: ImageRoot | None = None,
-    ) -> Iterator[subprocess.Popen[bytes]]:
-        """The CLI started in its sandbox (or, where the operator turned it off, as it
-        is), with a private config folder either way; one place for every call. Tests
-        on a base image need the sandbox: without it the call is refused."""
-        if not sandboxed and image is not None and test_command:
-            raise SandboxUnavailable(IMAGE_NEEDS_SANDBOX.format(reference=image.reference))
-        if not sandboxed:
-            with (
-                private_config(env, test_command, test_variables, test_secrets) as unsandboxed_env,
-                _unsandboxed(argv, workspace, unsandboxed_env, stdin, stderr) as child,
-            ):
-                yield child
-            return
-        with cli_sandbox(
-            argv=argv,
-            executable=executable,
-            workspace=workspace,
-            env=env,
-            timeout=self.timeout,
-            extra_paths=self.sandbox_paths,
-            stdin=stdin,
-            stderr=stderr,
-            test_command=test_command,
-            test_variables=test_variables,
-            test_secrets=test_secrets,
-            image=image,
-        ) as (child, _relay):
-            yield child
-
     def edit_command(self, request: LLMRequest, executable: str) -> list[str]:
         """The CLI as the Coder: its file tools only, and the test command as the one
         shell command (``TEST_RUNNER``, which runs it in a sandbox of its own). Only what
         ``--allowedTools`` names runs (``dontAsk``: not even the commands
         ``acceptEdits`` lets through, ``mkdir``, ``sed -i``…, whose shell holds the login)."""
-        tools = [*EDIT_TOOLS, *(["Bash"] if _test_command(request) else [])]
-        allowed = [*EDIT_TOOLS, *([f"Bash({TEST_RUNNER})"] if _test_command(request) else [])]
+        runs_tests = bool(request_test_command(request))
+        tools = [*EDIT_TOOLS, *(["Bash"] if runs_tests else [])]
+        allowed = [*EDIT_TOOLS, *([f"Bash({TEST_RUNNER})"] if runs_tests else [])]
         command = [
             executable,
             "-p",  # the prompt comes on stdin: with a branch's diff it can outgrow an argument
@@ -308,11 +218,8 @@ class ClaudeCliProvider:
             "--max-turns",
             str(max(1, request.max_turns)),
         ]
-        system = "\n\n".join(
-            part
-            for part in (request.system, TEST_RUNNER_HINT.format(runner=TEST_RUNNER) if _test_command(request) else "")
-            if part
-        )
+        hint = TEST_RUNNER_HINT.format(runner=TEST_RUNNER) if runs_tests else ""
+        system = "\n\n".join(part for part in (request.system, hint) if part)
         if system:
             command += ["--append-system-prompt", system]
         if self.model or request.model:
@@ -345,7 +252,7 @@ class ClaudeCliProvider:
             if status.disabled:
                 on_chunk(SANDBOX_DISABLED_WARNING)
             argv = self.edit_command(request, executable)
-            with self._started(
+            with cli_started(
                 argv,
                 executable,
                 worktree,
@@ -353,7 +260,9 @@ class ClaudeCliProvider:
                 stdin,
                 stderr,
                 sandboxed=not status.disabled,
-                test_command=_test_command(request),
+                timeout=self.timeout,
+                extra_paths=self.sandbox_paths,
+                test_command=request_test_command(request),
                 test_variables=request.command_variables,
                 test_secrets=request.command_secrets,
                 image=request.commands_image,
@@ -376,20 +285,9 @@ class ClaudeCliProvider:
         """Read the CLI's events as they come; the result event is the call's result."""
         events = _EditEvents(on_chunk)
         deadline = time.monotonic() + self.timeout
-        for line in _lines(child, deadline, should_cancel):
+        for line in output_lines(child, deadline, should_cancel):
             events.take(line)
-        if should_cancel():
-            process_kill(child)
-            raise Cancelled
-        if time.monotonic() > deadline:
-            process_kill(child)
-            raise ProviderError(
-                f"Error: the Claude CLI did not finish within {self.timeout:g} s and was stopped.", retryable=True
-            )
-        try:
-            child.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process_kill(child)  # it closed its output but went on: its result is in
+        cli_finished(child, deadline, self.timeout, should_cancel)
         result = events.result
         if result is None:
             stderr.seek(0)
@@ -478,26 +376,6 @@ def _result_text(content: Any) -> str:
     return ""
 
 
-def _lines(child: subprocess.Popen[bytes], deadline: float, should_cancel: CancelCheck) -> Iterator[str]:
-    """stdout's lines as they come, until it ends, the deadline passes or a cancel."""
-    assert child.stdout is not None
-    pending = b""
-    while time.monotonic() <= deadline and not should_cancel():
-        ready, _, _ = select.select([child.stdout], [], [], POLL_SECONDS)
-        if not ready:
-            continue
-        data = os.read(child.stdout.fileno(), 65536)
-        if not data:
-            if pending.strip():
-                yield pending.decode("utf-8", errors="replace")
-            return
-        pending += data
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            if line.strip():
-                yield line.decode("utf-8", errors="replace")
-
-
 def _masked(value: Any, masker: OutputMasker) -> Any:
     """``value`` (content blocks) with the masker applied to every string in it."""
     if isinstance(value, str):
@@ -511,36 +389,3 @@ def _masked(value: Any, masker: OutputMasker) -> Any:
 
 def _cli_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in CLI_ENVIRONMENT or k.startswith("CLAUDE_")}
-
-
-def _text(content: Any) -> str:
-    """A message's text: a string, or the text blocks of a list of content blocks."""
-    if isinstance(content, list):
-        return "\n".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
-    return str(content or "")
-
-
-def _test_command(request: LLMRequest) -> str:
-    """The project's test command (the commands a request allows, one after the other)."""
-    commands = [command.strip() for command in request.allowed_commands if command.strip()]
-    return " && ".join(f"({command})" for command in commands) if len(commands) > 1 else "".join(commands)
-
-
-@contextlib.contextmanager
-def _unsandboxed(
-    argv: list[str], worktree: Path, env: dict[str, str], stdin: IO[bytes] | None, stderr: IO[bytes]
-) -> Iterator[subprocess.Popen[bytes]]:
-    """The operator turned the sandbox off (UNSAFE_RUN_TESTS_WITHOUT_SANDBOX)."""
-    child = subprocess.Popen(  # noqa: S603 - fixed executable, arguments as a list
-        argv,
-        cwd=worktree,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        stdin=subprocess.DEVNULL if stdin is None else stdin,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        yield child
-    finally:
-        process_kill(child)

@@ -6,14 +6,16 @@ assistant's one-shot answers — runs ``sandboxed_program`` with:
 - a private ``CLAUDE_CONFIG_DIR`` (a fresh folder on the server, bound at
   ``/home/sandbox/.claude`` and removed after the call: the CLI's transcript of the
   whole prompt, its session files and backups go with it). Of the operator's login only
-  what the CLI needs goes in: the OAuth access token as ``CLAUDE_CODE_OAUTH_TOKEN`` (not
-  the refresh token: the CLI cannot refresh, nor rotate the operator's login), an API
-  key kept in ``.claude.json`` as ``ANTHROPIC_API_KEY``, both in the CLI's environment
-  only; ``settings.json`` and the account part of ``.claude.json`` as files.
+  what the CLI needs goes in (claude_cli_login.py): the OAuth access token as
+  ``CLAUDE_CODE_OAUTH_TOKEN`` (not the refresh token: the CLI cannot refresh, nor rotate
+  the operator's login), an API key kept in ``.claude.json`` as ``ANTHROPIC_API_KEY``,
+  both in the CLI's environment only; ``settings.json`` and the account part of
+  ``.claude.json`` as files.
 - no network of the host's: the CLI reaches the API through a proxy of two halves,
   ``sandbox_relay.py`` inside (a loopback port, named by ``HTTPS_PROXY``) and
-  :class:`ApiRelay` here, on a unix socket bound into the sandbox, which connects only
-  to the API's host and port (``ANTHROPIC_BASE_URL``, else api.anthropic.com:443).
+  :class:`ApiRelay` outside (api_relay.py), on a unix socket bound into the sandbox,
+  which connects only to the API's host and port (``ANTHROPIC_BASE_URL``, else
+  api.anthropic.com:443).
   Any other host, and every loopback port of the server (Redis, PostgreSQL, the web
   server), is refused.
 - for the Coder, the project's test command as one program, ``autocoder-run-tests``,
@@ -54,12 +56,9 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
-from urllib.parse import urlsplit
 
 from core.sandbox import (
     SANDBOX_HOME,
@@ -73,245 +72,23 @@ from core.sandbox import (
 )
 from core.sandbox_rootfs import ImageRoot
 
-from .base import ProviderError
+from .api_relay import RELAY_SOCKET, ApiRelay
+from .claude_cli_login import api_address, login_environment
 
 SANDBOX_CONFIG = f"{SANDBOX_HOME}/.claude"
 TEST_RUNNER = "autocoder-run-tests"
 SHELL_PREFIX = "autocoder-shell"
 NESTED_PATH = f"{SANDBOX_ROOT}/.venv/bin:{SANDBOX_ROOT}/node_modules/.bin:{SYSTEM_PATH}"
-DEFAULT_API = "https://api.anthropic.com"
 SANDBOX_PYTHON = ("/usr/bin/python3", "/usr/local/bin/python3")
-RELAY_SOCKET = "api.sock"
 VARIABLES_SOCKET = "variables.sock"
 TEST_ENV_HELPER = "sandbox_test_env.py"
 RELAY_FOLDER = "/run/autocoder"
 LOGIN_FILE = "login.json"
 SOCKET_PATH_LIMIT = 100
-ACCOUNT_KEYS = ("oauthAccount", "userID", "hasCompletedOnboarding")
-FORBIDDEN = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-HEAD_LIMIT = 65536
-SETTINGS_LOGIN_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
-LOGIN_EXPIRED = (
-    "Error: the Claude CLI's login on this server ran out at {when} and each call gets only its access "
-    "token, not the refresh token. Run `claude` once as the server's user to renew it, or give the server "
-    "a long-lived token (`claude setup-token`) as CLAUDE_CODE_OAUTH_TOKEN."
-)
 NO_SANDBOX_PYTHON = (
     "The Claude CLI's sandbox needs python3 under /usr (/usr/bin/python3 or /usr/local/bin/python3) for its "
     "relay to the API; install it (Debian/Ubuntu: apt-get install python3-minimal)."
 )
-CONNECT_TIMEOUT_SECONDS = 10.0
-_HOP_HEADERS = (b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization")
-
-
-# --- The operator's login, as far as the CLI needs it ----------------------------------
-
-
-def login_environment(env: dict[str, str], config: Path) -> dict[str, str]:
-    """Fill ``config`` (the call's CLAUDE_CONFIG_DIR) and return the variables that carry
-    the login into the CLI's environment. No token or key is written into ``config``.
-
-    Raises ProviderError where the only login is an access token that has run out (the
-    CLI, without the refresh token, could not renew it)."""
-    source = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else Path(env.get("HOME", "~"), ".claude")
-    account = source / ".claude.json" if env.get("CLAUDE_CONFIG_DIR") else Path(env.get("HOME", "~"), ".claude.json")
-    with contextlib.suppress(OSError):
-        shutil.copyfile(source / "settings.json", config / "settings.json")
-    login: dict[str, str] = {}
-    expired_at: float | None = None
-    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-        oauth = json.loads((source / ".credentials.json").read_text()).get("claudeAiOauth") or {}
-        expires = oauth.get("expiresAt")  # milliseconds since the epoch
-        if isinstance(expires, int | float) and expires / 1000 < time.time():
-            expired_at = expires / 1000
-        elif oauth.get("accessToken"):
-            login["CLAUDE_CODE_OAUTH_TOKEN"] = str(oauth["accessToken"])
-    kept: dict[str, object] = {"hasCompletedOnboarding": True}
-    with contextlib.suppress(OSError, ValueError):
-        state = json.loads(account.read_text())
-        if isinstance(state, dict):
-            kept.update({key: state[key] for key in ACCOUNT_KEYS if key in state})
-            if state.get("primaryApiKey"):
-                login["ANTHROPIC_API_KEY"] = str(state["primaryApiKey"])
-    (config / ".claude.json").write_text(json.dumps(kept))
-    # A token the operator gave the server itself wins over the login's files.
-    login.update({k: v for k, v in env.items() if k in ("CLAUDE_CODE_OAUTH_TOKEN",)})
-    if expired_at is not None and not login and not _settings_login(config):
-        when = datetime.fromtimestamp(expired_at, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
-        raise ProviderError(LOGIN_EXPIRED.format(when=when), retryable=False)
-    return login
-
-
-def _settings_login(config: Path) -> bool:
-    """Whether the operator's settings.json gives the CLI a key of its own."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        settings = json.loads((config / "settings.json").read_text())
-        variables = settings.get("env") or {}
-        return bool(settings.get("apiKeyHelper") or any(variables.get(name) for name in SETTINGS_LOGIN_VARIABLES))
-    return False
-
-
-def api_address(env: dict[str, str], config: Path) -> tuple[str, str, int]:
-    """(scheme, host, port) of the API the CLI talks to: ANTHROPIC_BASE_URL from the
-    operator's settings.json (the CLI applies its ``env`` over its own environment), else
-    from its environment, else Anthropic's."""
-    url = ""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        url = str(json.loads((config / "settings.json").read_text()).get("env", {}).get("ANTHROPIC_BASE_URL") or "")
-    parts = urlsplit(url or env.get("ANTHROPIC_BASE_URL") or DEFAULT_API)
-    scheme = parts.scheme or "https"
-    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
-
-
-# --- The server's half of the proxy -----------------------------------------------------
-
-
-class ApiRelay:
-    """A forward proxy on a unix socket that connects only to one host and port:
-    ``CONNECT host:port`` (HTTPS; the TLS is the CLI's own, end to end) or, for an
-    ``http://`` API, its requests in absolute form, one per connection. Anything else
-    is answered 403 and nothing is connected."""
-
-    def __init__(self, folder: Path, *, scheme: str, host: str, port: int) -> None:
-        self.path = folder / RELAY_SOCKET
-        self.scheme, self.host, self.port = scheme, host, port
-        self.refused: list[str] = []
-        self._sockets: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(str(self.path))
-        self._listener.listen(64)
-        self._closed = False
-        threading.Thread(target=self._serve, daemon=True, name="claude-cli-api-relay").start()
-
-    def close(self) -> None:
-        self._closed = True
-        with self._lock:
-            sockets = [self._listener, *self._sockets]
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def _track(self, sock: socket.socket) -> socket.socket:
-        with self._lock:
-            self._sockets.add(sock)
-        return sock
-
-    def _serve(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(self._track(client),), daemon=True).start()
-
-    def _allowed(self, host: str, port: int) -> bool:
-        return host.strip("[]").lower() == self.host and port == self.port
-
-    def _handle(self, client: socket.socket) -> None:
-        try:
-            head, rest = _read_head(client)
-            if head is None:
-                return
-            request_line, _, headers = head.partition(b"\r\n")
-            method, _, target = request_line.decode("latin-1").partition(" ")
-            target = target.rsplit(" ", 1)[0]
-            if method == "CONNECT":
-                host, _, port = target.rpartition(":")
-                if not (port.isdigit() and self._allowed(host, int(port))):
-                    self._refuse(client, target)
-                    return
-                upstream = self._connect(client)
-                if upstream is None:
-                    return
-                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                if rest:
-                    upstream.sendall(rest)
-                _relay(client, upstream)
-                return
-            parts = urlsplit(target)
-            port_of = parts.port or (443 if parts.scheme == "https" else 80)
-            if not (self.scheme == "http" and parts.scheme == "http" and self._allowed(parts.hostname or "", port_of)):
-                self._refuse(client, target)
-                return
-            upstream = self._connect(client)
-            if upstream is None:
-                return
-            origin = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            version = request_line.rsplit(b" ", 1)[-1]
-            upstream.sendall(_with_close(f"{method} {origin} ".encode("latin-1") + version, headers) + rest)
-            _relay(client, upstream, close_response=True)
-        except OSError:
-            pass
-        finally:
-            client.close()
-
-    def _refuse(self, client: socket.socket, target: str) -> None:
-        self.refused.append(target)
-        with contextlib.suppress(OSError):
-            client.sendall(FORBIDDEN)
-
-    def _connect(self, client: socket.socket) -> socket.socket | None:
-        try:
-            upstream = socket.create_connection((self.host, self.port), timeout=CONNECT_TIMEOUT_SECONDS)
-        except OSError:
-            with contextlib.suppress(OSError):
-                client.sendall(BAD_GATEWAY)
-            return None
-        upstream.settimeout(None)
-        return self._track(upstream)
-
-
-def _read_head(sock: socket.socket) -> tuple[bytes | None, bytes]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        if len(data) > HEAD_LIMIT:
-            return None, b""
-        chunk = sock.recv(65536)
-        if not chunk:
-            return None, b""
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return head, rest
-
-
-def _with_close(first_line: bytes, headers: bytes) -> bytes:
-    """A message head with its hop-by-hop headers replaced by ``Connection: close``."""
-    kept = [
-        line for line in headers.split(b"\r\n") if line and line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS
-    ]
-    return b"\r\n".join([first_line, *kept, b"Connection: close"]) + b"\r\n\r\n"
-
-
-def _pump(source: socket.socket, target: socket.socket) -> None:
-    try:
-        while data := source.recv(65536):
-            target.sendall(data)
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            target.shutdown(socket.SHUT_WR)
-
-
-def _relay(client: socket.socket, upstream: socket.socket, *, close_response: bool = False) -> None:
-    """Both ways until both ends are done; with ``close_response`` the response's head
-    says ``Connection: close`` (the next request comes on a new connection, checked again)."""
-    forward = threading.Thread(target=_pump, args=(client, upstream), daemon=True)
-    forward.start()
-    try:
-        if close_response:
-            head, rest = _read_head(upstream)
-            if head is None:
-                return
-            status, _, headers = head.partition(b"\r\n")
-            client.sendall(_with_close(status, headers) + rest)
-        _pump(upstream, client)
-    finally:
-        forward.join(timeout=1)
-        upstream.close()
 
 
 class VariablesServer:

@@ -4,7 +4,7 @@
 own loopback (the sandbox has no network of the host's), starts ARGV with
 ``HTTPS_PROXY``/``HTTP_PROXY`` naming that port, and copies every connection made to it
 to the unix socket SOCKET, which the server bound into the sandbox: the server's end
-(llm/providers/claude_cli_sandbox.py, ``ApiRelay``) lets through only the API the CLI
+(llm/providers/api_relay.py, ``ApiRelay``) lets through only the API the CLI
 is configured for. LOGIN is a JSON file of variables for ARGV's environment only (the
 CLI's token or key: on bwrap's command line they would show in the server's process
 list); it is removed once read. It exits with ARGV's status. Standard library only: it runs with the

@@ -21,9 +21,10 @@ import pytest
 from core.sandbox import SandboxUnavailable, sandbox_status
 from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli, claude_cli_sandbox
+from llm.providers.api_relay import ApiRelay
 from llm.providers.base import LLMRequest, ProviderError
 from llm.providers.claude_cli import ClaudeCliProvider
-from llm.providers.claude_cli_sandbox import LOGIN_EXPIRED, ApiRelay, api_address
+from llm.providers.claude_cli_login import LOGIN_EXPIRED, api_address
 from pipelines.agents.prompts import PLAN_TOOL
 from tests.fake_anthropic import FakeAnthropicServer
 from tests.fake_claude import fake_claude

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
@@ -134,130 +137,165 @@ def _updates(data: dict[str, Any]) -> dict[str, Any]:
 # --- views -----------------------------------------------------------------------------
 
 
-class FactListApi(GenericAPIView[Fact]):
-    serializer_class = FactSerializer
+@dataclass(frozen=True)
+class _Records:
+    """Facts or goals, as the list and detail endpoints below use them: one piece of
+    code serves both, each through its own serializers, selectors and services."""
+
+    serializer: type[serializers.Serializer]
+    write_serializer: type[serializers.Serializer]
+    list_query: type[serializers.Serializer]
+    get_for_user: Callable[[User, str], Any]
+    # (user, project, the list query's other filters)
+    list: Callable[[User, Project | None, dict[str, Any]], QuerySet[Any]]
+    create: Callable[..., Any]
+    update: Callable[..., Any]
+    delete: Callable[[Any], None]
+
+
+FACTS = _Records(
+    serializer=FactSerializer,
+    write_serializer=FactWriteSerializer,
+    list_query=FactListQuerySerializer,
+    get_for_user=lambda user, fact_id: fact_get_for_user(user=user, fact_id=fact_id),
+    list=lambda user, project, _filters: fact_list(user=user, project=project),
+    create=fact_create,
+    update=lambda fact, changes: fact_update(fact=fact, **changes),
+    delete=lambda fact: fact_delete(fact=fact),
+)
+GOALS = _Records(
+    serializer=GoalSerializer,
+    write_serializer=GoalWriteSerializer,
+    list_query=GoalListQuerySerializer,
+    get_for_user=lambda user, goal_id: goal_get_for_user(user=user, goal_id=goal_id),
+    list=lambda user, project, filters: goal_list(user=user, status=filters.get("status"), project=project),
+    create=goal_create,
+    update=lambda goal, changes: goal_update(goal=goal, **changes),
+    delete=lambda goal: goal_delete(goal=goal),
+)
+
+
+# List and add facts or goals (``records``); each subclass is one endpoint, with its docs.
+# (Comments, not docstrings, here and below: the schema would take a docstring for the
+# description of the subclasses' operations.)
+class _RecordListApi(GenericAPIView[Any]):
+    records: ClassVar[_Records]
     parser_classes = [SafeJSONParser]
     filter_backends: list[Any] = []
 
-    @extend_schema(
+    def get(self, request: Request) -> Response:
+        user = request_user(request)
+        query = self.records.list_query(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        filters = dict(query.validated_data)
+        rows = self.records.list(user, _project_filter(user, filters.pop("project", None)), filters)
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(self.records.serializer(page, many=True).data)
+
+    def post(self, request: Request) -> Response:
+        user = request_user(request)
+        serializer = self.records.write_serializer(data=request.data, context={"user": user})
+        serializer.is_valid(raise_exception=True)
+        row = self.records.create(user=user, **serializer.validated_data)
+        return Response(self.records.serializer(row).data, status=status.HTTP_201_CREATED)
+
+
+# Edit and delete one fact or goal (``records``), named by the URL's one id.
+class _RecordDetailApi(ApiView):
+    records: ClassVar[_Records]
+
+    def patch(self, request: Request, **path: str) -> Response:
+        user = request_user(request)
+        (row_id,) = path.values()
+        row = self.records.get_for_user(user, row_id)
+        serializer = self.records.write_serializer(data=request.data, partial=True, context={"user": user})
+        serializer.is_valid(raise_exception=True)
+        row = self.records.update(row, _updates(serializer.validated_data))
+        return Response(self.records.serializer(row).data)
+
+    def delete(self, request: Request, **path: str) -> Response:
+        (row_id,) = path.values()
+        self.records.delete(self.records.get_for_user(request_user(request), row_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema_view(
+    get=extend_schema(
         operation_id="memory_facts_list",
         summary="List your facts",
         description="Newest first. An unknown `project` is a 404.",
         parameters=[FactListQuerySerializer],
         responses={200: FactSerializer(many=True), **error_responses(400, 401, 404)},
-    )
-    def get(self, request: Request) -> Response:
-        user = request_user(request)
-        query = FactListQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        facts = fact_list(user=user, project=_project_filter(user, query.validated_data.get("project")))
-        page = self.paginate_queryset(facts)
-        return self.get_paginated_response(FactSerializer(page, many=True).data)
-
-    @extend_schema(
+    ),
+    post=extend_schema(
         operation_id="memory_facts_create",
         summary="Remember a fact",
         request=FactWriteSerializer,
         responses={201: FactSerializer, **error_responses(400, 401, 403)},
-    )
-    def post(self, request: Request) -> Response:
-        user = request_user(request)
-        serializer = FactWriteSerializer(data=request.data, context={"user": user})
-        serializer.is_valid(raise_exception=True)
-        fact = fact_create(user=user, **serializer.validated_data)
-        return Response(FactSerializer(fact).data, status=status.HTTP_201_CREATED)
+    ),
+)
+class FactListApi(_RecordListApi):
+    serializer_class = FactSerializer
+    records = FACTS
 
 
-class FactDetailApi(ApiView):
-    @extend_schema(
+@extend_schema_view(
+    patch=extend_schema(
         operation_id="memory_facts_update",
         summary="Edit a fact",
         parameters=[FACT_ID],
         request=FactWriteSerializer(partial=True),
         responses={200: FactSerializer, **error_responses(400, 401, 403, 404)},
-    )
-    def patch(self, request: Request, fact_id: str) -> Response:
-        user = request_user(request)
-        fact = fact_get_for_user(user=user, fact_id=fact_id)
-        serializer = FactWriteSerializer(data=request.data, partial=True, context={"user": user})
-        serializer.is_valid(raise_exception=True)
-        fact = fact_update(fact=fact, **_updates(serializer.validated_data))
-        return Response(FactSerializer(fact).data)
-
-    @extend_schema(
+    ),
+    delete=extend_schema(
         operation_id="memory_facts_destroy",
         summary="Forget a fact",
         parameters=[FACT_ID],
         responses={204: OpenApiResponse(description="Deleted."), **error_responses(401, 403, 404)},
-    )
-    def delete(self, request: Request, fact_id: str) -> Response:
-        fact_delete(fact=fact_get_for_user(user=request_user(request), fact_id=fact_id))
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    ),
+)
+class FactDetailApi(_RecordDetailApi):
+    records = FACTS
 
 
-class GoalListApi(GenericAPIView[Goal]):
-    serializer_class = GoalSerializer
-    parser_classes = [SafeJSONParser]
-    filter_backends: list[Any] = []
-
-    @extend_schema(
+@extend_schema_view(
+    get=extend_schema(
         operation_id="memory_goals_list",
         summary="List your goals",
         description="Newest first; completed goals by completion time. An unknown `project` is a 404.",
         parameters=[GoalListQuerySerializer],
         responses={200: GoalSerializer(many=True), **error_responses(400, 401, 404)},
-    )
-    def get(self, request: Request) -> Response:
-        user = request_user(request)
-        query = GoalListQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        filters = query.validated_data
-        goals = goal_list(
-            user=user, status=filters.get("status"), project=_project_filter(user, filters.get("project"))
-        )
-        page = self.paginate_queryset(goals)
-        return self.get_paginated_response(GoalSerializer(page, many=True).data)
-
-    @extend_schema(
+    ),
+    post=extend_schema(
         operation_id="memory_goals_create",
         summary="Set a goal",
         request=GoalWriteSerializer,
         responses={201: GoalSerializer, **error_responses(400, 401, 403)},
-    )
-    def post(self, request: Request) -> Response:
-        user = request_user(request)
-        serializer = GoalWriteSerializer(data=request.data, context={"user": user})
-        serializer.is_valid(raise_exception=True)
-        goal = goal_create(user=user, **serializer.validated_data)
-        return Response(GoalSerializer(goal).data, status=status.HTTP_201_CREATED)
+    ),
+)
+class GoalListApi(_RecordListApi):
+    serializer_class = GoalSerializer
+    records = GOALS
 
 
-class GoalDetailApi(ApiView):
-    @extend_schema(
+@extend_schema_view(
+    patch=extend_schema(
         operation_id="memory_goals_update",
         summary="Edit a goal's text, deadline or project",
         description="`status` is refused: complete a goal with POST /api/memory/goals/{id}/complete.",
         parameters=[GOAL_ID],
         request=GoalWriteSerializer(partial=True),
         responses={200: GoalSerializer, **error_responses(400, 401, 403, 404)},
-    )
-    def patch(self, request: Request, goal_id: str) -> Response:
-        user = request_user(request)
-        goal = goal_get_for_user(user=user, goal_id=goal_id)
-        serializer = GoalWriteSerializer(data=request.data, partial=True, context={"user": user})
-        serializer.is_valid(raise_exception=True)
-        goal = goal_update(goal=goal, **_updates(serializer.validated_data))
-        return Response(GoalSerializer(goal).data)
-
-    @extend_schema(
+    ),
+    delete=extend_schema(
         operation_id="memory_goals_destroy",
         summary="Delete a goal",
         parameters=[GOAL_ID],
         responses={204: OpenApiResponse(description="Deleted."), **error_responses(401, 403, 404)},
-    )
-    def delete(self, request: Request, goal_id: str) -> Response:
-        goal_delete(goal=goal_get_for_user(user=request_user(request), goal_id=goal_id))
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    ),
+)
+class GoalDetailApi(_RecordDetailApi):
+    records = GOALS
 
 
 class GoalCompleteApi(ApiView):

@@ -61,10 +61,6 @@ def memory_fades_at(*, memory: Memory) -> datetime | None:
     return fades_at(memory.decay_policy, memory.created_at, memory.last_reinforced_at, memory.half_life_hours)
 
 
-def memory_is_faded(*, memory: Memory, now: datetime | None = None) -> bool:
-    return memory_confidence(memory=memory, now=now) <= 0.0
-
-
 # Memory knows no runs (a run is an id here): the app that has them names them for the
 # pages, e.g. "run 1 of task #3" (pipelines registers it at start-up).
 RunNamer = Callable[[list[int]], dict[int, str]]
@@ -266,6 +262,7 @@ class SearchFilters(TypedDict, total=False):
     is_global: bool | None
     project_or_global: int | None
     agent_in: tuple[str, ...] | None
+    not_from_run: int | None
     now: datetime | None
 
 
@@ -288,11 +285,13 @@ def memory_search_vector(
     is_global: bool | None = None,
     project_or_global: int | None = None,
     agent_in: tuple[str, ...] | None = None,
+    not_from_run: int | None = None,
     now: datetime | None = None,
 ) -> list[MemorySearchResult]:
     """The user's live memories closest to ``query_vec``, ranked by similarity ×
-    confidence; those under ``min_confidence`` are left out. ``project_or_global`` and
-    ``agent_in`` admit several scopes at once (recall)."""
+    confidence; those under ``min_confidence`` are left out, and so are those run
+    ``not_from_run`` wrote. ``project_or_global`` and ``agent_in`` admit several scopes
+    at once (recall)."""
     now = now or timezone.now()
     candidate_filter = CandidateFilter(
         now_ts=now.timestamp(),
@@ -305,6 +304,7 @@ def memory_search_vector(
         min_confidence=min_confidence,
         project_or_global=project_or_global,
         agent_in=agent_in,
+        not_from_run=not_from_run,
     )
     hits = vector_search(query_vec, limit, candidate_filter)
     rows = Memory.objects.select_related("project").defer("embedding").in_bulk([hit.memory_id for hit in hits])
@@ -338,10 +338,6 @@ def memory_status(*, user: User) -> dict[str, object]:
 # --- Recall: the memories an agent is given before it is called -----------------------------
 
 
-# Recall asks the index for this many more than its limit (see memory_recall).
-RECALL_SPARE = 4
-
-
 def memory_recall(
     *,
     user: User,
@@ -367,14 +363,17 @@ def memory_recall(
     # One embedding and one search over the whole scope: the project's and the global
     # memories, unscoped or the agent's.
     place: dict[str, Any] = {"is_global": True} if project is None else {"project_or_global": project.pk}
-    # A few more than asked, so that leaving out this run's own still leaves ``limit``.
+    # Everything that is left out is left out by the query, so ``limit`` are found when
+    # there are that many; ranked by score, the ones under ``min_score`` come last.
     results = memory_search(
-        user=user, query=query, limit=limit + RECALL_SPARE, agent_in=("", agent), now=now or timezone.now(), **place
+        user=user,
+        query=query,
+        limit=limit,
+        agent_in=("", agent),
+        # Strictly above 0: a faded memory is not recalled, even at min_score 0.
+        min_confidence=sys.float_info.min,
+        not_from_run=not_from_run,
+        now=now or timezone.now(),
+        **place,
     )
-    return [
-        result
-        for result in results
-        if result.confidence > 0
-        and result.score >= min_score
-        and (not_from_run is None or result.memory.source_run_id != not_from_run)
-    ][:limit]
+    return [result for result in results if result.score >= min_score]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import numpy as np
 import pytest
 from django.utils import timezone
 
-from memory.models.semantic import DecayPolicy
+from memory.embeddings import EMBEDDING_MODEL, embed_text
+from memory.models.semantic import DecayPolicy, Memory, MemorySource
 from memory.selectors.semantic import memory_recall
 from memory.services.semantic import memory_create, memory_delete
 from tests.factories import ProjectFactory
@@ -107,3 +109,40 @@ def test_the_query_is_embedded_once_for_all_the_scopes(owner, project, monkeypat
     monkeypatch.setattr(semantic, "embed_text", counting)
     assert len(recalled(owner, project)) == 2
     assert embedded == [QUERY]
+
+
+def test_a_run_that_wrote_many_memories_still_recalls_the_limit_of_others(owner, project, settings) -> None:
+    """The run's own memories are the closest to the query, and more than any spare a
+    search could ask for beyond the limit: the limit is still filled with the others."""
+    settings.MEMORY_RECALL_LIMIT = 8
+    query = embed_text(QUERY)
+    rng = np.random.default_rng(7)
+    now = timezone.now()
+
+    def near_the_query(similarity: float) -> np.ndarray:
+        noise = rng.standard_normal(query.shape[0])
+        noise -= noise.dot(query) * query
+        vector = similarity * query + np.sqrt(1 - similarity**2) * noise / np.linalg.norm(noise)
+        return vector.astype(np.float32)
+
+    def lesson(number: int, similarity: float, **kwargs) -> int:
+        return Memory.objects.create(
+            owner=owner,
+            content=f"lesson {number}",
+            content_hash=f"{number:064d}",
+            project=project,
+            embedding=near_the_query(similarity),
+            embedding_model=EMBEDDING_MODEL,
+            created_at=now,
+            last_reinforced_at=now,
+            **kwargs,
+        ).pk
+
+    own = {lesson(n, 0.95, agent="coder", source=MemorySource.AGENT, source_run_id=42) for n in range(6)}
+    others = {lesson(n, 0.5, source_run_id=41 if n % 2 else None) for n in range(6, 16)}
+
+    got = recalled(owner, project, not_from_run=42)
+    assert len(got) == 8
+    assert set(got) <= others
+    # Asked by another run, the six come first.
+    assert set(recalled(owner, project, not_from_run=41)[:6]) == own

@@ -189,7 +189,7 @@ def test_writes_by_another_process_are_seen_by_the_next_search(owner: User) -> N
     mine, _, _ = memory_create(owner=owner, content="The build server runs Debian.")
     assert ids(memory_search(user=owner, query="build machine operating system")) == [mine.pk]
 
-    # Added elsewhere: a plain INSERT the index object never saw.
+    # Added elsewhere: a plain INSERT, through no service of this process.
     other = write_directly(owner, "Our CI machines use Ubuntu 24.04.")
     assert set(ids(memory_search(user=owner, query="build machine operating system"))) == {mine.pk, other.pk}
 

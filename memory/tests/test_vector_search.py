@@ -66,6 +66,7 @@ def brute_force(
             )
             and (f.project_or_global is None or m.project_id == f.project_or_global or m.is_global)
             and (f.agent_in is None or m.agent in f.agent_in)
+            and (f.not_from_run is None or m.source_run_id != f.not_from_run)
         )
         if not admitted:
             continue
@@ -128,6 +129,8 @@ def world() -> dict[str, object]:
                 # Identical vectors: exact ties, broken by the newer id.
                 embedding=shared_vector if duplicate else unit(rng),
                 embedding_model=EMBEDDING_MODEL if pick.random() > 0.05 else "another-model",
+                # Written by run 1, run 2 or by no run.
+                source_run_id=(None, 1, 2)[i % 3],
             )
         )
     Memory.objects.bulk_create(rows)
@@ -149,6 +152,8 @@ def filters_for(user: User, projects: list[Project], now_ts: float) -> list[Cand
         CandidateFilter(**base, min_confidence=0.5),
         CandidateFilter(**base, min_confidence=1e-300),
         CandidateFilter(**base, agent_in=("nobody",)),
+        CandidateFilter(**base, not_from_run=1),
+        CandidateFilter(**base, project_or_global=projects[0].pk, agent_in=("", "coder"), not_from_run=2),
     ]
 
 
