@@ -16,7 +16,7 @@ from django.db import connection
 from core.workers import shutdown_requested
 from llm.providers.anthropic import KEY_REJECTED
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
-from pipelines.phases import driver as orchestrator
+from pipelines.phases import planning
 from pipelines.phases.driver import run_advance
 from pipelines.phases.reviewing import REVIEW_GAVE_UP
 from pipelines.review.services import run_approve, run_request_changes
@@ -300,7 +300,7 @@ def test_the_next_phase_starts_even_before_the_finished_phase_lets_go_of_its_lea
     fake_llm.script(ToolReply(input=PLAN), *CODER)
     planning_lease = Lease(run)
     assert planning_lease.claim()
-    orchestrator._plan(run, planning_lease)  # ends with the move to coding; not released yet
+    planning.execute(run, planning_lease)  # ends with the move to coding; not released yet
 
     run_advance(run_id=run.pk)  # the coding job, on the other thread
     run.refresh_from_db()
