@@ -10,7 +10,7 @@ Everything an image holds is untrusted: its manifests and config (JSON a registr
 chose), its layers (tar archives that may hold links out, device files, setuid
 programs, paths with ``..``), a local layout's own links. So neither skopeo (the pull,
 the inspection) nor umoci (the unpacking) runs with the server's rights: each runs
-through :func:`core.sandbox.run_confined`, as the storage account, seeing only the
+through :func:`core.sandbox_confined.run_confined`, as the storage account, seeing only the
 layout it reads and the folder it writes (the network only for the pull). The server
 itself only parses skopeo's JSON answer and lists names in the unpacked tree.
 
@@ -43,8 +43,10 @@ from pathlib import Path
 
 from django.conf import settings
 
-from core.exceptions import ApplicationError
-from core.sandbox import SYSTEM_PATH, Confinement, SandboxUnavailable, run_confined, sandbox_status
+from core.exceptions import ApplicationError, SandboxUnavailable
+from core.sandbox_bwrap import SYSTEM_PATH
+from core.sandbox_confined import Confinement, run_confined
+from core.sandbox_probe import sandbox_status
 from core.sandbox_rootfs import ImageRoot
 
 __all__ = [

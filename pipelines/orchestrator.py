@@ -311,7 +311,7 @@ def _code(run: PipelineRun, lease: Lease) -> None:
 def _verify(run: PipelineRun, lease: Lease) -> None:
     """Run the project's test command in the worktree; its output streams live as the
     ``verifier`` agent. Failing tests become findings in the review that follows."""
-    from core.sandbox import SandboxUnavailable
+    from core.exceptions import SandboxUnavailable
 
     worktree = workspace.workspace_ensure(run)
     repository = workspace.run_repository(run)

@@ -19,13 +19,12 @@ from pathlib import Path
 import pytest
 
 from core import sandbox_images
+from core.exceptions import SandboxUnavailable
 from core.sandbox import (
     IMAGE_NEEDS_SANDBOX,
     ProjectSandbox,
-    SandboxUnavailable,
     limits_from_settings,
     nested_sandbox_argv,
-    sandbox_status,
     sandboxed_process,
 )
 from core.sandbox_images import (
@@ -39,6 +38,7 @@ from core.sandbox_images import (
     parse_image_reference,
     pull_argv,
 )
+from core.sandbox_probe import sandbox_status
 
 SECRET = "s3cr3t-of-the-server-an-image-links-to"
 IMAGE_ENV = ("PATH=/opt/imagebin:/bin", "PYTHON_VERSION=3.12.7", "BAD NAME=x")

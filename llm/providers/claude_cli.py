@@ -35,15 +35,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from core.exceptions import SandboxUnavailable
 from core.masking import OutputMasker
-from core.sandbox import (
-    IMAGE_NEEDS_SANDBOX,
-    SANDBOX_DISABLED_WARNING,
-    SANDBOX_HOME,
-    SandboxUnavailable,
-    process_kill,
-    sandbox_status,
-)
+from core.sandbox import IMAGE_NEEDS_SANDBOX, SANDBOX_DISABLED_WARNING, process_kill
+from core.sandbox_bwrap import SANDBOX_HOME
+from core.sandbox_probe import sandbox_status
 from core.sandbox_rootfs import ImageRoot
 
 from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, ToolCall
