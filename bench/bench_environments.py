@@ -109,7 +109,7 @@ def main() -> None:
     from django.conf import settings
 
     from accounts.models import User
-    from core.sandbox import sandbox_status
+    from core.sandbox_probe import sandbox_status
     from projects.models import Project
     from repos.services import repository_link, worktree_remove
     from repos.tests.package_index import PackageIndex
@@ -210,8 +210,8 @@ def main() -> None:
         command_rows,
         notes=[
             f"{args.commands} calls each, after one untimed call. The walks are the sandbox's own functions "
-            "(core/sandbox_limits.py disk_usage; core/sandbox.py _chown_tree then workspace_reclaim) called on "
-            "the same worktrees, to show where the whole's added time goes.",
+            "(core/sandbox_limits.py disk_usage; core/sandbox_handover.py _chown_tree then workspace_reclaim) "
+            "called on the same worktrees, to show where the whole's added time goes.",
         ],
     )
 
@@ -335,7 +335,9 @@ def measure_commands(*, name: str, repository, bare: Path, restored: Path, n: in
     restored, and the sandbox's walks of each worktree alone."""
     from django.conf import settings
 
-    from core.sandbox import _chown_tree, limits_from_settings, storage_ids, workspace_reclaim
+    from core.sandbox import limits_from_settings
+    from core.sandbox_accounts import storage_ids
+    from core.sandbox_handover import _chown_tree, workspace_reclaim
     from core.sandbox_limits import disk_usage
     from repos.environments.services import commands_sandbox
     from repos.git import run_git, worktree_access
@@ -398,7 +400,7 @@ def measure_commands(*, name: str, repository, bare: Path, restored: Path, n: in
 
     def git_status(worktree: Path) -> Callable[[], object]:
         # Each git call in a worktree first gives its folders to the storage account
-        # (core/sandbox.py run_confined → storage_take_over, folders only): a walk too.
+        # (core/sandbox_confined.py run_confined → storage_take_over, folders only): a walk too.
         access = worktree_access(Path(repository.path), worktree)
         return lambda: run_git(["status", "--porcelain"], cwd=worktree, access=access)
 

@@ -35,7 +35,7 @@ def main() -> None:
 
     from django.conf import settings
 
-    from core.sandbox import sandbox_status
+    from core.sandbox_probe import sandbox_status
     from repos.git import GitAccess, run_git, worktree_access
 
     base = Path(tempfile.mkdtemp(prefix="bench-git-"))

@@ -51,3 +51,9 @@ class RateLimiterUnavailable(RateLimited):
 
     code = "rate_limiter_unavailable"
     status_code: int = status.HTTP_503_SERVICE_UNAVAILABLE
+
+
+class SandboxUnavailable(ApplicationError):
+    """No sandbox can be made here; the command was not started."""
+
+    code = "sandbox_unavailable"

@@ -33,8 +33,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connections
 
-from core.sandbox import sandbox_status
 from core.sandbox_limits import limits_enforcement
+from core.sandbox_probe import sandbox_status
 from core.workers import embedded_worker_alive, live_worker_count, live_worker_sandboxes, redis_client
 
 logger = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ REPOSITORY_INSIDE = "/.git-repository"
 WORKTREE_INSIDE = "/.git-worktree"
 VIEW_FOLDER = "git-view"
 VIEW_POINTER = f"gitdir: {WORKTREE_INSIDE}\n"
-SANDBOX_ROOT_INSIDE = "/workspace"  # core.sandbox.SANDBOX_ROOT (which imports this module)
+SANDBOX_ROOT_INSIDE = "/workspace"  # core.sandbox_bwrap.SANDBOX_ROOT (which imports this module)
 # What of the repository's own config the view keeps: its [extensions] (the object
 # format, worktree config…), each a plain word, nothing that could name a program or path.
 _SECTION = re.compile(r"^\s*\[\s*([A-Za-z0-9.-]+)\s*(?:\"[^\"]*\")?\s*\]\s*$")

@@ -1,6 +1,14 @@
-"""Handing a worktree to a sandboxed command's account and taking it back — fast where
-the worktree holds a restored environment (repos/environments/: a ``.venv`` or a
-``node_modules`` of tens of thousands of files, hard links of a kept copy).
+"""Handing a worktree to a sandboxed command's account and taking it back.
+
+For the command's duration the worktree (and the folders of the project's own it
+writes) belongs to the command's own account from the pool (core/sandbox_accounts.py).
+Afterwards it is taken back: owned by the storage account again, with no setuid or
+setgid bits, and with its ``.git`` pointer file as git wrote it — the same bytes in a
+file of its own (a command that replaced it with a directory of its own, or kept a hard
+link to it to write through later, would otherwise point git elsewhere).
+
+Fast where the worktree holds a restored environment (repos/environments/: a ``.venv``
+or a ``node_modules`` of tens of thousands of files, hard links of a kept copy).
 
 Those files are never handed over (they stay the storage account's: a command may
 replace them, never write into them), so there is nothing to do for them but look. The
@@ -21,11 +29,20 @@ the same clock tick could go unseen, so the note is taken one tick after the han
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import shutil
 import stat
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from core.sandbox_accounts import sandbox_slot, storage_ids
+from core.sandbox_bwrap import support_files_write
+from core.sandbox_git import git_view_prepare
+
+logger = logging.getLogger(__name__)
 
 # {folder: st_ctime_ns right after it was handed over}, for the folders of restored environments.
 FolderMarks = dict[str, int]
@@ -130,3 +147,124 @@ def _fine_grained_ctime() -> bool:
         except (ValueError, IndexError):
             _fine_grained = False
     return _fine_grained
+
+
+# --- A command's worktree, from before it starts until it has ended -----------------
+
+
+@contextlib.contextmanager
+def workspace_prepared(
+    workspace: Path, handed_over: tuple[Path, ...] = (), *, kept: tuple[str, ...] = ()
+) -> Iterator[tuple[Path, tuple[int, int] | None, FolderMarks | None]]:
+    """The support files, and the worktree (and ``handed_over``, folders the caller
+    removes afterwards) handed to this command's own account (when the server is root)
+    for the command's duration; the worktree is always taken back afterwards. ``kept``:
+    the worktree's restored environments (relative paths), whose files need no look."""
+    support = Path(tempfile.mkdtemp(prefix="autocoder-sandbox-"))
+    git_pointer = _read_git_pointer(workspace)
+    try:
+        with sandbox_slot() as ids:
+            support_files_write(support)
+            if git_pointer is not None:
+                git_view_prepare(workspace, support)
+            marks: FolderMarks | None = None
+            try:
+                if ids is not None:
+                    marks = _chown_tree(workspace, *ids, kept=kept)
+                    for folder in handed_over:
+                        _chown_tree(folder, *ids)
+                yield support, ids, marks
+            finally:
+                # Before the slot is freed: nothing of the worktree may stay the slot's
+                # (the next holder of that uid would own it).
+                workspace_reclaim(workspace, git_pointer=git_pointer, kept=kept, marks=marks)
+    finally:
+        shutil.rmtree(support, ignore_errors=True)
+
+
+def _read_git_pointer(workspace: Path) -> bytes | None:
+    pointer = workspace / ".git"
+    if pointer.is_file() and not pointer.is_symlink():
+        return pointer.read_bytes()
+    return None
+
+
+def _pointer_intact(pointer: Path, content: bytes) -> bool:
+    """The ``.git`` pointer is a file of its own (no symlink, no second name a command
+    could keep to write through later) holding what git wrote."""
+    try:
+        info = os.lstat(pointer)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and pointer.read_bytes() == content
+
+
+def _chown_tree(root: Path, uid: int, gid: int, *, kept: Iterable[str] = ()) -> FolderMarks:
+    """Hand ``root`` to a command's account — except files with more than one name: a
+    restored environment's hard links (repos/environments/store.py) are shared with the
+    kept copy and other runs, and stay the storage account's. The command may still
+    delete or replace them (their folders are its own), never write into them. Under
+    ``kept`` (the restored environments' paths) only folders are handed over, without a
+    look at their files (:func:`hand_over_kept`); the marks to take them back by."""
+    tops = kept_roots(root, kept)
+    for path in walk(root, prune=tops):
+        with contextlib.suppress(FileNotFoundError):
+            info = os.lstat(path)
+            if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+                continue
+            os.chown(path, uid, gid, follow_symlinks=False)
+    return hand_over_kept(tops, uid, gid)
+
+
+def workspace_reclaim(
+    workspace: Path,
+    *,
+    git_pointer: bytes | None = None,
+    kept: Iterable[str] = (),
+    marks: FolderMarks | None = None,
+) -> None:
+    """After a sandboxed command: the worktree is the storage account's again, holds no
+    setuid or setgid file, and its ``.git`` is the pointer file git wrote (restored as a
+    new file if the command replaced it, or linked it under another name). Under
+    ``kept``, handed over with ``marks`` (:func:`_chown_tree`), the files of folders the
+    command did not change are not looked at."""
+    if not workspace.exists():
+        return
+    ids = storage_ids()
+    tops = kept_roots(workspace, kept) if marks is not None else frozenset()
+
+    def take_back(path: Path | str, info: os.stat_result) -> None:
+        if ids is not None and (info.st_uid, info.st_gid) != ids:
+            os.chown(path, *ids, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            return
+        if info.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISDIR(info.st_mode):
+            os.chmod(path, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+
+    for path in walk(workspace, prune=tops):
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        take_back(path, info)
+    for kept_path, info in kept_paths_to_check(tops, marks or {}):
+        with contextlib.suppress(FileNotFoundError):
+            take_back(kept_path, info)
+            # Nobody else may write what a command left in an environment's folder:
+            # the next commands' disk watch and take-back do not look at the files of
+            # folders they did not change, so those files must not be able to grow.
+            if stat.S_ISREG(info.st_mode) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                os.chmod(
+                    kept_path, stat.S_IMODE(info.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID)
+                )
+    if git_pointer is not None:
+        pointer = workspace / ".git"
+        if not _pointer_intact(pointer, git_pointer):
+            logger.warning("A sandboxed command replaced or linked %s; restored", pointer)
+            if pointer.is_dir() and not pointer.is_symlink():
+                shutil.rmtree(pointer)
+            else:
+                pointer.unlink(missing_ok=True)
+            pointer.write_bytes(git_pointer)
+            if ids is not None:
+                os.chown(pointer, *ids)

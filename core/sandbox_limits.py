@@ -12,7 +12,7 @@ write 30 MB. So, per command (core/sandbox.py starts each one through
   stops the whole command ("memory limit exceeded"). Where no cgroup can be made here,
   today's rlimits hold instead (address space and processes per process/account), and
   :func:`limits_enforcement` (``/healthz``) says so.
-- **disk**: ``/tmp`` and home are size-capped tmpfs (core/sandbox.py); the worktree (and
+- **disk**: ``/tmp`` and home are size-capped tmpfs (core/sandbox_bwrap.py); the worktree (and
   any other writable folder) is on the host's disk, so a thread sums what the command
   added to it every ``DISK_POLL_SECONDS`` and stops it over ``SANDBOX_DISK_MB`` ("disk
   limit exceeded"); it checks once more after the command ended.

@@ -25,8 +25,8 @@ import redis
 from celery import bootsteps
 from django.conf import settings
 
-from core.sandbox import sandbox_status
 from core.sandbox_limits import limits_enforcement
+from core.sandbox_probe import sandbox_status
 
 logger = logging.getLogger(__name__)
 

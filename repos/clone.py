@@ -33,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from core.sandbox import storage_ids
+from core.sandbox_accounts import storage_ids
 
 from .git import GitAccess, GitError, repository_git_dir, run_git
 

@@ -23,8 +23,9 @@ from typing import Any
 
 from django.conf import settings
 
+from core.exceptions import SandboxUnavailable
 from core.masking import NO_MASKING, OutputMasker
-from core.sandbox import NO_PROJECT, ProjectSandbox, SandboxUnavailable
+from core.sandbox import NO_PROJECT, ProjectSandbox
 from llm.providers.base import Tool
 
 from .editor import DELETE_FILE, EDITOR_TOOL, EDITOR_TOOL_NAME, ToolOutcome, editor_run

@@ -1,6 +1,6 @@
 """The one place that runs git: in the sandbox, as the storage account, seeing only the
-folders the command needs (core.sandbox.run_confined) — never with the server's rights,
-whatever the repository's config, attributes, nested repositories or push target
+folders the command needs (core.sandbox_confined.run_confined) — never with the server's
+rights, whatever the repository's config, attributes, nested repositories or push target
 would make git start; never through a shell, with an empty environment, never running a
 repository's hooks, and with only safe transports allowed (git's ``ext::`` transport
 would run any command it is given).
@@ -19,8 +19,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from core.exceptions import ApplicationError
-from core.sandbox import SYSTEM_PATH, Confinement, SandboxUnavailable, run_confined
+from core.exceptions import ApplicationError, SandboxUnavailable
+from core.sandbox_bwrap import SYSTEM_PATH
+from core.sandbox_confined import Confinement, run_confined
 
 # What one git command may see; folders are bound at their own paths.
 GitAccess = Confinement
@@ -33,7 +34,7 @@ BASE_CONFIG = (
     "core.hooksPath=/dev/null",
     # Programs a repository's own config could name, which git would run as the server:
     # the file-system monitor, pager, editor and credential helpers. The config itself
-    # cannot be written from the sandbox (core/sandbox.py restores a worktree's .git),
+    # cannot be written from the sandbox (core/sandbox_handover.py restores a worktree's .git),
     # but a linked folder's may have been written by anyone.
     "core.fsmonitor=false",
     "core.pager=cat",

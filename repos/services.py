@@ -27,7 +27,7 @@ from django.utils.text import slugify
 
 from core.crypto import encrypt_secret
 from core.jobs import enqueue_on_commit
-from core.sandbox_images import ImageReferenceInvalid, parse_image_reference
+from core.sandbox_image_references import ImageReferenceInvalid, parse_image_reference
 
 from . import submodules
 from .clone import CloneTarget, PushError, address_allowed, clone_from, clone_host_check, push_to, resolve
@@ -380,7 +380,7 @@ BASE_IMAGE_LAYOUT_UNAVAILABLE = "There is no OCI layout at that path that you ca
 
 
 def _validate_base_image(base_image: str, *, user: User) -> str:
-    """A base image reference as stored: well formed (core/sandbox_images.py), a local
+    """A base image reference as stored: well formed (core/sandbox_image_references.py), a local
     layout only in a folder the project's owner may use, a registry only on an address
     the server may connect to (as for clones; the pull itself is not pinned)."""
     value = base_image.strip()

@@ -29,7 +29,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from core.sandbox import SYSTEM_PATH
+from core.sandbox_bwrap import SYSTEM_PATH
 
 from .clone import HOST_NOT_ALLOWED, HOST_UNRESOLVED, _network_git, parse_clone_url
 from .git import GitAccess, GitError, run_git

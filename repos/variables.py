@@ -31,7 +31,7 @@ MAX_NAME_LENGTH = 128
 MAX_VALUE_LENGTH = 8192
 MAX_VARIABLES_PER_PROJECT = 100
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# What the sandbox sets itself (core/sandbox.py ``_environment``) and what a shell
+# What the sandbox sets itself (core/sandbox_bwrap.py ``base_environment``) and what a shell
 # keeps for itself: the sandbox's value would win anyway, so a project's would be
 # silently ignored — refused, saying so.
 SANDBOX_OWNED_NAMES = frozenset(

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from core.masking import NO_MASKING, OutputMasker
-from core.sandbox import NO_PROJECT, SANDBOX_DISABLED_WARNING, Limits, ProjectSandbox, sandbox_status, sandboxed_process
+from core.sandbox import NO_PROJECT, SANDBOX_DISABLED_WARNING, Limits, ProjectSandbox, sandboxed_process
 from core.sandbox_limits import LimitedProcess
+from core.sandbox_probe import sandbox_status
 
 from .runner_output import failing_tests, strip_ansi
 

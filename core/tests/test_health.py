@@ -143,7 +143,7 @@ def test_a_hanging_check_is_cut_off(client: Client, live_worker: None) -> None:
 
 
 def test_the_sandbox_is_reported_and_its_absence_degrades(client: Client, settings, live_worker: None) -> None:
-    from core.sandbox import BWRAP_MISSING, sandbox_status
+    from core.sandbox_probe import BWRAP_MISSING, sandbox_status
     from core.tests.test_sandbox import BWRAP
 
     if BWRAP is not None:

@@ -23,17 +23,13 @@ from django.conf import settings
 from django.db import connection
 
 from core import sandbox_limits
+from core.exceptions import SandboxUnavailable
 from core.health import check_sandbox
-from core.sandbox import (
-    BWRAP_MISSING,
-    SANDBOX_DISABLED_WARNING,
-    SandboxUnavailable,
-    limits_from_settings,
-    sandbox_status,
-    storage_ids,
-)
+from core.sandbox import SANDBOX_DISABLED_WARNING, limits_from_settings
+from core.sandbox_accounts import storage_ids
 from core.sandbox_cgroups import CGROUP_PREFIX, CgroupSupport, cgroup_support
 from core.sandbox_limits import DISK_LIMIT_EXCEEDED, MEMORY_LIMIT_EXCEEDED, PROCESS_LIMIT_REACHED, limits_enforcement
+from core.sandbox_probe import BWRAP_MISSING, sandbox_status
 from core.workers import forget_worker_heartbeat, record_worker_heartbeat
 from repos.verify import VerifyResult, run_test_command
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.sandbox import limits_from_settings, sandbox_status, sandboxed_process
+from core.sandbox import limits_from_settings, sandboxed_process
+from core.sandbox_probe import sandbox_status
 from core.tests.test_sandbox import needs_bwrap
 from pipelines.tests.repositories import committed_repository, git
 from repos.services import repository_link, worktree_create

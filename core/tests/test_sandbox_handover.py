@@ -12,15 +12,10 @@ from pathlib import Path
 import pytest
 
 from core import sandbox_handover
-from core.sandbox import (
-    ProjectSandbox,
-    _chown_tree,
-    limits_from_settings,
-    sandbox_status,
-    sandboxed_process,
-    storage_ids,
-    workspace_reclaim,
-)
+from core.sandbox import ProjectSandbox, limits_from_settings, sandboxed_process
+from core.sandbox_accounts import storage_ids
+from core.sandbox_handover import _chown_tree, workspace_reclaim
+from core.sandbox_probe import sandbox_status
 from core.tests.test_sandbox import needs_bwrap
 
 FILES = 300

@@ -19,26 +19,25 @@ from pathlib import Path
 import pytest
 
 from core import sandbox_images
+from core.exceptions import SandboxUnavailable
 from core.sandbox import (
     IMAGE_NEEDS_SANDBOX,
     ProjectSandbox,
-    SandboxUnavailable,
     limits_from_settings,
     nested_sandbox_argv,
-    sandbox_status,
     sandboxed_process,
 )
-from core.sandbox_images import (
+from core.sandbox_image_references import (
     BAD_REFERENCE,
     LAYOUT_OUTSIDE,
-    NO_SUCH_TAG,
-    TOOLS_MISSING,
     ImageReferenceInvalid,
+    ImageSource,
     ImageUnavailable,
-    image_root,
     parse_image_reference,
-    pull_argv,
 )
+from core.sandbox_images import NO_SUCH_TAG, TOOLS_MISSING, image_root, pull_argv
+from core.sandbox_probe import sandbox_status
+from core.sandbox_rootfs import ImageRoot
 
 SECRET = "s3cr3t-of-the-server-an-image-links-to"
 IMAGE_ENV = ("PATH=/opt/imagebin:/bin", "PYTHON_VERSION=3.12.7", "BAD NAME=x")
@@ -113,7 +112,7 @@ def worktree(tmp_path: Path, settings) -> Path:
     return folder
 
 
-def run_on(image: sandbox_images.ImageRoot, worktree: Path, command: str, **project: object) -> str:
+def run_on(image: ImageRoot, worktree: Path, command: str, **project: object) -> str:
     with sandboxed_process(
         command=command,
         workspace=worktree,
@@ -172,7 +171,7 @@ def test_the_image_is_unpacked_once_without_setuid_bits_and_with_its_env(images:
         return real_unpack(*args, **kwargs)
 
     monkeypatch.setattr(sandbox_images, "_unpack", counted)
-    found: list[sandbox_images.ImageRoot] = []
+    found: list[ImageRoot] = []
     errors: list[BaseException] = []
 
     def resolve() -> None:
@@ -207,12 +206,12 @@ def test_a_registry_image_is_pulled_once_through_skopeo_confined(images: Path, m
     record of the digest), with a local layout in the registry's place."""
     origins: list[str] = []
 
-    def local_origin(source: sandbox_images.ImageSource) -> tuple[str, tuple[Path, ...]]:
+    def local_origin(source: ImageSource) -> tuple[str, tuple[Path, ...]]:
         origins.append(source.registry)
         return f"oci:{images / 'base'}:t", (images / "base",)
 
     monkeypatch.setattr(sandbox_images, "pull_origin", local_origin)
-    found: list[sandbox_images.ImageRoot] = []
+    found: list[ImageRoot] = []
     threads = [threading.Thread(target=lambda: found.append(image_root("python:3.12-slim"))) for _ in range(3)]
     for thread in threads:
         thread.start()
@@ -225,7 +224,7 @@ def test_a_registry_image_is_pulled_once_through_skopeo_confined(images: Path, m
     assert image.env["PYTHON_VERSION"] == "3.12.7"
     # Known now: no second pull, no subprocess at all.
     monkeypatch.setattr(sandbox_images, "run_confined", None)
-    assert image_root("docker.io/library/python:3.12-slim") == sandbox_images.ImageRoot(
+    assert image_root("docker.io/library/python:3.12-slim") == ImageRoot(
         reference="docker.io/library/python:3.12-slim", digest=image.digest, rootfs=image.rootfs, env=image.env
     )
     assert origins == ["docker.io/library/python:3.12-slim"]

@@ -32,8 +32,11 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from core.exceptions import SandboxUnavailable
 from core.masking import OutputMasker
-from core.sandbox import SANDBOX_DISABLED_WARNING, SANDBOX_HOME, SandboxUnavailable, sandbox_status
+from core.sandbox import SANDBOX_DISABLED_WARNING
+from core.sandbox_bwrap import SANDBOX_HOME
+from core.sandbox_probe import sandbox_status
 
 from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, ToolCall
 from .claude_cli_process import cli_finished, cli_started, output_lines

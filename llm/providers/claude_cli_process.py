@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from core.sandbox import IMAGE_NEEDS_SANDBOX, SandboxUnavailable, process_kill
+from core.exceptions import SandboxUnavailable
+from core.sandbox import IMAGE_NEEDS_SANDBOX, process_kill
 from core.sandbox_rootfs import ImageRoot
 
 from .base import CancelCheck, Cancelled, ProviderError

@@ -60,16 +60,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from core.sandbox import (
-    SANDBOX_HOME,
-    SANDBOX_ROOT,
-    SYSTEM_PATH,
-    Limits,
-    SandboxUnavailable,
-    limits_from_settings,
-    nested_sandbox_argv,
-    sandboxed_program,
-)
+from core.exceptions import SandboxUnavailable
+from core.sandbox import Limits, limits_from_settings, nested_sandbox_argv, sandboxed_program
+from core.sandbox_bwrap import SANDBOX_HOME, SANDBOX_ROOT, SYSTEM_PATH
 from core.sandbox_rootfs import ImageRoot
 
 from .api_relay import RELAY_SOCKET, ApiRelay

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.sandbox import IMAGE_NEEDS_SANDBOX, SandboxUnavailable
+from core.exceptions import SandboxUnavailable
+from core.sandbox import IMAGE_NEEDS_SANDBOX
 from core.sandbox_images import image_root
 from core.tests.test_sandbox_images import images  # noqa: F401 - a fixture
 from llm.tests.test_claude_cli_isolation import (  # noqa: F401 - fixtures

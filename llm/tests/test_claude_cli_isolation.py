@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from core.sandbox import SandboxUnavailable, sandbox_status
+from core.exceptions import SandboxUnavailable
+from core.sandbox_probe import sandbox_status
 from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli, claude_cli_sandbox
 from llm.providers.api_relay import ApiRelay

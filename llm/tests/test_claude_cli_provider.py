@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from core.sandbox import sandbox_status
+from core.sandbox_probe import sandbox_status
 from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli
 from llm.providers.base import Cancelled, LLMRequest, ProviderError

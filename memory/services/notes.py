@@ -12,9 +12,8 @@ from django.db import transaction
 from django.db.models.functions import Length
 from django.utils import timezone
 
-from core.exceptions import ApplicationError, Conflict, NotFound
+from core.exceptions import ApplicationError, Conflict, NotFound, SandboxUnavailable
 from core.jobs import enqueue_on_commit
-from core.sandbox import SandboxUnavailable
 from llm.providers import provider_for
 from llm.providers.base import LLMRequest, ProviderError
 from memory.models import AgentNote, AgentNoteRevision, DailyLogEntry

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from core.sandbox import SANDBOX_ROOT, SandboxUnavailable
+from core.exceptions import SandboxUnavailable
+from core.sandbox_bwrap import SANDBOX_ROOT
 from llm.providers.base import LLMRequest, ToolCall
 from pipelines.agents import prompts as agents
 from pipelines.agents.coder import OUT_OF_TURNS, CoderConversation

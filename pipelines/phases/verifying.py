@@ -30,7 +30,7 @@ VERIFIER = "verifier"
 def execute(run: PipelineRun, lease: Lease) -> None:
     """Run the project's test command in the worktree; its output streams live as the
     ``verifier`` agent. Failing tests become findings in the review that follows."""
-    from core.sandbox import SandboxUnavailable
+    from core.exceptions import SandboxUnavailable
 
     worktree = workspace.workspace_ensure(run)
     repository = workspace.run_repository(run)

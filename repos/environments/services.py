@@ -19,7 +19,8 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from core.exceptions import ApplicationError
-from core.sandbox import ProjectSandbox, workspace_reclaim
+from core.sandbox import ProjectSandbox
+from core.sandbox_handover import workspace_reclaim
 from core.sandbox_images import image_root
 
 from ..git import GitAccess, repository_git_dir, run_git, worktree_access

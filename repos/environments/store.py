@@ -9,7 +9,7 @@
 A run gets them as hard links (``cp -al``), made by the storage account: a 200 MB
 ``node_modules`` in well under a second, nothing downloaded. The kept files belong to
 the storage account and nobody else may write them; the sandbox hands a command only
-the files of a worktree that are not hard links (core/sandbox.py ``_chown_tree``), so a
+the files of a worktree that are not hard links (core/sandbox_handover.py ``_chown_tree``), so a
 command may delete or replace a restored file (what package managers do) but never
 write into the kept one that other runs share.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from core.sandbox import as_storage_account, storage_ids
+from core.sandbox_accounts import as_storage_account, storage_ids
 
 from ..paths import check_path
 

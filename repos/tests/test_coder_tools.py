@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.sandbox import SandboxUnavailable
+from core.exceptions import SandboxUnavailable
 from core.tests.test_sandbox import needs_bwrap
 from llm.providers.anthropic import AnthropicProvider
 from llm.providers.base import LLMRequest

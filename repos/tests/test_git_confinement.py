@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
-from core.sandbox import sandbox_status, storage_ids
+from core.sandbox_accounts import storage_ids
+from core.sandbox_probe import sandbox_status
 from repos import services
 from repos.clone import push_to
 from repos.editor import editor_run

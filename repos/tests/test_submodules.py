@@ -175,7 +175,7 @@ def test_with_git_lfs_the_pull_is_attempted(project, lfs_repo: Path, monkeypatch
 def test_git_in_the_test_sandbox_works_beside_a_submodule_and_names_no_server_path(
     project, root: Path, library: Path
 ) -> None:
-    from core.sandbox import sandbox_status
+    from core.sandbox_probe import sandbox_status
     from core.tests.test_sandbox_git import sandboxed
 
     app = make_repo(root / "app")

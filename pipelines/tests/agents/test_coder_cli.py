@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.sandbox import sandbox_status
+from core.sandbox_probe import sandbox_status
 from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli
 from memory.models import ContextItem, Memory

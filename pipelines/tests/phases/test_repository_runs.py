@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from core.sandbox import sandbox_status
+from core.sandbox_probe import sandbox_status
 from core.tests.test_sandbox import needs_bwrap
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
 from pipelines.phases.driver import run_advance

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.sandbox import SANDBOX_ROOT
+from core.sandbox_bwrap import SANDBOX_ROOT
 from core.tests.test_sandbox import needs_bwrap
 from llm.providers.base import ToolCall
 from pipelines.agents.coder_cli import cli_written_path, cli_written_paths
