@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -137,12 +137,40 @@ def _plain(diff_line: str) -> str:
     return diff_line[1:].rstrip("\r\n")
 
 
+def _unified_diff(old: list[str], new: list[str], old_label: str, new_label: str, context: int = 3) -> Iterator[str]:
+    """``difflib.unified_diff``, but matching every line as git does. difflib's matcher
+    treats a line found in more than 1% of a file over 200 lines as junk ("autojunk"):
+    blank lines, in code; a one-line change next to the blank line a file ends with
+    then came out as two removed and two added lines."""
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for index, group in enumerate(matcher.get_grouped_opcodes(context)):
+        if index == 0:
+            yield f"--- {old_label}\n"
+            yield f"+++ {new_label}\n"
+        first, last = group[0], group[-1]
+        yield f"@@ -{_hunk_range(first[1], last[2])} +{_hunk_range(first[3], last[4])} @@\n"
+        for tag, old_start, old_end, new_start, new_end in group:
+            if tag == "equal":
+                yield from (" " + line for line in old[old_start:old_end])
+                continue
+            yield from ("-" + line for line in old[old_start:old_end])
+            yield from ("+" + line for line in new[new_start:new_end])
+
+
+def _hunk_range(start: int, stop: int) -> str:
+    """A hunk header's range, as ``diff -u`` writes it (difflib's own rule)."""
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start + 1 if length else start},{length}"
+
+
 def _file_diff(path: str, action: str, old: str, new: str) -> FileDiff:
     old_label = "/dev/null" if action == "create" else f"a/{path}"
     new_label = "/dev/null" if action == "delete" else f"b/{path}"
     old_lines = old.splitlines(keepends=True)
     new_lines = new.splitlines(keepends=True)
-    diff_lines = list(difflib.unified_diff(old_lines, new_lines, old_label, new_label, n=3))
+    diff_lines = list(_unified_diff(old_lines, new_lines, old_label, new_label))
     unified = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff_lines)
     lexer = _lexer_for(path)
     old_html = _highlighted_lines(old, lexer)

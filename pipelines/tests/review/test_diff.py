@@ -68,3 +68,18 @@ def test_bad_paths_are_reported_never_diffed() -> None:
 def test_html_in_content_is_escaped() -> None:
     result = diff_changes([{"file_path": "x.html", "content": "<script>alert(1)</script>\n", "action": "create"}])
     assert "<script>" not in result.files[0].rows[1].html
+
+
+@pytest.mark.parametrize("ending", ["\n\n", "\n\n\n"])
+def test_a_one_line_change_by_the_blank_line_a_big_file_ends_with_is_one_line(ending: str) -> None:
+    # Over 200 lines, difflib's matcher took the frequent blank line for junk and showed
+    # this change as 2 (or 3) lines removed and added; git shows one.
+    old = "".join(f"def f{number}():\n    return {number}\n\n" for number in range(250)) + "x = 1" + ending
+    new = old.replace("x = 1", "x = 2")
+    file = diff_changes(
+        [{"file_path": "big.py", "action": "modify", "content": new}], read_current=lambda _: old
+    ).files[0]
+    assert (file.added, file.removed) == (1, 1)
+    changed = [row for row in file.rows if row.kind in ("add", "del")]
+    assert [(row.kind, row.old_line, row.new_line) for row in changed] == [("del", 751, None), ("add", None, 751)]
+    assert "\n-x = 1\n+x = 2\n" in file.unified
