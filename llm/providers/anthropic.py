@@ -153,6 +153,9 @@ class AnthropicProvider:
         text_parts: list[str] = []
         # Streamed tool input per content block index, parsed strictly at the end.
         json_parts: dict[int, list[str]] = {}
+        # Only the answer's input streams into the log: a tool call the agent makes on
+        # the way (an edit, a file viewed) is shown once, by the loop that runs it.
+        answer_blocks: set[int] = set()
         try:
             while True:
                 try:
@@ -166,10 +169,15 @@ class AnthropicProvider:
                 if kind == "text":
                     text_parts.append(value)
                     on_chunk(value)
+                elif kind == "tool":
+                    index, name = value
+                    if request.tool is not None and name == request.tool.name:
+                        answer_blocks.add(index)
                 elif kind == "json":
                     index, piece = value
                     json_parts.setdefault(index, []).append(piece)
-                    on_chunk(piece)
+                    if index in answer_blocks:
+                        on_chunk(piece)
                 elif kind == "error":
                     raise value
                 elif kind == "done":
@@ -209,7 +217,9 @@ class AnthropicProvider:
                 for event in stream:
                     if abort.is_set():
                         return
-                    if event.type == "content_block_delta":
+                    if event.type == "content_block_start" and event.content_block.type == "tool_use":
+                        feed.put(("tool", (event.index, event.content_block.name)))
+                    elif event.type == "content_block_delta":
                         if event.delta.type == "text_delta":
                             feed.put(("text", event.delta.text))
                         elif event.delta.type == "input_json_delta":

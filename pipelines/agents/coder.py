@@ -216,8 +216,7 @@ def _run_tool(
         # rule, pipelines/runs/workspace.py), and a worker may die before the commit.
         on_written(outcome.changed_path)
     text = outcome.content or "(empty)"
-    first = text.splitlines()[0][:200] if text else ""
-    log.write(f"  {'error: ' if outcome.is_error else ''}{first}\n")
+    log.write(_result_for_log(text, is_error=outcome.is_error))
     steps.append(
         {
             "tool": call.name,
@@ -230,6 +229,22 @@ def _run_tool(
     if outcome.is_error:
         block["is_error"] = True
     return block
+
+
+# What the live log shows of a tool's result: enough to follow the edit it made or the
+# tests it ran; the whole result is in the conversation (and its lineage).
+LOG_RESULT_LINES = 12
+LOG_RESULT_CHARS = 1500
+
+
+def _result_for_log(text: str, *, is_error: bool) -> str:
+    lines = text[:LOG_RESULT_CHARS].splitlines()[:LOG_RESULT_LINES]
+    hidden = len(text.splitlines()) - len(lines)
+    shown = "\n".join(f"  {line}" for line in lines)
+    if is_error and shown:
+        shown = "  error: " + shown[2:]
+    more = f"\n  … {hidden} more line{'s' if hidden != 1 else ''}" if hidden > 0 else ""
+    return f"{shown}{more}\n"
 
 
 STEP_RESULT_CHARS = 500

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pipelines.agents import prompts as agents
 from pipelines.agents.conversation import call_agent
 from pipelines.agents.distiller import learn
+from pipelines.events import AgentLogStream
 from pipelines.learning.lessons import REVIEWER_SOURCE, findings_moment
 from pipelines.models import MAX_REVIEW_ITERATIONS, PipelineRun, RunStatus
 from pipelines.phases.verifying import base_failures, verify_summary
@@ -24,6 +25,17 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REVIEW_GAVE_UP = "The review still failed after {n} rounds of fixes. See the findings, then Retry or edit the task."
+
+
+REVIEW_FAILS_REGARDLESS = "\n[The review fails all the same: {what} ({count} finding{s}) go back to the Coder.]\n"
+
+
+def _what_failed(run: PipelineRun) -> str:
+    if run.verify_result and not run.verify_result.get("passed"):
+        return "the tests failed"
+    if run.change_problems:
+        return "changes could not be applied"
+    return "the Coder's own note"
 
 
 def execute(run: PipelineRun, lease: Lease) -> None:
@@ -52,6 +64,13 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     # the Coder's out-of-turns note (pipelines/learning/lessons.py).
     findings = [*known, *({**finding, "source": REVIEWER_SOURCE} for finding in review["findings"])]
     passed = bool(review["pass"]) and not known
+    if review["pass"] and known:
+        # The Reviewer's own "pass" is in its log: say why the review fails all the same.
+        log = AgentLogStream(task=task, run=run, agent=agents.REVIEWER)
+        log.write(
+            REVIEW_FAILS_REGARDLESS.format(count=len(known), s="" if len(known) == 1 else "s", what=_what_failed(run))
+        )
+        log.flush()
     iteration = run.iteration + 1
     history = [*run.review_history, {"iteration": iteration, "pass": passed, "findings": findings}]
     if passed:
