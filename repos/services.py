@@ -45,10 +45,13 @@ from .forges import ForgeError, ForgeKind, forge_host_check
 from .git import (
     GitAccess,
     GitError,
+    folder_read_access,
     git_blob,
     git_output,
     git_succeeds,
     repository_git_dir,
+    repository_read_access,
+    repository_write_access,
     run_git,
     worktree_access,
 )
@@ -90,40 +93,32 @@ def _validate_working_tree(path: Path, field_name: str) -> None:
         raise ValidationError({field_name: [FOLDER_UNAVAILABLE]})
     # Read-only: a folder being linked is looked at, not changed (nor handed over).
     inside = run_git(
-        ["rev-parse", "--is-bare-repository", "--show-toplevel"], cwd=path, access=_looking(path), check=False
+        ["rev-parse", "--is-bare-repository", "--show-toplevel"], cwd=path, access=folder_read_access(path), check=False
     )
     lines = inside.stdout.strip().splitlines()
     if inside.returncode != 0 or (lines and lines[0] == "true"):
         raise ValidationError({field_name: [FOLDER_UNAVAILABLE]})
     if len(lines) < 2 or Path(os.path.realpath(lines[1])) != path:
         raise ValidationError({field_name: [FOLDER_UNAVAILABLE]})
-    if not git_succeeds(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=path, access=_looking(path)):
+    if not git_succeeds(
+        ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=path, access=folder_read_access(path)
+    ):
         raise ValidationError({field_name: [NO_COMMITS]})
-
-
-def _looking(path: Path) -> GitAccess:
-    return GitAccess(read_only=(path,))
-
-
-def _reading(repo: Path) -> GitAccess:
-    """A repository's ``.git``, read-only: diffs, blobs, refs."""
-    return GitAccess(read_only=(repository_git_dir(repo),))
-
-
-def _writing(repo: Path) -> GitAccess:
-    """A repository's ``.git``, read-write, without its working tree."""
-    return GitAccess(writable=(repository_git_dir(repo),))
 
 
 def _resolve_base_branch(path: Path, base_branch: str) -> str:
     branch = base_branch.strip()
     if not branch:
-        current = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, access=_looking(path), check=False)
+        current = run_git(
+            ["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, access=folder_read_access(path), check=False
+        )
         if current.returncode != 0:
             raise ValidationError({"base_branch": [DETACHED_HEAD]})
         branch = current.stdout.strip()
-    if not git_succeeds(["check-ref-format", "--branch", branch], cwd=path, access=_looking(path)) or not git_succeeds(
-        ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=path, access=_looking(path)
+    if not git_succeeds(
+        ["check-ref-format", "--branch", branch], cwd=path, access=folder_read_access(path)
+    ) or not git_succeeds(
+        ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=path, access=folder_read_access(path)
     ):
         raise ValidationError({"base_branch": [UNKNOWN_BRANCH.format(branch=branch)]})
     return branch
@@ -162,7 +157,7 @@ def repository_link(
     branch = _resolve_base_branch(resolved, base_branch)
     warnings = link_warnings_find(
         folder=resolved,
-        access=_looking(resolved),
+        access=folder_read_access(resolved),
         revision=f"refs/heads/{branch}",
         origin=_origin_of(resolved),
         url_check=_submodule_url_check(project.owner),
@@ -191,7 +186,7 @@ def _origin_of(repo: Path, origin_url: str = "") -> str:
     if origin_url:
         return origin_url
     configured = run_git(
-        ["config", "--get", "remote.origin.url"], cwd=repo, access=_reading(repo), check=False
+        ["config", "--get", "remote.origin.url"], cwd=repo, access=repository_read_access(repo), check=False
     ).stdout.strip()
     return configured or str(repo)
 
@@ -305,7 +300,7 @@ def repository_clone_execute(*, repository_id: int) -> Repository | None:
         shutil.rmtree(staging, ignore_errors=True)
     warnings = link_warnings_find(
         folder=destination,
-        access=_looking(destination),
+        access=folder_read_access(destination),
         revision=f"refs/heads/{branch}",
         origin=repository.origin_url,
         url_check=_submodule_url_check(repository.project.owner),
@@ -578,7 +573,7 @@ def worktree_create(*, repository: Repository, branch: str, path: Path) -> str:
 
 def _worktree_add(repository: Repository, repo: Path, branch: str, path: Path) -> str:
     base = repository.base_branch
-    reading = _reading(repo)
+    reading = repository_read_access(repo)
     has_branch = git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo, access=reading)
     if path.exists() and has_branch:
         current = run_git(
@@ -641,7 +636,9 @@ def base_branch_head(*, repository: Repository) -> str:
     """The commit the base branch is at now."""
     repo = Path(repository.path)
     return git_output(
-        ["rev-parse", "--verify", f"refs/heads/{repository.base_branch}^{{commit}}"], cwd=repo, access=_reading(repo)
+        ["rev-parse", "--verify", f"refs/heads/{repository.base_branch}^{{commit}}"],
+        cwd=repo,
+        access=repository_read_access(repo),
     )
 
 
@@ -807,12 +804,12 @@ def worktree_commit(
 
 
 def _merge_base(repo: Path, base: str, head: str) -> str:
-    return git_output(["merge-base", base, head], cwd=repo, access=_reading(repo))
+    return git_output(["merge-base", base, head], cwd=repo, access=repository_read_access(repo))
 
 
 def _blob(repo: Path, rev: str, path: str) -> tuple[str, bool]:
     """A file's text at ``rev`` and whether it is binary (or too large to show)."""
-    data = git_blob(f"{rev}:{path}", cwd=repo, access=_reading(repo))
+    data = git_blob(f"{rev}:{path}", cwd=repo, access=repository_read_access(repo))
     if len(data) > MAX_DIFF_FILE_BYTES or b"\x00" in data[:8000]:
         return "", True
     return data.decode("utf-8", errors="replace"), False
@@ -841,7 +838,9 @@ def branch_changed_files(*, repository: Repository, base: str, head: str) -> lis
     # --raw: modes and object ids, so that a submodule (mode 160000, a commit) is not
     # read as a file.
     listing = git_output(
-        ["diff", "--raw", "--no-abbrev", "--no-renames", "-z", start, head], cwd=repo, access=_reading(repo)
+        ["diff", "--raw", "--no-abbrev", "--no-renames", "-z", start, head],
+        cwd=repo,
+        access=repository_read_access(repo),
     )
     parts = [part for part in listing.split("\x00") if part]
     files: list[dict[str, Any]] = []
@@ -870,7 +869,9 @@ def branch_diff(*, repository: Repository, base: str, head: str) -> str:
     repo = Path(repository.path)
     start = _merge_base(repo, base, head)
     return run_git(
-        ["diff", "--no-color", "--no-ext-diff", "--no-textconv", start, head], cwd=repo, access=_reading(repo)
+        ["diff", "--no-color", "--no-ext-diff", "--no-textconv", start, head],
+        cwd=repo,
+        access=repository_read_access(repo),
     ).stdout
 
 
@@ -883,7 +884,9 @@ class MergeResult:
 
 
 def _checked_out_in_main_tree(repo: Path, base: str) -> bool:
-    head = run_git(["symbolic-ref", "--quiet", "HEAD"], cwd=repo, access=_reading(repo), check=False).stdout.strip()
+    head = run_git(
+        ["symbolic-ref", "--quiet", "HEAD"], cwd=repo, access=repository_read_access(repo), check=False
+    ).stdout.strip()
     return head == f"refs/heads/{base}"
 
 
@@ -896,13 +899,15 @@ def branch_merge(*, repository: Repository, branch: str) -> MergeResult:
     repository_folder_check(repository=repository)
     repo = Path(repository.path)
     base = repository.base_branch
-    reading, writing = _reading(repo), _writing(repo)
+    reading, writing = repository_read_access(repo), repository_write_access(repo)
     old = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo, access=reading)
     tip = git_output(["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"], cwd=repo, access=reading)
     if git_succeeds(["merge-base", "--is-ancestor", tip, old], cwd=repo, access=reading):
         return MergeResult(True, old, [], f"{branch} is already in {base}.")
     checked_out = _checked_out_in_main_tree(repo, base)
-    if checked_out and git_output(["status", "--porcelain", "--untracked-files=no"], cwd=repo, access=_looking(repo)):
+    if checked_out and git_output(
+        ["status", "--porcelain", "--untracked-files=no"], cwd=repo, access=folder_read_access(repo)
+    ):
         return MergeResult(False, "", [], MERGE_DIRTY.format(base=base))
     fast_forward = git_succeeds(["merge-base", "--is-ancestor", old, tip], cwd=repo, access=reading)
     if repository.merge_strategy == MergeStrategy.FF_ONLY:
@@ -947,19 +952,19 @@ def branch_format_patch(*, repository: Repository, base: str, branch: str) -> st
     return run_git(
         ["format-patch", "--stdout", "--no-signature", "--no-ext-diff", "--no-textconv", f"{start}..{branch}"],
         cwd=repo,
-        access=_reading(repo),
+        access=repository_read_access(repo),
     ).stdout
 
 
 def branch_delete(*, repository: Repository, branch: str, force: bool = False) -> None:
     repo = Path(repository.path)
-    reading = _reading(repo)
+    reading = repository_read_access(repo)
     if not git_succeeds(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo, access=reading):
         return
     base = repository.base_branch
     if not force and not git_succeeds(["merge-base", "--is-ancestor", branch, base], cwd=repo, access=reading):
         raise GitError(BRANCH_NOT_MERGED.format(branch=branch))
-    run_git(["branch", "--quiet", "-D", branch], cwd=repo, access=_writing(repo))
+    run_git(["branch", "--quiet", "-D", branch], cwd=repo, access=repository_write_access(repo))
 
 
 def worktree_remove(*, repository: Repository, path: Path) -> None:

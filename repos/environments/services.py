@@ -22,7 +22,7 @@ from core.exceptions import ApplicationError
 from core.sandbox import ProjectSandbox, workspace_reclaim
 from core.sandbox_images import image_root
 
-from ..git import GitAccess, repository_git_dir, run_git, worktree_access
+from ..git import repository_read_access, run_git, worktree_access
 from ..models import PreparedEnvironment, PreparedEnvironmentStatus, Repository
 from . import store
 from .keys import environment_key, key_files
@@ -76,17 +76,13 @@ class EnvironmentReady:
         return asdict(self)
 
 
-def _reading(repository: Repository) -> GitAccess:
-    return GitAccess(read_only=(repository_git_dir(Path(repository.path)),))
-
-
 def environment_in_force(
     *, repository: Repository, commit: str, script_commit: str = ""
 ) -> tuple[SetupScript | None, str, list[tuple[str, str]]]:
     """The setup script in force at ``script_commit`` (default: ``commit``), the key
     with the key files at ``commit``, and those files."""
     repo = Path(repository.path)
-    access = _reading(repository)
+    access = repository_read_access(repo)
     script = setup_in_force(
         page_script=repository.setup_script, repo=repo, access=access, commit=script_commit or commit
     )
