@@ -111,7 +111,8 @@ def main() -> None:
     from accounts.models import User
     from core.sandbox import sandbox_status
     from projects.models import Project
-    from repos.services import repository_link, worktree_remove
+    from repos.services.linking import repository_link
+    from repos.services.worktrees import worktree_remove
     from repos.tests.package_index import PackageIndex
 
     base = Path(tempfile.mkdtemp(prefix="bench-environments-"))
@@ -239,7 +240,7 @@ def measure_repository(*, name: str, repository, script: str, args) -> Measured:
     from repos.environments import store
     from repos.environments.services import environment_make_ready
     from repos.models import PreparedEnvironment
-    from repos.services import worktree_create, worktree_remove
+    from repos.services.worktrees import worktree_create, worktree_remove
 
     worktrees = Path(settings.WORKTREES_ROOT)
     made = 0

@@ -13,7 +13,7 @@ from core.selectors import one_or_not_found
 
 from .git import GitError, folder_read_access, git_output, git_succeeds, repository_read_access, run_git
 from .models import Repository, RepositoryStatus
-from .services import path_disk_usage
+from .services.worktrees import path_disk_usage
 from .suggestions import Suggestion, repository_suggest
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from celery import shared_task
 
 @shared_task(acks_late=True, ignore_result=True)
 def repository_clone_run(repository_id: int) -> None:
-    from .services import repository_clone_execute
+    from .services.linking import repository_clone_execute
 
     repository_clone_execute(repository_id=repository_id)
 

@@ -11,7 +11,8 @@ import pytest
 from core.sandbox import limits_from_settings, sandbox_status, sandboxed_process
 from core.tests.test_sandbox import needs_bwrap
 from pipelines.tests.repositories import committed_repository, git
-from repos.services import repository_link, worktree_create
+from repos.services.linking import repository_link
+from repos.services.worktrees import worktree_create
 
 pytestmark = [pytest.mark.django_db, needs_bwrap]
 

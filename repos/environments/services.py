@@ -300,7 +300,7 @@ def _prepare(
     should_cancel: Callable[[], bool],
 ) -> None:
     """Run setup in a worktree of its own at ``commit`` and keep what it produced."""
-    from ..services import worktree_detached_create, worktree_remove
+    from ..services.worktrees import worktree_detached_create, worktree_remove
     from ..variables import project_sandbox_variables, secret_masker
 
     PreparedEnvironment.objects.filter(pk=prepared.pk).update(
@@ -443,7 +443,7 @@ def environment_rebuild(*, repository: Repository) -> PreparedEnvironment:
     row whose state and output the page shows."""
     from core.jobs import enqueue_on_commit
 
-    from ..services import base_branch_head
+    from ..services.branches import base_branch_head
 
     commit = base_branch_head(repository=repository)
     _, key, _ = environment_in_force(repository=repository, commit=commit)

@@ -26,7 +26,8 @@ from repos.environments.services import (
     environments_evict,
 )
 from repos.models import PreparedEnvironment, PreparedEnvironmentStatus, Repository
-from repos.services import repository_link, worktree_create
+from repos.services.linking import repository_link
+from repos.services.worktrees import worktree_create
 from repos.tests.package_index import PackageIndex
 from repos.verify import run_project_tests
 
