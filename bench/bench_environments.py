@@ -238,7 +238,7 @@ def measure_repository(*, name: str, repository, script: str, args) -> Measured:
     from django.conf import settings
 
     from repos.environments import store
-    from repos.environments.services import environment_make_ready
+    from repos.environments.services.ready import environment_make_ready
     from repos.models import PreparedEnvironment
     from repos.services.worktrees import worktree_create, worktree_remove
 
@@ -338,7 +338,7 @@ def measure_commands(*, name: str, repository, bare: Path, restored: Path, n: in
 
     from core.sandbox import _chown_tree, limits_from_settings, storage_ids, workspace_reclaim
     from core.sandbox_limits import disk_usage
-    from repos.environments.services import commands_sandbox
+    from repos.environments.services.ready import commands_sandbox
     from repos.git import run_git, worktree_access
     from repos.verify import run_test_command
 

@@ -15,13 +15,13 @@ def repository_clone_run(repository_id: int) -> None:
 
 @shared_task(acks_late=True, ignore_result=True)
 def repository_prepare_environment(repository_id: int, commit: str) -> None:
-    from .environments.services import environment_prepare_in_background
+    from .environments.services.rebuild import environment_prepare_in_background
 
     environment_prepare_in_background(repository_id=repository_id, commit=commit)
 
 
 @shared_task(ignore_result=True)
 def repository_evict_environments() -> None:
-    from .environments.services import environments_evict
+    from .environments.services.eviction import environments_evict
 
     environments_evict()

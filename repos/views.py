@@ -21,7 +21,8 @@ from projects.models import Project
 from projects.selectors import project_get_for_user
 
 from .environments.selectors import environment_overview
-from .environments.services import environment_rebuild, environment_settings_update
+from .environments.services.rebuild import environment_rebuild
+from .environments.services.settings import environment_settings_update
 from .forms import CloneForm, EnvironmentForm, ForgeForm, LinkForm, SettingsForm, VariableForm
 from .models import RepositoryStatus
 from .selectors import (

@@ -17,13 +17,13 @@ from core.tests.test_sandbox import needs_bwrap
 from pipelines.tests.repositories import committed_repository, git, git_commit
 from repos.environments import store
 from repos.environments.scripts import SetupSource, devcontainer_setup
-from repos.environments.services import (
-    EnvironmentBroken,
+from repos.environments.services.eviction import environments_evict
+from repos.environments.services.preparing import EnvironmentBroken
+from repos.environments.services.ready import (
     commands_sandbox,
     environment_in_force,
     environment_make_ready,
     environment_restore_missing,
-    environments_evict,
 )
 from repos.models import PreparedEnvironment, PreparedEnvironmentStatus, Repository
 from repos.services.linking import repository_link
