@@ -111,7 +111,8 @@ def main() -> None:
     from accounts.models import User
     from core.sandbox_probe import sandbox_status
     from projects.models import Project
-    from repos.services import repository_link, worktree_remove
+    from repos.services.linking import repository_link
+    from repos.services.worktrees import worktree_remove
     from repos.tests.package_index import PackageIndex
 
     base = Path(tempfile.mkdtemp(prefix="bench-environments-"))
@@ -237,9 +238,9 @@ def measure_repository(*, name: str, repository, script: str, args) -> Measured:
     from django.conf import settings
 
     from repos.environments import store
-    from repos.environments.services import environment_make_ready
+    from repos.environments.services.ready import environment_make_ready
     from repos.models import PreparedEnvironment
-    from repos.services import worktree_create, worktree_remove
+    from repos.services.worktrees import worktree_create, worktree_remove
 
     worktrees = Path(settings.WORKTREES_ROOT)
     made = 0
@@ -339,7 +340,7 @@ def measure_commands(*, name: str, repository, bare: Path, restored: Path, n: in
     from core.sandbox_accounts import storage_ids
     from core.sandbox_handover import _chown_tree, workspace_reclaim
     from core.sandbox_limits import disk_usage
-    from repos.environments.services import commands_sandbox
+    from repos.environments.services.ready import commands_sandbox
     from repos.git import run_git, worktree_access
     from repos.verify import run_test_command
 

@@ -30,17 +30,14 @@ Decisions:
   LF or mixed endings are matched as they are.
 - Size: ``view`` of a whole file and ``create`` stop at ``MAX_FILE_BYTES``. A larger
   file is viewed by ``view_range`` (streamed: only those lines are read into the reply)
-  and edited with ``str_replace`` / ``insert`` up to ``MAX_EDIT_BYTES`` (loaded whole);
-  above that it is refused with a message saying so. ``view`` output is cut at
-  ``max_characters`` with a note saying how to see the rest.
+  and edited with ``str_replace`` / ``insert`` up to ``MAX_EDIT_BYTES`` (loaded whole;
+  repos/editor_files.py); above that it is refused with a message saying so. ``view``
+  output is cut at ``max_characters`` with a note saying how to see the rest.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
-import stat
-import tempfile
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,19 +45,30 @@ from typing import Any
 
 from llm.providers.base import Tool
 
-from .paths import PathRefused, resolve_in_worktree
-from .text_files import UTF8, Encoding, TextFileRefused, text_decode, text_lines, text_scan_file
+from .editor_files import (
+    EditorProblem,
+    cannot_hold_message,
+    edit_snippet,
+    encoding_note,
+    file_lines,
+    is_integer,
+    line_of,
+    lines_of,
+    nearest_lines,
+    regular_file_size,
+    resolve_tool_path,
+    string_input,
+    text_file_load,
+)
+from .text_files import UTF8, TextFileRefused, text_lines, text_scan_file
 from .tools import SEARCH_CODE, execute_repo_tool
 
 EDITOR_TOOL_NAME = "str_replace_based_edit_tool"
 EDITOR_TOOL_TYPE = "text_editor_20250728"
 MAX_FILE_BYTES = 1_000_000  # view whole, create
-MAX_EDIT_BYTES = 20_000_000  # str_replace and insert (the file is loaded whole)
 DEFAULT_MAX_CHARACTERS = 20_000
 MAX_DIRECTORY_ENTRIES = 500
 DIRECTORY_DEPTH = 2
-SNIPPET_CONTEXT_LINES = 4
-FUZZY_CANDIDATES = 20
 MAX_LISTED_MATCHES = 50  # line numbers named when old_str matches several times
 COMMANDS = ("view", "create", "str_replace", "insert")
 
@@ -107,137 +115,6 @@ class ToolOutcome:
     changed_path: str | None = None  # relative to the worktree, for the edits that changed a file
 
 
-class _Problem(Exception):
-    """An error outcome, raised inside this module and returned by ``editor_run``."""
-
-
-@dataclass
-class _TextFile:
-    path: Path
-    shown: str
-    text: str  # with LF newlines when the file is all-CRLF
-    encoding: Encoding
-    crlf: bool
-    size: int
-
-    def write(self, text: str) -> None:
-        on_disk = text.replace("\r\n", "\n").replace("\n", "\r\n") if self.crlf else text
-        try:
-            data = self.encoding.encode(on_disk)
-        except UnicodeEncodeError as exc:
-            raise _Problem(_cannot_hold(self.shown, self.encoding, on_disk)) from exc
-        if len(data) > MAX_EDIT_BYTES:
-            raise _Problem(f"The result would be larger than {MAX_EDIT_BYTES} bytes; the edit was not applied.")
-        _replace_file(self.path, data)
-        self.text = text.replace("\r\n", "\n") if self.crlf else text
-        self.size = len(data)
-
-
-def _cannot_hold(shown: str, encoding: Encoding, text: str) -> str:
-    characters = encoding.unencodable(text)
-    named = ", ".join(f"{character!r} (U+{ord(character):04X})" for character in characters[:10])
-    code = ord(characters[0]) if characters else 0x20AC
-    escape = f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
-    return (
-        f"No change was made: {shown} is {encoding.label}, which cannot hold {named}. The editor never changes "
-        "a file's encoding: write each such character as an escape the file's language understands (for example "
-        f"{escape} in a Python, Java or JavaScript string, &#x{code:X}; in HTML or XML), or rewrite the text "
-        "without it. To convert the file to UTF-8 on purpose, delete_file it with force: true and create it again."
-    )
-
-
-def _encoding_note(encoding: Encoding) -> str:
-    return "" if encoding.codec == UTF8.codec else f" ({encoding.label}, kept)"
-
-
-def _replace_file(path: Path, data: bytes) -> None:
-    """Write ``data`` as a new file in place of ``path`` (its mode kept): a second name
-    the file has — a hard link a test command made, say to the worktree's ``.git``
-    pointer — keeps the old content instead of being written through."""
-    mode = stat.S_IMODE(path.stat().st_mode)
-    handle, temporary = tempfile.mkstemp(prefix=".autocoder-edit-", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as output:
-            output.write(data)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-# --- Helpers ------------------------------------------------------------------------------
-
-
-def _resolve(worktree: Path, raw: Any) -> tuple[Path, str]:
-    if raw is None:
-        raise _Problem("path is required: a path relative to the repository root.")
-    try:
-        return resolve_in_worktree(worktree, raw, no_symlinks=True)
-    except PathRefused as exc:
-        raise _Problem(str(exc)) from exc
-
-
-def _string(tool_input: dict[str, Any], name: str, *, required: bool = True) -> str:
-    value = tool_input.get(name)
-    if value is None and not required:
-        return ""
-    if value is None:
-        raise _Problem(f"{name} is required.")
-    if not isinstance(value, str):
-        raise _Problem(f"{name} must be a string.")
-    return value
-
-
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _regular_file(path: Path, shown: str) -> int:
-    """The file's size, or a problem when ``path`` is not an existing regular file."""
-    if not os.path.lexists(path):
-        raise _Problem(f"{shown} does not exist. View its folder or use search_code to find the right path.")
-    if path.is_dir():
-        raise _Problem(f"{shown} is a folder, not a file.")
-    if not path.is_file():
-        raise _Problem(f"{shown} is not a regular file.")
-    return path.stat().st_size
-
-
-def _load(path: Path, shown: str) -> _TextFile:
-    """The whole file, for an edit."""
-    size = _regular_file(path, shown)
-    if size > MAX_EDIT_BYTES:
-        raise _Problem(
-            f"{shown} is {size} bytes, over the editor's limit of {MAX_EDIT_BYTES} bytes for an edit: "
-            "the editor cannot change it. It can still be viewed by view_range."
-        )
-    try:
-        scan, text = text_decode(path.read_bytes(), shown)
-    except TextFileRefused as exc:
-        raise _Problem(str(exc)) from exc
-    return _TextFile(
-        path=path,
-        shown=shown,
-        text=text.replace("\r\n", "\n") if scan.crlf else text,
-        encoding=scan.encoding,
-        crlf=scan.crlf,
-        size=size,
-    )
-
-
-def _lines(text: str) -> list[str]:
-    """The file's lines as ``cat -n`` counts them (a final newline ends the last line)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
-def _numbered(lines: list[str], first: int) -> str:
-    return "\n".join(f"{number:>6}\t{line}" for number, line in enumerate(lines, start=first))
-
-
 def _cap(text: str, max_characters: int, hint: str) -> str:
     if len(text) <= max_characters:
         return text
@@ -245,85 +122,40 @@ def _cap(text: str, max_characters: int, hint: str) -> str:
     return f"{cut}\n[… output truncated at {max_characters} characters. {hint}]"
 
 
-def _snippet(file: _TextFile, first: int, last: int) -> str:
-    lines = _lines(file.text)
-    start = max(1, first - SNIPPET_CONTEXT_LINES)
-    end = min(len(lines), last + SNIPPET_CONTEXT_LINES)
-    return _numbered(lines[start - 1 : end], start)
-
-
-def _line_of(text: str, index: int) -> int:
-    return text.count("\n", 0, index) + 1
-
-
-def _lines_of(text: str, indexes: list[int]) -> list[int]:
-    """The line of each of ``indexes`` (ascending), counting the text once."""
-    numbers, line, counted = [], 1, 0
-    for index in indexes:
-        line += text.count("\n", counted, index)
-        counted = index
-        numbers.append(line)
-    return numbers
-
-
-def _nearest(text: str, old: str) -> str:
-    """The region of ``text`` most like ``old``, numbered, or '' when nothing is close."""
-    lines = _lines(text)
-    wanted = old.strip("\n")
-    size = max(1, len(_lines(wanted)))
-    if not lines:
-        return ""
-    windows = [(i, "\n".join(lines[i : i + size])) for i in range(max(1, len(lines) - size + 1))]
-    scored = []
-    for index, window in windows:
-        matcher = difflib.SequenceMatcher(None, window, wanted, autojunk=False)
-        scored.append((matcher.quick_ratio(), index, window))
-    scored.sort(key=lambda item: -item[0])
-    best = max(
-        (
-            (difflib.SequenceMatcher(None, window, wanted, autojunk=False).ratio(), index)
-            for _, index, window in scored[:FUZZY_CANDIDATES]
-        ),
-        key=lambda item: (item[0], -item[1]),
-    )
-    ratio, index = best
-    if ratio < 0.3:
-        return ""
-    return _numbered(lines[index : index + size], index + 1)
-
-
 # --- The text editor's commands -----------------------------------------------------------------
 
 
 def _view(worktree: Path, tool_input: dict[str, Any], max_characters: int) -> ToolOutcome:
-    path, shown = _resolve(worktree, tool_input.get("path"))
+    path, shown = resolve_tool_path(worktree, tool_input.get("path"))
     view_range = tool_input.get("view_range")
     if path.is_dir():
         if view_range is not None:
-            raise _Problem("view_range applies to files; this is a folder.")
+            raise EditorProblem("view_range applies to files; this is a folder.")
         return ToolOutcome(_cap(_listing(path, shown), max_characters, "View a subfolder to see more."))
-    size = _regular_file(path, shown)
+    size = regular_file_size(path, shown)
     try:
         scan = text_scan_file(path, shown)
     except TextFileRefused as exc:
-        raise _Problem(str(exc)) from exc
+        raise EditorProblem(str(exc)) from exc
     count = scan.lines
     first, last = 1, count
     if view_range is None and size > MAX_FILE_BYTES:
-        raise _Problem(
+        raise EditorProblem(
             f"{shown} is {size} bytes ({count} lines), over the editor's limit of {MAX_FILE_BYTES} bytes for viewing "
             "a whole file: view it in parts with view_range, e.g. [1, 200], or find the lines with search_code."
         )
     if view_range is not None:
-        if not (isinstance(view_range, list) and len(view_range) == 2 and all(_integer(v) for v in view_range)):
-            raise _Problem("view_range must be a list of two integers: [start, end], end -1 for the end of the file.")
+        if not (isinstance(view_range, list) and len(view_range) == 2 and all(is_integer(v) for v in view_range)):
+            raise EditorProblem(
+                "view_range must be a list of two integers: [start, end], end -1 for the end of the file."
+            )
         first, last = view_range
         if first < 1 or first > count:
-            raise _Problem(f"view_range start {first} is out of bounds: {shown} has {count} lines (1-{count}).")
+            raise EditorProblem(f"view_range start {first} is out of bounds: {shown} has {count} lines (1-{count}).")
         if last == -1:
             last = count
         elif last < first or last > count:
-            raise _Problem(
+            raise EditorProblem(
                 f"view_range end {last} is out of bounds: it must be from {first} to {count}, or -1 for the end."
             )
     if not count:
@@ -373,35 +205,35 @@ def _listing(folder: Path, shown: str) -> str:
 
 
 def _create(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolOutcome:
-    path, shown = _resolve(worktree, tool_input.get("path"))
-    file_text = _string(tool_input, "file_text")
+    path, shown = resolve_tool_path(worktree, tool_input.get("path"))
+    file_text = string_input(tool_input, "file_text")
     if os.path.lexists(path):
         kind = "folder" if path.is_dir() else "file"
-        raise _Problem(
+        raise EditorProblem(
             f"{shown} already exists (a {kind}); create makes new files only. Change it with str_replace or insert, "
             "or delete_file it first to rewrite it whole."
         )
     try:
         data = UTF8.encode(file_text)
     except UnicodeEncodeError as exc:
-        raise _Problem(_cannot_hold(shown, UTF8, file_text)) from exc
+        raise EditorProblem(cannot_hold_message(shown, UTF8, file_text)) from exc
     if len(data) > MAX_FILE_BYTES:
-        raise _Problem(f"file_text is larger than the editor's limit of {MAX_FILE_BYTES} bytes.")
+        raise EditorProblem(f"file_text is larger than the editor's limit of {MAX_FILE_BYTES} bytes.")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
-        raise _Problem(f"A parent of {shown} is a file, not a folder.") from exc
+        raise EditorProblem(f"A parent of {shown} is a file, not a folder.") from exc
     path.write_bytes(data)
-    return ToolOutcome(f"Created {shown} ({len(_lines(file_text))} lines).", changed_path=shown)
+    return ToolOutcome(f"Created {shown} ({len(file_lines(file_text))} lines).", changed_path=shown)
 
 
 def _str_replace(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolOutcome:
-    path, shown = _resolve(worktree, tool_input.get("path"))
-    old = _string(tool_input, "old_str")
-    new = _string(tool_input, "new_str", required=False)
+    path, shown = resolve_tool_path(worktree, tool_input.get("path"))
+    old = string_input(tool_input, "old_str")
+    new = string_input(tool_input, "new_str", required=False)
     if not old:
-        raise _Problem("old_str must not be empty; to add text use insert.")
-    file = _load(path, shown)
+        raise EditorProblem("old_str must not be empty; to add text use insert.")
+    file = text_file_load(path, shown)
     if file.crlf:
         old, new = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
     starts = []
@@ -410,44 +242,47 @@ def _str_replace(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolO
         starts.append(index)
         index = file.text.find(old, index + 1)
     if not starts:
-        nearest = _nearest(file.text, old) if file.size <= MAX_FILE_BYTES else ""
+        nearest = nearest_lines(file.text, old) if file.size <= MAX_FILE_BYTES else ""
         message = f"No replacement was made: old_str does not appear verbatim in {shown}."
         if nearest:
             message += f" The most similar lines are:\n{nearest}\n"
         message += "old_str must match exactly, whitespace and indentation included: view the file and copy the text."
-        raise _Problem(message)
+        raise EditorProblem(message)
     if len(starts) > 1:
-        numbers = ", ".join(str(number) for number in _lines_of(file.text, starts[:MAX_LISTED_MATCHES]))
+        numbers = ", ".join(str(number) for number in lines_of(file.text, starts[:MAX_LISTED_MATCHES]))
         if len(starts) > MAX_LISTED_MATCHES:
             numbers += ", …"
-        raise _Problem(
+        raise EditorProblem(
             f"No replacement was made: old_str appears {len(starts)} times in {shown}, at lines {numbers}. "
             "Include more surrounding lines so it matches exactly once."
         )
     start = starts[0]
     file.write(file.text[:start] + new + file.text[start + len(old) :])
-    first = _line_of(file.text, start)
+    first = line_of(file.text, start)
     last = first + new.count("\n")
     return ToolOutcome(
-        f"Edited {shown}{_encoding_note(file.encoding)}. The changed region now reads:\n{_snippet(file, first, last)}",
+        f"Edited {shown}{encoding_note(file.encoding)}. The changed region now reads:\n"
+        f"{edit_snippet(file, first, last)}",
         changed_path=shown,
     )
 
 
 def _insert(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolOutcome:
-    path, shown = _resolve(worktree, tool_input.get("path"))
+    path, shown = resolve_tool_path(worktree, tool_input.get("path"))
     line = tool_input.get("insert_line")
     if line is None:
-        raise _Problem("insert_line is required: the line after which to insert (0 for the top of the file).")
-    if not _integer(line):
-        raise _Problem("insert_line must be an integer (0 for the top of the file).")
-    new = _string(tool_input, "new_str")
-    file = _load(path, shown)
+        raise EditorProblem("insert_line is required: the line after which to insert (0 for the top of the file).")
+    if not is_integer(line):
+        raise EditorProblem("insert_line must be an integer (0 for the top of the file).")
+    new = string_input(tool_input, "new_str")
+    file = text_file_load(path, shown)
     if file.crlf:
         new = new.replace("\r\n", "\n")
-    lines = _lines(file.text)
+    lines = file_lines(file.text)
     if line < 0 or line > len(lines):
-        raise _Problem(f"insert_line {line} is out of bounds: {shown} has {len(lines)} lines; give 0 to {len(lines)}.")
+        raise EditorProblem(
+            f"insert_line {line} is out of bounds: {shown} has {len(lines)} lines; give 0 to {len(lines)}."
+        )
     if line == len(lines) and file.text and not file.text.endswith("\n"):
         text = f"{file.text}\n{new}"  # after a last line without a newline: the file keeps none
     else:
@@ -455,9 +290,9 @@ def _insert(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolOutcom
         offset = 0 if line == 0 else sum(len(each) + 1 for each in lines[:line])
         text = file.text[:offset] + block + file.text[offset:]
     file.write(text)
-    last = line + max(1, len(_lines(new)))
+    last = line + max(1, len(file_lines(new)))
     return ToolOutcome(
-        f"Inserted into {shown}{_encoding_note(file.encoding)} after line {line}:\n{_snippet(file, line + 1, last)}",
+        f"Inserted into {shown}{encoding_note(file.encoding)} after line {line}:\n{edit_snippet(file, line + 1, last)}",
         changed_path=shown,
     )
 
@@ -468,10 +303,10 @@ _EDITOR_COMMANDS = {"view": _view, "create": _create, "str_replace": _str_replac
 def _editor(worktree: Path, tool_input: dict[str, Any], max_characters: int) -> ToolOutcome:
     command = tool_input.get("command")
     if command == "undo_edit":
-        raise _Problem("undo_edit is not available; undo a change with str_replace.")
+        raise EditorProblem("undo_edit is not available; undo a change with str_replace.")
     handler = _EDITOR_COMMANDS.get(command) if isinstance(command, str) else None
     if handler is None:
-        raise _Problem(f"Unknown command {command!r}; use one of {', '.join(COMMANDS)}.")
+        raise EditorProblem(f"Unknown command {command!r}; use one of {', '.join(COMMANDS)}.")
     return handler(worktree, tool_input, max_characters)
 
 
@@ -479,23 +314,23 @@ def _editor(worktree: Path, tool_input: dict[str, Any], max_characters: int) -> 
 
 
 def _delete_file(worktree: Path, tool_input: dict[str, Any], _max: int) -> ToolOutcome:
-    path, shown = _resolve(worktree, tool_input.get("path"))
+    path, shown = resolve_tool_path(worktree, tool_input.get("path"))
     if shown == ".":
-        raise _Problem("path must name a file.")
+        raise EditorProblem("path must name a file.")
     if not os.path.lexists(path):
-        raise _Problem(f"{shown} does not exist.")
+        raise EditorProblem(f"{shown} does not exist.")
     if path.is_dir():
-        raise _Problem(f"{shown} is a folder; delete_file deletes single files only.")
+        raise EditorProblem(f"{shown} is a folder; delete_file deletes single files only.")
     force = tool_input.get("force", False)
     if not isinstance(force, bool):
-        raise _Problem("force must be true or false.")
+        raise EditorProblem("force must be true or false.")
     if not force and path.is_file():
         try:
             encoding = text_scan_file(path, shown).encoding
         except TextFileRefused:
             encoding = UTF8  # binary: no text encoding to lose
         if not encoding.is_plain_utf8:
-            raise _Problem(
+            raise EditorProblem(
                 f"{shown} was not deleted: it is {encoding.label}, and create writes UTF-8 without a BOM, so "
                 "deleting it to create it again would change its encoding. Edit it in place with str_replace or "
                 "insert, which keep its encoding; if you mean to delete it (or to convert it), call delete_file "
@@ -524,7 +359,7 @@ def editor_run(
         return ToolOutcome("The tool input must be an object.", is_error=True)
     try:
         return handler(Path(worktree), tool_input, max_characters)
-    except _Problem as exc:
+    except EditorProblem as exc:
         return ToolOutcome(str(exc), is_error=True)
     except OSError as exc:
         return ToolOutcome(f"{name} failed: {exc.strerror or exc}", is_error=True)

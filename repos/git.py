@@ -113,6 +113,21 @@ def repository_git_dir(repo: Path) -> Path:
     return inner if inner.is_dir() and not inner.is_symlink() else repo
 
 
+def folder_read_access(folder: Path) -> GitAccess:
+    """A working tree and its ``.git``, read-only: a folder looked at, never changed."""
+    return GitAccess(read_only=(folder,))
+
+
+def repository_read_access(repo: Path) -> GitAccess:
+    """A repository's ``.git``, read-only, without its working tree: refs, blobs, diffs."""
+    return GitAccess(read_only=(repository_git_dir(repo),))
+
+
+def repository_write_access(repo: Path) -> GitAccess:
+    """A repository's ``.git``, read-write, without its working tree."""
+    return GitAccess(writable=(repository_git_dir(repo),))
+
+
 def worktree_access(repo: Path, worktree: Path) -> GitAccess:
     """A run's worktree and the ``.git`` of the repository it belongs to — not the
     repository's own working tree."""

@@ -11,9 +11,9 @@ from django.conf import settings
 
 from core.selectors import one_or_not_found
 
-from .git import GitAccess, GitError, git_output, git_succeeds, repository_git_dir, run_git
+from .git import GitError, folder_read_access, git_output, git_succeeds, repository_read_access, run_git
 from .models import Repository, RepositoryStatus
-from .services import path_disk_usage
+from .services.worktrees import path_disk_usage
 from .suggestions import Suggestion, repository_suggest
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def repository_state(*, repository: Repository) -> RepositoryState:
     if not path.is_dir():
         return RepositoryState(error=FOLDER_GONE.format(path=repository.display_path))
     # Read-only, the checkout and its .git: a look changes nothing.
-    looking = GitAccess(read_only=(path,))
+    looking = folder_read_access(path)
     try:
         branch = run_git(
             ["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=path, access=looking, check=False
@@ -104,9 +104,7 @@ def repository_worktrees_disk_usage(*, repository: Repository) -> int:
     lists them; a worktree whose folder is gone counts nothing."""
     main = Path(repository.path).resolve()
     try:
-        listing = git_output(
-            ["worktree", "list", "--porcelain"], cwd=main, access=GitAccess(read_only=(repository_git_dir(main),))
-        )
+        listing = git_output(["worktree", "list", "--porcelain"], cwd=main, access=repository_read_access(main))
     except GitError:
         return 0
     # Only worktrees where runs keep theirs: git's records are files a confined git

@@ -8,20 +8,20 @@ from celery import shared_task
 
 @shared_task(acks_late=True, ignore_result=True)
 def repository_clone_run(repository_id: int) -> None:
-    from .services import repository_clone_execute
+    from .services.linking import repository_clone_execute
 
     repository_clone_execute(repository_id=repository_id)
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def repository_prepare_environment(repository_id: int, commit: str) -> None:
-    from .environments.services import environment_prepare_in_background
+    from .environments.services.rebuild import environment_prepare_in_background
 
     environment_prepare_in_background(repository_id=repository_id, commit=commit)
 
 
 @shared_task(ignore_result=True)
 def repository_evict_environments() -> None:
-    from .environments.services import environments_evict
+    from .environments.services.eviction import environments_evict
 
     environments_evict()

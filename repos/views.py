@@ -20,9 +20,9 @@ from core.forms import add_service_errors
 from projects.models import Project
 from projects.selectors import project_get_for_user
 
-from . import services
 from .environments.selectors import environment_overview
-from .environments.services import environment_rebuild, environment_settings_update
+from .environments.services.rebuild import environment_rebuild
+from .environments.services.settings import environment_settings_update
 from .forms import CloneForm, EnvironmentForm, ForgeForm, LinkForm, SettingsForm, VariableForm
 from .models import RepositoryStatus
 from .selectors import (
@@ -31,6 +31,9 @@ from .selectors import (
     repository_suggestion,
     repository_worktrees_disk_usage,
 )
+from .services.forge import repository_set_forge
+from .services.linking import repository_clone, repository_link, repository_unlink
+from .services.settings import repository_update
 from .variables import project_variable_delete, project_variable_set, project_variables_list
 
 LINKED = "Repository linked: runs of this project now work on branches of {path}."
@@ -109,7 +112,7 @@ def repository_link_view(request: HttpRequest, project_id: int) -> HttpResponse:
     form = LinkForm(request.POST)
     if form.is_valid():
         try:
-            repository = services.repository_link(project=project, **form.cleaned_data)
+            repository = repository_link(project=project, **form.cleaned_data)
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:
@@ -125,7 +128,7 @@ def repository_clone_view(request: HttpRequest, project_id: int) -> HttpResponse
     form = CloneForm(request.POST)
     if form.is_valid():
         try:
-            repository = services.repository_clone(project=project, **form.cleaned_data)
+            repository = repository_clone(project=project, **form.cleaned_data)
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:
@@ -145,7 +148,7 @@ def repository_settings_view(request: HttpRequest, project_id: int) -> HttpRespo
     form = SettingsForm(request.POST, branches=state.branches or [repository.base_branch])
     if form.is_valid():
         try:
-            services.repository_update(repository=repository, **form.cleaned_data)
+            repository_update(repository=repository, **form.cleaned_data)
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:
@@ -166,7 +169,7 @@ def repository_forge_view(request: HttpRequest, project_id: int) -> HttpResponse
     if form.is_valid():
         try:
             data = form.cleaned_data
-            services.repository_set_forge(
+            repository_set_forge(
                 repository=repository,
                 user=user,
                 push_url=data["push_url"],
@@ -189,7 +192,7 @@ def repository_unlink_view(request: HttpRequest, project_id: int) -> HttpRespons
     project = project_get_for_user(user=request_user(request), project_id=project_id)
     repository = repository_for_project(project=project)
     if repository is not None:
-        services.repository_unlink(repository=repository)
+        repository_unlink(repository=repository)
         messages.success(request, UNLINKED)
     return redirect("repos:page", project_id=project.pk)
 

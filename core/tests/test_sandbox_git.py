@@ -12,7 +12,8 @@ from core.sandbox import limits_from_settings, sandboxed_process
 from core.sandbox_probe import sandbox_status
 from core.tests.test_sandbox import needs_bwrap
 from pipelines.tests.repositories import committed_repository, git
-from repos.services import repository_link, worktree_create
+from repos.services.linking import repository_link
+from repos.services.worktrees import worktree_create
 
 pytestmark = [pytest.mark.django_db, needs_bwrap]
 

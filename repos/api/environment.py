@@ -14,7 +14,8 @@ from accounts.selectors import request_user
 from core.api import ApiView, StrictCharField, error_responses
 
 from ..environments.selectors import EnvironmentOverview, environment_overview
-from ..environments.services import MAX_SETUP_SCRIPT, environment_rebuild, environment_settings_update
+from ..environments.services.rebuild import environment_rebuild
+from ..environments.services.settings import MAX_SETUP_SCRIPT, environment_settings_update
 from ..models import PreparedEnvironment, Repository
 from ..selectors import repository_get_for_user
 

@@ -22,7 +22,9 @@ from ..selectors import (
     repository_suggestion,
     repository_worktrees_disk_usage,
 )
-from ..services import repository_clone, repository_link, repository_set_forge, repository_unlink, repository_update
+from ..services.forge import repository_set_forge
+from ..services.linking import repository_clone, repository_link, repository_unlink
+from ..services.settings import repository_update
 from ..variables import project_variable_delete, project_variable_set, project_variables_list
 from .serializers import (
     ProjectVariableSerializer,

@@ -11,8 +11,9 @@
   command may replace a restored file, never write into the kept one);
 - ``setup``: running the script in the sandbox, with network and the repository's
   package cache, its output streamed;
-- ``services``: the public actions (make a run's environment ready, rebuild, evict,
-  the page's settings); ``baseline``: the test command on the base commit, and telling
+- ``services``: the public actions, a module each (``ready``: make a run's environment
+  ready; ``preparing``: claim and prepare a kept one; ``rebuild``; ``eviction``; the
+  page's ``settings``); ``baseline``: the test command on the base commit, and telling
   a broken environment from failing tests.
 
 See docs/ARCHITECTURE.md, "Environments".

@@ -28,8 +28,8 @@ class EnvironmentOverview:
 def environment_overview(*, repository: Repository) -> EnvironmentOverview:
     """The setup script in force at the base branch's head, its key, the kept
     environment for it (if any), and the latest preparations."""
-    from ..services import base_branch_head
-    from .services import environment_in_force
+    from ..services.branches import base_branch_head
+    from .services.ready import environment_in_force
 
     recent = list(PreparedEnvironment.objects.filter(repository=repository).order_by("-updated_at")[:RECENT])
     if repository.status != RepositoryStatus.READY:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from repos.models import Repository, RepositoryStatus
-from repos.services import repository_clone_execute
+from repos.services.linking import repository_clone_execute
 from repos.tests.test_services import git, make_repo
 
 pytestmark = pytest.mark.django_db

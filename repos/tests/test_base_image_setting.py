@@ -11,7 +11,7 @@ from django.utils.html import escape
 
 from core.sandbox_image_references import BAD_REFERENCE, LAYOUT_OUTSIDE
 from repos.models import Repository, RepositoryFolder
-from repos.services import BASE_IMAGE_HOST_NOT_ALLOWED, BASE_IMAGE_LAYOUT_UNAVAILABLE
+from repos.services.settings import BASE_IMAGE_HOST_NOT_ALLOWED, BASE_IMAGE_LAYOUT_UNAVAILABLE
 from repos.tests.test_services import make_repo
 
 pytestmark = pytest.mark.django_db

@@ -9,9 +9,9 @@ import pytest
 
 from core.tests.test_sandbox import needs_bwrap
 from pipelines.tests.repositories import committed_repository
-from repos.environments.services import environment_prepare_in_background
+from repos.environments.services.rebuild import environment_prepare_in_background
 from repos.models import PreparedEnvironment, Repository
-from repos.services import repository_link
+from repos.services.linking import repository_link
 
 pytestmark = pytest.mark.django_db
 

@@ -17,16 +17,17 @@ from core.tests.test_sandbox import needs_bwrap
 from pipelines.tests.repositories import committed_repository, git, git_commit
 from repos.environments import store
 from repos.environments.scripts import SetupSource, devcontainer_setup
-from repos.environments.services import (
-    EnvironmentBroken,
+from repos.environments.services.eviction import environments_evict
+from repos.environments.services.preparing import EnvironmentBroken
+from repos.environments.services.ready import (
     commands_sandbox,
     environment_in_force,
     environment_make_ready,
     environment_restore_missing,
-    environments_evict,
 )
 from repos.models import PreparedEnvironment, PreparedEnvironmentStatus, Repository
-from repos.services import repository_link, worktree_create
+from repos.services.linking import repository_link
+from repos.services.worktrees import worktree_create
 from repos.tests.package_index import PackageIndex
 from repos.verify import run_project_tests
 

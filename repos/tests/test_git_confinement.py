@@ -20,10 +20,14 @@ from django.core.exceptions import ValidationError
 
 from core.sandbox_accounts import storage_ids
 from core.sandbox_probe import sandbox_status
-from repos import services
 from repos.clone import push_to
 from repos.editor import editor_run
 from repos.git import GitAccess, run_git
+from repos.services.branches import branch_changed_files, branch_merge
+from repos.services.commits import worktree_commit
+from repos.services.forge import repository_set_forge
+from repos.services.linking import repository_link
+from repos.services.worktrees import worktree_create
 from repos.tests.test_services import git, make_repo
 
 pytestmark = [
@@ -70,9 +74,9 @@ def test_a_nested_repository_in_a_submodule_folder_runs_its_filter_nowhere_on_th
     git(repo, "update-index", "--add", "--cacheinfo", f"160000,{commit},sub")
     git(repo, "add", ".gitmodules")
     git(repo, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qm", "Add a submodule")
-    linked = services.repository_link(project=project, path="app")
+    linked = repository_link(project=project, path="app")
     worktree = tmp_path / "worktrees" / "task-1-run-1"
-    services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
+    worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
 
     # What the project's test command does in the sandbox: the empty submodule folder
     # becomes a repository of its own with a clean filter, one commit and a racy index.
@@ -98,24 +102,24 @@ def test_a_nested_repository_in_a_submodule_folder_runs_its_filter_nowhere_on_th
         cwd=worktree,
         access=GitAccess(writable=(repo / ".git", worktree)),
     )
-    services.worktree_commit(repository=linked, worktree=worktree, message="Change\n")
+    worktree_commit(repository=linked, worktree=worktree, message="Change\n")
     assert_ran_nowhere_on_the_host(mark)
 
 
 def test_a_push_target_inside_a_working_tree_is_refused(project, root: Path) -> None:
     # The layout a run's ordinary edits can leave in a working tree once merged.
     make_repo(root / "app")
-    services.repository_link(project=project, path="app")
+    repository_link(project=project, path="app")
     cache = root / "app" / "vendor" / "cache.git"
     cache.mkdir(parents=True)
     subprocess.run(["git", "init", "--bare", "-q", str(cache)], check=True)
     repository = project.repository
     with pytest.raises(ValidationError) as refused:
-        services.repository_set_forge(repository=repository, user=project.owner, push_url="app/vendor/cache.git")
+        repository_set_forge(repository=repository, user=project.owner, push_url="app/vendor/cache.git")
     assert "push_url" in refused.value.message_dict
     # A bare repository of its own under the root (an operator's) is still a target.
     subprocess.run(["git", "init", "--bare", "-q", str(root / "team.git")], check=True)
-    services.repository_set_forge(repository=repository, user=project.owner, push_url="team.git")
+    repository_set_forge(repository=repository, user=project.owner, push_url="team.git")
     assert project.repository.push_url == str((root / "team.git").resolve())
 
 
@@ -147,12 +151,12 @@ def test_a_linked_folders_own_smudge_filter_runs_nowhere_on_the_host(
     mark = tmp_path / "ran-as-server"
     git(repo, "config", "filter.x.smudge", trap(mark, secret).replace("; true", "; cat"))
     git(repo, "config", "filter.x.clean", trap(mark, secret).replace("; true", "; cat"))
-    linked = services.repository_link(project=project, path="app")
+    linked = repository_link(project=project, path="app")
     worktree = tmp_path / "worktrees" / "task-1-run-1"
-    services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
+    worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
     (worktree / "a.txt").write_text("two\n")
-    services.worktree_commit(repository=linked, worktree=worktree, message="Change\n")
-    assert services.branch_merge(repository=linked, branch="autocoder/task-1-run-1").merged
+    worktree_commit(repository=linked, worktree=worktree, message="Change\n")
+    assert branch_merge(repository=linked, branch="autocoder/task-1-run-1").merged
     assert_ran_nowhere_on_the_host(mark)
 
 
@@ -220,14 +224,14 @@ def test_a_run_that_moved_a_submodule_shows_its_commits(project, root: Path, tmp
     first = git(repo, "rev-parse", "HEAD")
     git(repo, "update-index", "--add", "--cacheinfo", f"160000,{first},sub")
     git(repo, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qm", "Add a submodule")
-    linked = services.repository_link(project=project, path="app")
+    linked = repository_link(project=project, path="app")
     worktree = tmp_path / "worktrees" / "task-1-run-1"
-    base = services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
+    base = worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
     moved = "1" * 40
     git(worktree, "update-index", "--cacheinfo", f"160000,{moved},sub")
     git(worktree, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qm", "Move the submodule")
 
-    files = services.branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
+    files = branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
     assert files == [
         {
             "file_path": "sub",
@@ -269,10 +273,10 @@ def test_a_gc_confined_to_one_worktree_keeps_the_others(project, root: Path, tmp
     from repos.git import worktree_access
 
     repo = make_repo(root / "app")
-    linked = services.repository_link(project=project, path="app")
+    linked = repository_link(project=project, path="app")
     first, second = tmp_path / "worktrees" / "task-1-run-1", tmp_path / "worktrees" / "task-2-run-1"
-    services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=first)
-    services.worktree_create(repository=linked, branch="autocoder/task-2-run-1", path=second)
+    worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=first)
+    worktree_create(repository=linked, branch="autocoder/task-2-run-1", path=second)
     # What an automatic gc after a commit in the first would do; the second is not
     # visible in its sandbox, and its record is old enough for git's own default expiry.
     for name in ("gitdir", "index"):
@@ -281,4 +285,4 @@ def test_a_gc_confined_to_one_worktree_keeps_the_others(project, root: Path, tmp
     listed = git(repo, "worktree", "list", "--porcelain")
     assert f"worktree {second}" in listed and "prunable" not in listed
     (second / "b.txt").write_text("still works\n")
-    assert services.worktree_commit(repository=linked, worktree=second, message="Change\n", written={"b.txt"})
+    assert worktree_commit(repository=linked, worktree=second, message="Change\n", written={"b.txt"})

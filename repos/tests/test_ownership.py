@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
-from repos import folders, services
+from repos import folders
 from repos.clone import (
     CLONE_FAILED,
     HOST_NOT_ALLOWED,
@@ -26,6 +26,10 @@ from repos.clone import (
 )
 from repos.git import GitError
 from repos.models import Repository, RepositoryFolder, RepositoryStatus
+from repos.services.branches import branch_changed_files, branch_diff, branch_format_patch, branch_merge
+from repos.services.commits import worktree_commit
+from repos.services.linking import repository_clone, repository_clone_execute, repository_link
+from repos.services.worktrees import worktree_create
 from repos.tests.test_services import make_repo
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +47,7 @@ def root(tmp_path: Path, settings) -> Path:
 def alices(project, root: Path) -> Repository:
     make_repo(root / "1-demo-app")
     make_repo(root / "1-demo-app" / "vendored")  # a repository inside Alice's
-    return services.repository_link(project=project, path="1-demo-app")
+    return repository_link(project=project, path="1-demo-app")
 
 
 def url(project) -> str:
@@ -79,7 +83,7 @@ def test_the_owner_may_link_their_folder_from_another_project(alices, owner, roo
     from tests.factories import ProjectFactory
 
     second = ProjectFactory(owner=owner)
-    repository = services.repository_link(project=second, path="1-demo-app")
+    repository = repository_link(project=second, path="1-demo-app")
     assert repository.status == RepositoryStatus.READY
     folder = RepositoryFolder.objects.get()
     assert folder.owner == owner and folder.project == alices.project
@@ -88,7 +92,7 @@ def test_the_owner_may_link_their_folder_from_another_project(alices, owner, roo
 def test_an_operator_can_share_or_grant_a_folder(alices, other_user, other_project, owner, project, root) -> None:
     folder = RepositoryFolder.objects.get(path=alices.path)
     folder.shared_with.add(other_user)
-    assert services.repository_link(project=other_project, path="1-demo-app").status == RepositoryStatus.READY
+    assert repository_link(project=other_project, path="1-demo-app").status == RepositoryStatus.READY
     # A server folder granted to Bob is Bob's: Alice cannot take it by linking it first.
     make_repo(root / "team-tool")
     granted = RepositoryFolder(path="team-tool", owner=other_user)
@@ -96,14 +100,14 @@ def test_an_operator_can_share_or_grant_a_folder(alices, other_user, other_proje
     granted.save()
     assert granted.path == str((root / "team-tool").resolve())
     with pytest.raises(ValidationError) as refused:
-        services.repository_link(project=project, path="team-tool")
+        repository_link(project=project, path="team-tool")
     assert refused.value.message_dict["path"] == [folders.FOLDER_UNAVAILABLE]
 
 
 def test_clones_go_to_the_users_own_area_under_names_nobody_can_guess(project, root: Path, owner) -> None:
     source = make_repo(root / "source")
-    first = services.repository_clone(project=project, url=str(source))
-    services.repository_clone_execute(repository_id=first.pk)
+    first = repository_clone(project=project, url=str(source))
+    repository_clone_execute(repository_id=first.pk)
     first.refresh_from_db()
     assert first.status == RepositoryStatus.READY, first.error
     area = root / "users" / str(owner.pk)
@@ -115,7 +119,7 @@ def test_clones_go_to_the_users_own_area_under_names_nobody_can_guess(project, r
 def test_another_users_clone_area_is_not_theirs_to_link(project, other_project, root: Path, owner) -> None:
     make_repo(root / "users" / str(owner.pk) / "unclaimed")
     with pytest.raises(ValidationError) as refused:
-        services.repository_link(project=other_project, path=f"users/{owner.pk}/unclaimed")
+        repository_link(project=other_project, path=f"users/{owner.pk}/unclaimed")
     assert refused.value.message_dict["path"] == [folders.FOLDER_UNAVAILABLE]
 
 
@@ -123,10 +127,10 @@ def test_a_link_made_before_folders_had_owners_no_longer_reaches_the_folder(alic
     # What the hole left behind: Bob's project linked to Alice's folder.
     stale = Repository.objects.create(project=other_project, path=alices.path, base_branch="main")
     with pytest.raises(GitError) as refused:
-        services.worktree_create(repository=stale, branch="autocoder/task-9-run-1", path=tmp_path / "worktrees" / "x")
+        worktree_create(repository=stale, branch="autocoder/task-9-run-1", path=tmp_path / "worktrees" / "x")
     assert refused.value.message == folders.FOLDER_TAKEN
     with pytest.raises(GitError):
-        services.branch_merge(repository=stale, branch="main")
+        branch_merge(repository=stale, branch="main")
     assert not (tmp_path / "worktrees" / "x").exists()
 
 
@@ -159,7 +163,7 @@ def test_internal_hosts_are_refused(project, owner_client, root: Path, clone_url
 @pytest.mark.parametrize("clone_url", ["http://example.com/repo.git", "ftp://example.com/r", "file:///etc"])
 def test_only_https_ssh_and_git_transports(project, root: Path, clone_url: str) -> None:
     with pytest.raises(ValidationError):
-        services.repository_clone(project=project, url=clone_url)
+        repository_clone(project=project, url=clone_url)
 
 
 def test_the_worker_checks_again_and_a_host_that_turned_internal_is_refused(project, root: Path, monkeypatch) -> None:
@@ -170,8 +174,8 @@ def test_the_worker_checks_again_and_a_host_that_turned_internal_is_refused(proj
         return next(answers, [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 443))])
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    repository = services.repository_clone(project=project, url="https://rebinding.example/repo.git")
-    services.repository_clone_execute(repository_id=repository.pk)
+    repository = repository_clone(project=project, url="https://rebinding.example/repo.git")
+    repository_clone_execute(repository_id=repository.pk)
     repository.refresh_from_db()
     assert repository.status == RepositoryStatus.FAILED and repository.error == HOST_NOT_ALLOWED
 
@@ -264,18 +268,18 @@ def test_server_side_git_runs_no_hook_and_no_program_the_repository_configures(
     (repo / ".gitattributes").write_text("*.txt diff=trap\n")
     subprocess.run(["git", "config", "diff.trap.textconv", command], cwd=repo, check=True)
 
-    linked = services.repository_link(project=project, path="booby-trapped")
+    linked = repository_link(project=project, path="booby-trapped")
     worktree = tmp_path / "worktrees" / "run-1"
-    base = services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
+    base = worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
     (worktree / "a.txt").write_text("changed\n")  # the Coder's edit
-    services.worktree_commit(repository=linked, worktree=worktree, message="Change\n")
-    services.branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
-    assert "+changed" in services.branch_diff(repository=linked, base=base, head="autocoder/task-1-run-1")
-    services.branch_format_patch(repository=linked, base="main", branch="autocoder/task-1-run-1")
+    worktree_commit(repository=linked, worktree=worktree, message="Change\n")
+    branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
+    assert "+changed" in branch_diff(repository=linked, base=base, head="autocoder/task-1-run-1")
+    branch_format_patch(repository=linked, base="main", branch="autocoder/task-1-run-1")
     from repos.selectors import repository_state
 
     repository_state(repository=linked)
-    assert services.branch_merge(repository=linked, branch="autocoder/task-1-run-1").merged
+    assert branch_merge(repository=linked, branch="autocoder/task-1-run-1").merged
     assert sorted(path.name for path in tmp_path.glob("ran-*")) == []
 
 

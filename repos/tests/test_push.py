@@ -10,7 +10,7 @@ import pytest
 
 from repos.clone import PUSH_HOST_NOT_ALLOWED, PushError
 from repos.models import Repository, RepositoryFolder
-from repos.services import NO_PUSH_TARGET, PUSH_TARGET_UNAVAILABLE, branch_push
+from repos.services.forge import NO_PUSH_TARGET, PUSH_TARGET_UNAVAILABLE, branch_push
 from repos.tests.test_services import git, make_repo
 
 pytestmark = pytest.mark.django_db

@@ -9,11 +9,21 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
-from repos import folders, services
+from repos import folders
 from repos.clone import LOCAL_CLONE_FAILED
 from repos.git import GitError
 from repos.models import MergeStrategy, Repository, RepositoryStatus
 from repos.selectors import FOLDER_GONE, repository_state
+from repos.services.branches import branch_changed_files, branch_delete, branch_diff, branch_format_patch, branch_merge
+from repos.services.commits import worktree_commit
+from repos.services.linking import (
+    CLONE_SOURCE_UNAVAILABLE,
+    UNKNOWN_BRANCH,
+    repository_clone,
+    repository_clone_execute,
+    repository_link,
+)
+from repos.services.worktrees import worktree_create, worktree_remove
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +60,7 @@ def repo(root: Path) -> Path:
 
 @pytest.fixture
 def linked(project, repo: Path) -> Repository:
-    return services.repository_link(project=project, path="app")
+    return repository_link(project=project, path="app")
 
 
 def field_errors(exc: pytest.ExceptionInfo[ValidationError]) -> dict[str, list[str]]:
@@ -61,7 +71,7 @@ def field_errors(exc: pytest.ExceptionInfo[ValidationError]) -> dict[str, list[s
 
 
 def test_link_by_name_under_the_root_defaults_to_the_current_branch(project, repo: Path) -> None:
-    repository = services.repository_link(project=project, path="app", test_command=" pytest -q ")
+    repository = repository_link(project=project, path="app", test_command=" pytest -q ")
     assert repository.path == str(repo.resolve())
     assert repository.base_branch == "main"
     assert repository.test_command == "pytest -q"
@@ -74,7 +84,7 @@ def test_link_by_name_under_the_root_defaults_to_the_current_branch(project, rep
 def test_paths_outside_the_root_are_refused(project, root: Path, path: str) -> None:
     (root.parent / "outside").mkdir()
     with pytest.raises(ValidationError) as refused:
-        services.repository_link(project=project, path=path)
+        repository_link(project=project, path=path)
     assert "inside the server's repositories folder" in field_errors(refused)["path"][0]
     assert not Repository.objects.exists()
 
@@ -83,7 +93,7 @@ def test_a_symlink_escaping_the_root_is_refused(project, root: Path, tmp_path: P
     make_repo(tmp_path / "elsewhere")
     (root / "sneaky").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(ValidationError) as refused:
-        services.repository_link(project=project, path="sneaky")
+        repository_link(project=project, path="sneaky")
     assert "path" in field_errors(refused)
 
 
@@ -91,26 +101,26 @@ def test_not_a_repository_unknown_branch_and_subfolder_are_refused(project, root
     (root / "plain").mkdir()
     (repo / "sub").mkdir()
     with pytest.raises(ValidationError) as plain:
-        services.repository_link(project=project, path="plain")
+        repository_link(project=project, path="plain")
     assert field_errors(plain)["path"] == [folders.FOLDER_UNAVAILABLE]
     with pytest.raises(ValidationError) as sub:
-        services.repository_link(project=project, path="app/sub")
+        repository_link(project=project, path="app/sub")
     assert "path" in field_errors(sub)
     with pytest.raises(ValidationError) as branch:
-        services.repository_link(project=project, path="app", base_branch="nope")
-    assert field_errors(branch)["base_branch"] == [services.UNKNOWN_BRANCH.format(branch="nope")]
+        repository_link(project=project, path="app", base_branch="nope")
+    assert field_errors(branch)["base_branch"] == [UNKNOWN_BRANCH.format(branch="nope")]
 
 
 def test_clone_from_a_local_repository_under_the_root(project, repo: Path) -> None:
-    repository = services.repository_clone(project=project, url=str(repo))
+    repository = repository_clone(project=project, url=str(repo))
     assert repository.status == RepositoryStatus.CLONING
-    services.repository_clone_execute(repository_id=repository.pk)
+    repository_clone_execute(repository_id=repository.pk)
     repository.refresh_from_db()
     assert repository.status == RepositoryStatus.READY, repository.error
     assert repository.base_branch == "main"
     assert (Path(repository.path) / "a.txt").read_text() == "one\ntwo\nthree\n"
     # Running the task again (a redelivery) changes nothing.
-    assert services.repository_clone_execute(repository_id=repository.pk) is None
+    assert repository_clone_execute(repository_id=repository.pk) is None
 
 
 @pytest.mark.parametrize(
@@ -118,15 +128,15 @@ def test_clone_from_a_local_repository_under_the_root(project, repo: Path) -> No
 )
 def test_unsafe_clone_sources_are_refused(project, root: Path, url: str) -> None:
     with pytest.raises(ValidationError) as refused:
-        services.repository_clone(project=project, url=url)
+        repository_clone(project=project, url=url)
     assert "url" in field_errors(refused)
     assert not Repository.objects.exists()
 
 
 def test_a_failed_clone_says_why_without_server_paths(project, root: Path) -> None:
     (root / "plain").mkdir()
-    repository = services.repository_clone(project=project, url=str(root / "plain"))
-    services.repository_clone_execute(repository_id=repository.pk)
+    repository = repository_clone(project=project, url=str(root / "plain"))
+    repository_clone_execute(repository_id=repository.pk)
     repository.refresh_from_db()
     assert repository.status == RepositoryStatus.FAILED
     assert repository.error == LOCAL_CLONE_FAILED and str(root) not in repository.error
@@ -135,8 +145,8 @@ def test_a_failed_clone_says_why_without_server_paths(project, root: Path) -> No
 
 def test_a_missing_clone_source_is_refused_like_anothers(project, root: Path) -> None:
     with pytest.raises(ValidationError) as refused:
-        services.repository_clone(project=project, url=str(root / "missing"))
-    assert field_errors(refused)["url"] == [services.CLONE_SOURCE_UNAVAILABLE]
+        repository_clone(project=project, url=str(root / "missing"))
+    assert field_errors(refused)["url"] == [CLONE_SOURCE_UNAVAILABLE]
 
 
 # --- A run's worktree -----------------------------------------------------------------------
@@ -144,21 +154,19 @@ def test_a_missing_clone_source_is_refused_like_anothers(project, root: Path) ->
 
 def test_worktree_apply_commit_and_diff(linked: Repository, repo: Path, tmp_path: Path) -> None:
     worktree = tmp_path / "worktrees" / "run-1"
-    base = services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
+    base = worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
     assert base == git(repo, "rev-parse", "main")
     # Idempotent: a redone phase finds the same worktree.
-    assert services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree) == base
+    assert worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree) == base
 
     # The Coder's edits, as its tools leave them in the worktree.
     (worktree / "a.txt").write_text("one\nTWO\nthree\n")
     (worktree / "new").mkdir()
     (worktree / "new" / "b.txt").write_text("bee\n")
-    head = services.worktree_commit(
-        repository=linked, worktree=worktree, message="Change a, add b\n", written={"new/b.txt"}
-    )
-    assert head and services.worktree_commit(repository=linked, worktree=worktree, message="nothing") is None
+    head = worktree_commit(repository=linked, worktree=worktree, message="Change a, add b\n", written={"new/b.txt"})
+    assert head and worktree_commit(repository=linked, worktree=worktree, message="nothing") is None
 
-    files = services.branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
+    files = branch_changed_files(repository=linked, base=base, head="autocoder/task-1-run-1")
     assert [(f["file_path"], f["action"]) for f in files] == [("a.txt", "modify"), ("new/b.txt", "create")]
     assert files[0]["old_content"] == "one\ntwo\nthree\n" and files[0]["new_content"] == "one\nTWO\nthree\n"
     # The seed's shape, {file_path, content, action}, is a view of the same diff.
@@ -166,16 +174,16 @@ def test_worktree_apply_commit_and_diff(linked: Repository, repo: Path, tmp_path
         ("a.txt", "one\nTWO\nthree\n", "modify"),
         ("new/b.txt", files[1]["new_content"], "create"),
     ]
-    diff = services.branch_diff(repository=linked, base=base, head="autocoder/task-1-run-1")
+    diff = branch_diff(repository=linked, base=base, head="autocoder/task-1-run-1")
     assert "-two\n+TWO\n" in diff and "+++ b/new/b.txt" in diff
     assert git(repo, "status", "--porcelain") == ""  # the user's checkout is untouched
 
 
 def _branch_with_change(linked: Repository, tmp_path: Path, content: str, name: str = "autocoder/t") -> str:
     worktree = tmp_path / "worktrees" / name.replace("/", "-")
-    services.worktree_create(repository=linked, branch=name, path=worktree)
+    worktree_create(repository=linked, branch=name, path=worktree)
     (worktree / "a.txt").write_text(content)
-    services.worktree_commit(repository=linked, worktree=worktree, message="Ours\n")
+    worktree_commit(repository=linked, worktree=worktree, message="Ours\n")
     return name
 
 
@@ -185,7 +193,7 @@ def test_merge_commit_into_a_clean_checkout_updates_its_files(linked: Repository
     git(repo, "add", "c.txt")
     git(repo, "commit", "-qm", "Theirs, elsewhere")
 
-    result = services.branch_merge(repository=linked, branch=branch)
+    result = branch_merge(repository=linked, branch=branch)
 
     assert result.merged and result.conflicts == []
     assert git(repo, "rev-parse", "main") == result.commit
@@ -193,9 +201,9 @@ def test_merge_commit_into_a_clean_checkout_updates_its_files(linked: Repository
     assert (repo / "a.txt").read_text() == "one\nTWO\nthree\n"
     assert git(repo, "status", "--porcelain") == ""
     # Merged branches may go; approving again is harmless.
-    assert services.branch_merge(repository=linked, branch=branch).merged
-    services.worktree_remove(repository=linked, path=tmp_path / "worktrees" / "autocoder-t")
-    services.branch_delete(repository=linked, branch=branch)
+    assert branch_merge(repository=linked, branch=branch).merged
+    worktree_remove(repository=linked, path=tmp_path / "worktrees" / "autocoder-t")
+    branch_delete(repository=linked, branch=branch)
     assert not git(repo, "branch", "--list", branch)
 
 
@@ -203,7 +211,7 @@ def test_fast_forward_only(linked: Repository, repo: Path, tmp_path: Path) -> No
     linked.merge_strategy = MergeStrategy.FF_ONLY
     branch = _branch_with_change(linked, tmp_path, "one\nTWO\nthree\n")
     tip = git(repo, "rev-parse", branch)
-    result = services.branch_merge(repository=linked, branch=branch)
+    result = branch_merge(repository=linked, branch=branch)
     assert result.merged and git(repo, "rev-parse", "main") == tip
 
 
@@ -214,7 +222,7 @@ def test_fast_forward_only_refuses_when_the_base_moved(linked: Repository, repo:
     git(repo, "add", "c.txt")
     git(repo, "commit", "-qm", "Theirs")
     before = git(repo, "rev-parse", "main")
-    result = services.branch_merge(repository=linked, branch=branch)
+    result = branch_merge(repository=linked, branch=branch)
     assert not result.merged and "fast-forward" in result.message
     assert git(repo, "rev-parse", "main") == before
 
@@ -225,7 +233,7 @@ def test_a_conflict_changes_nothing_and_lists_the_files(linked: Repository, repo
     git(repo, "commit", "-qam", "Theirs")
     before, tip = git(repo, "rev-parse", "main"), git(repo, "rev-parse", branch)
 
-    result = services.branch_merge(repository=linked, branch=branch)
+    result = branch_merge(repository=linked, branch=branch)
 
     assert not result.merged and result.conflicts == ["a.txt"]
     assert git(repo, "rev-parse", "main") == before and git(repo, "rev-parse", branch) == tip
@@ -239,7 +247,7 @@ def test_a_dirty_checkout_refuses_the_merge_and_keeps_the_users_work(
     branch = _branch_with_change(linked, tmp_path, "one\nTWO\nthree\n")
     (repo / "a.txt").write_text("my unsaved work\n")
     before = git(repo, "rev-parse", "main")
-    result = services.branch_merge(repository=linked, branch=branch)
+    result = branch_merge(repository=linked, branch=branch)
     assert not result.merged and "uncommitted changes" in result.message
     assert (repo / "a.txt").read_text() == "my unsaved work\n"
     assert git(repo, "rev-parse", "main") == before
@@ -247,7 +255,7 @@ def test_a_dirty_checkout_refuses_the_merge_and_keeps_the_users_work(
 
 def test_the_patch_applies_with_git_am_on_a_fresh_clone(linked: Repository, repo: Path, tmp_path: Path) -> None:
     branch = _branch_with_change(linked, tmp_path, "one\nTWO\nthree\n")
-    patch = services.branch_format_patch(repository=linked, base="main", branch=branch)
+    patch = branch_format_patch(repository=linked, base="main", branch=branch)
     assert patch.startswith("From ") and "Subject: [PATCH] Ours" in patch
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "--quiet", str(repo), str(clone))
@@ -260,11 +268,11 @@ def test_the_patch_applies_with_git_am_on_a_fresh_clone(linked: Repository, repo
 
 def test_an_unmerged_branch_is_deleted_only_when_forced(linked: Repository, repo: Path, tmp_path: Path) -> None:
     branch = _branch_with_change(linked, tmp_path, "one\nTWO\nthree\n")
-    services.worktree_remove(repository=linked, path=tmp_path / "worktrees" / branch.replace("/", "-"))
+    worktree_remove(repository=linked, path=tmp_path / "worktrees" / branch.replace("/", "-"))
     with pytest.raises(GitError):
-        services.branch_delete(repository=linked, branch=branch)
+        branch_delete(repository=linked, branch=branch)
     assert git(repo, "branch", "--list", branch)
-    services.branch_delete(repository=linked, branch=branch, force=True)
+    branch_delete(repository=linked, branch=branch, force=True)
     assert not git(repo, "branch", "--list", branch)
 
 
@@ -283,7 +291,7 @@ def test_worktrees_disk_usage_counts_the_repositorys_worktrees_only(
 
     assert repository_worktrees_disk_usage(repository=linked) == 0  # the main tree does not count
     worktree = tmp_path / "worktrees" / "task-1-run-1"
-    services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
+    worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
     used = repository_worktrees_disk_usage(repository=linked)
     assert used > 0
     (worktree / "big.bin").write_bytes(b"x" * 10_000)
@@ -299,7 +307,8 @@ def test_worktrees_of_one_repository_are_added_and_removed_one_process_at_a_time
     (a prune during another add used to delete that add's admin folder)."""
     import threading
 
-    from repos.services import worktree_create, worktree_remove, worktrees_locked
+    from repos.services import worktrees
+    from repos.services.worktrees import worktrees_locked
 
     settings.REPOS_ROOT = str(tmp_path / "repos")
     settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
@@ -307,7 +316,7 @@ def test_worktrees_of_one_repository_are_added_and_removed_one_process_at_a_time
     repository = Repository(path=str(repo), base_branch="main")
     # Threads have database connections of their own, which do not see this test's rows:
     # the folder's ownership is checked elsewhere (test_ownership.py).
-    monkeypatch.setattr(services, "repository_folder_check", lambda **_: None)
+    monkeypatch.setattr(worktrees, "repository_folder_check", lambda **_: None)
     errors: list[BaseException] = []
 
     def start(n: int) -> None:

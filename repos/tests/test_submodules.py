@@ -10,7 +10,8 @@ import pytest
 
 from repos import submodules
 from repos.models import Repository
-from repos.services import repository_link, worktree_create
+from repos.services.linking import repository_link
+from repos.services.worktrees import worktree_create
 from repos.submodules import LFS_WITHOUT_GIT_LFS, submodule_url_resolve
 from repos.tests.test_services import git, make_repo
 
@@ -228,24 +229,24 @@ def test_a_submodule_name_that_could_end_a_config_key_is_not_fetched(
 def test_an_attempt_that_died_before_the_submodules_gets_them_when_redone(
     project, root: Path, library: Path, monkeypatch
 ) -> None:
-    from repos import services
+    from repos.services import worktrees
 
     app = make_repo(root / "app")
     add_submodule(app, str(library), "vendor/library")
     linked = repository_link(project=project, path="app")
     worktree = root.parent / "worktrees" / "task-1-run-1"
     worktree.parent.mkdir(parents=True, exist_ok=True)
-    real = services._worktree_complete
+    real = worktrees._worktree_complete
 
     def dies(*args: object) -> None:
         raise SystemExit("the worker died")
 
-    monkeypatch.setattr(services, "_worktree_complete", dies)
+    monkeypatch.setattr(worktrees, "_worktree_complete", dies)
     with pytest.raises(SystemExit):
         worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
     assert list((worktree / "vendor" / "library").iterdir()) == []
 
-    monkeypatch.setattr(services, "_worktree_complete", real)
+    monkeypatch.setattr(worktrees, "_worktree_complete", real)
     worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=worktree)
     assert (worktree / "vendor" / "library" / "lib.py").read_text() == "VERSION = 1\n"
 
@@ -253,7 +254,7 @@ def test_an_attempt_that_died_before_the_submodules_gets_them_when_redone(
 def test_a_finished_clone_says_what_the_server_cannot_provide(
     project, root: Path, lfs_repo: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    from repos.services import repository_clone, repository_clone_execute
+    from repos.services.linking import repository_clone, repository_clone_execute
 
     monkeypatch.setattr(submodules, "git_lfs_installed", lambda: False)
     outside = make_repo(tmp_path / "elsewhere" / "lib")

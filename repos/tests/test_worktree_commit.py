@@ -1,4 +1,4 @@
-"""The commit rule at the git level (repos/services.py ``worktree_pending``,
+"""The commit rule at the git level (repos/services/commits.py ``worktree_pending``,
 ``worktree_commit``): tracked changes and the Coder's new files are committed, exactly
 — by literal paths, whatever characters they hold — and every other new path is listed
 as left out, cheaply (folders collapsed, ignored files not looked at)."""
@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from repos import services
 from repos.models import Repository
+from repos.services.commits import LEFT_OUT_MAX_ENTRIES, worktree_commit, worktree_pending
+from repos.services.linking import repository_link
+from repos.services.worktrees import worktree_create
 from repos.tests.test_services import git, make_repo
 
 pytestmark = pytest.mark.django_db
@@ -25,14 +27,14 @@ def repo(tmp_path: Path, settings) -> Path:
 
 @pytest.fixture
 def linked(project, repo: Path) -> Repository:
-    return services.repository_link(project=project, path="app")
+    return repository_link(project=project, path="app")
 
 
 @pytest.fixture
 def worktree(linked: Repository, tmp_path: Path) -> Path:
     path = tmp_path / "worktrees" / "task-1-run-1"
     path.parent.mkdir(parents=True, exist_ok=True)
-    services.worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=path)
+    worktree_create(repository=linked, branch="autocoder/task-1-run-1", path=path)
     return path
 
 
@@ -48,8 +50,8 @@ def test_paths_are_taken_literally(linked: Repository, repo: Path, worktree: Pat
     (worktree / ":(glob)x").write_text("the Coder's, named like pathspec magic\n")
     written = {"docs/a *b.md", ":(glob)x"}
 
-    pending = services.worktree_pending(repository=linked, worktree=worktree, written=written)
-    services.worktree_commit(repository=linked, worktree=worktree, message="Odd names\n", pending=pending)
+    pending = worktree_pending(repository=linked, worktree=worktree, written=written)
+    worktree_commit(repository=linked, worktree=worktree, message="Odd names\n", pending=pending)
 
     assert committed(repo, base) == [":(glob)x", "docs/a *b.md"]
     assert pending.left_out == [{"path": "docs/", "files": 1}]
@@ -65,8 +67,8 @@ def test_a_tracked_file_replaced_by_a_folder_commits_the_deletion_only(
     (worktree / "a.txt").mkdir()
     (worktree / "a.txt" / "made-by-a-test").write_text("x\n")
 
-    pending = services.worktree_pending(repository=linked, worktree=worktree, written=set())
-    services.worktree_commit(repository=linked, worktree=worktree, message="Gone\n", pending=pending)
+    pending = worktree_pending(repository=linked, worktree=worktree, written=set())
+    worktree_commit(repository=linked, worktree=worktree, message="Gone\n", pending=pending)
 
     assert pending.changes == [{"action": "delete", "file_path": "a.txt"}]
     assert committed(repo, base) == ["a.txt"]
@@ -83,16 +85,16 @@ def test_ignored_files_are_not_listed_and_a_long_list_is_cut(
     (repo / ".git" / "info" / "exclude").write_text(".venv/\n")
     (worktree / ".venv" / "lib").mkdir(parents=True)
     (worktree / ".venv" / "lib" / "site.py").write_text("")
-    for number in range(services.LEFT_OUT_MAX_ENTRIES + 5):
+    for number in range(LEFT_OUT_MAX_ENTRIES + 5):
         (worktree / f"out-{number:03}.log").write_text("")
 
-    pending = services.worktree_pending(repository=linked, worktree=worktree, written=set())
+    pending = worktree_pending(repository=linked, worktree=worktree, written=set())
 
     assert not any(entry["path"].startswith(".venv") for entry in pending.left_out)
-    assert len(pending.left_out) == services.LEFT_OUT_MAX_ENTRIES + 1
+    assert len(pending.left_out) == LEFT_OUT_MAX_ENTRIES + 1
     assert pending.left_out[-1] == {"path": "", "more": 5}
     assert pending.changes == []
-    assert services.worktree_commit(repository=linked, worktree=worktree, message="x\n", pending=pending) is None
+    assert worktree_commit(repository=linked, worktree=worktree, message="x\n", pending=pending) is None
 
 
 def test_a_nested_repository_is_left_out_as_one_entry(linked: Repository, repo: Path, worktree: Path) -> None:
@@ -100,8 +102,8 @@ def test_a_nested_repository_is_left_out_as_one_entry(linked: Repository, repo: 
     make_repo(worktree / "fixtures" / "sample", {"f.txt": "nested\n"})
     (worktree / "a.txt").write_text("edited\n")
 
-    pending = services.worktree_pending(repository=linked, worktree=worktree, written={"a.txt"})
-    services.worktree_commit(repository=linked, worktree=worktree, message="Edit\n", pending=pending)
+    pending = worktree_pending(repository=linked, worktree=worktree, written={"a.txt"})
+    worktree_commit(repository=linked, worktree=worktree, message="Edit\n", pending=pending)
 
     assert committed(repo, base) == ["a.txt"]
     # One line for the folder; its repository's own git dir is not counted as files.
