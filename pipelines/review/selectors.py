@@ -3,29 +3,80 @@ leaves on the diff (pending until a request for changes sends them to the Coder)
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import QuerySet
 
 from core.selectors import one_or_not_found
 from pipelines.models import PipelineRun, RunLineComment, RunStatus, RunTransition
 from pipelines.review.diff import ChangeSetDiff, diff_changes, diff_file_versions
 
+logger = logging.getLogger(__name__)
+
 LINE_COMMENT_NOT_FOUND = "Line comment not found."
+# A diff made from the branch is kept in the cache per commit (run_diff): the panel's
+# refreshes and the line comments' checks read it again without git or Pygments.
+RUN_DIFF_KEPT_SECONDS = 24 * 60 * 60
+# Raised whenever what a kept diff holds changes (pipelines.review.diff's classes, how
+# they are made, what branch_changed_files reads): diffs kept before are then not read.
+RUN_DIFF_KEPT_VERSION = 1
 # The Coder's lesson from a request for changes reads this many comments besides it.
 LESSON_LINE_COMMENTS_MAX = 5
 
 
 def run_diff(*, run: PipelineRun) -> ChangeSetDiff:
-    """The run's changes: the real diff of its branch against where the branch started
-    on a linked repository; otherwise the Coder's files against nothing (new files)."""
+    """The run's changes: the real diff of its branch, at its head commit, against where
+    the branch started; otherwise (no branch, or it was discarded) the Coder's files
+    against nothing (new files).
+
+    The branch's diff is made once per head commit and kept in the cache: a commit's
+    diff never changes, a new round of changes is a new head commit (so a new key), and
+    a diff no longer kept (evicted, expired, another process's locmem) is made again."""
     from pipelines.runs.workspace import workspace_changed_files
 
     if run.branch:
-        files = workspace_changed_files(run)
+        key = _kept_diff_key(run)
+        kept = _kept_diff(key) if key else None
+        if kept is not None:
+            return kept
+        files = workspace_changed_files(run, at=run.head_commit)
         if files is not None:
-            return diff_file_versions(files)
+            diff = diff_file_versions(files)
+            if key:
+                _keep_diff(key, diff)
+            return diff
     return diff_changes(run.file_changes)
+
+
+def _kept_diff_key(run: PipelineRun) -> str:
+    """Where the diff of the run's branch at its head commit is kept ('' when it is not:
+    no head commit recorded, the branch discarded, no repository)."""
+    from pipelines.runs.workspace import run_repository
+
+    if not run.head_commit or run.branch_discarded_at:
+        return ""
+    repository = run_repository(run)
+    if repository is None:
+        return ""
+    return f"pipelines:run-diff:{RUN_DIFF_KEPT_VERSION}:{run.pk}:{repository.pk}:{run.base_commit}:{run.head_commit}"
+
+
+def _kept_diff(key: str) -> ChangeSetDiff | None:
+    try:
+        kept = cache.get(key)
+    except Exception:  # The cache only saves work (Redis down, an entry that no longer loads).
+        logger.warning("The kept diff %s could not be read; making it again.", key, exc_info=True)
+        return None
+    return kept if isinstance(kept, ChangeSetDiff) else None
+
+
+def _keep_diff(key: str, diff: ChangeSetDiff) -> None:
+    try:
+        cache.set(key, diff, RUN_DIFF_KEPT_SECONDS)
+    except Exception:  # The cache only saves work: the diff is made again next time.
+        logger.warning("The diff %s could not be kept.", key, exc_info=True)
 
 
 def run_patch(*, run: PipelineRun) -> str:

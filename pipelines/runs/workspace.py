@@ -204,14 +204,15 @@ def workspace_diff_text(run: PipelineRun) -> str:
     return branch_diff(repository=repository, base=run.base_commit, head=run.branch)
 
 
-def workspace_changed_files(run: PipelineRun) -> list[dict[str, Any]] | None:
-    """What the run's branch changed, file by file (None without a branch)."""
+def workspace_changed_files(run: PipelineRun, *, at: str = "") -> list[dict[str, Any]] | None:
+    """What the run's branch changed, file by file, at its commit ``at`` (default: the
+    branch's tip); None without a branch."""
     from repos.services import branch_changed_files
 
     repository = run_repository(run)
     if repository is None or not run.branch or run.branch_discarded_at:
         return None
-    return branch_changed_files(repository=repository, base=run.base_commit, head=run.branch)
+    return branch_changed_files(repository=repository, base=run.base_commit, head=at or run.branch)
 
 
 def workspace_remove(run: PipelineRun, *, discard_branch: bool = False) -> None:

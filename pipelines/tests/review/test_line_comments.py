@@ -20,35 +20,14 @@ from pipelines.review.services import (
     line_comment_create,
     run_request_changes,
 )
-from pipelines.runs.services import StaleRun, run_cancel, run_start
-from pipelines.tests.repositories import CALC_FILES
+from pipelines.runs.services import StaleRun, run_cancel
 from tests.fake_anthropic import ToolReply, coder_replaces
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
-PLAN = {"subtasks": [{"id": "s1", "title": "Name line 15", "description": "Spell it out", "order": 1}]}
 PASS = {"pass": True, "findings": []}
-# Twenty lines: a change on line 15 shows lines 12–18 (three lines of context each side).
-LONG = "".join(f"line_{n} = {n}\n" for n in range(1, 21))
 COMMENT = "Use an Enum here, not a bare string"
-
-
-@pytest.fixture
-def repo_files() -> dict[str, str | bytes]:
-    return {**CALC_FILES, "app/long.py": LONG}
-
-
-@pytest.fixture
-def awaiting_run(fake_llm, linked, task, owner) -> PipelineRun:
-    fake_llm.script(
-        ToolReply(input=PLAN),
-        *coder_replaces("app/long.py", "line_15 = 15\n", "line_15 = 'fifteen'\n"),
-        ToolReply(input=PASS),
-    )
-    run = drive_in_process(run_start(task=task, user=owner))
-    assert run.status == RunStatus.AWAITING_APPROVAL
-    return run
 
 
 def _comments_url(run: PipelineRun) -> str:
