@@ -276,6 +276,11 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
     diff = (
         run_diff(run=run) if run and (run.file_changes or (run.branch and run.head_commit != run.base_commit)) else None
     )
+    # A run whose Coder changed nothing is told apart: there is no diff to read, no pull
+    # request to open, and approving it merges nothing.
+    changed_nothing = bool(
+        run and run.status in (RunStatus.AWAITING_APPROVAL, RunStatus.APPROVED) and not (diff and diff.files)
+    )
     totals = run_totals_for_task(task=task) if run and run.number > 1 else None
     reviews = _reviews(run.review_history) if run and isinstance(run.review_history, list) else []
     line_comments = list(line_comments_for_run(run=run)) if run else []
@@ -313,8 +318,10 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "with_tests": with_tests,
         "repository": repository,
         "pull_request": PullRequest.objects.filter(run=run).first() if run else None,
+        "changed_nothing": changed_nothing,
         "can_open_pull_request": bool(
-            run
+            not changed_nothing
+            and run
             and run.status == RunStatus.AWAITING_APPROVAL
             and run.branch
             and repository

@@ -45,6 +45,9 @@ LINE_COMMENT_ADDED = "Comment added to {path}, {lines}. It goes to the Coder wit
 LINE_COMMENT_SAVED = "Comment saved."
 LINE_COMMENT_DELETED = "Comment deleted."
 RUN_APPROVED = "Approved. The task moved to Done."
+RUN_APPROVED_NOTHING_MERGED = (
+    "Approved. The run changed nothing, so nothing was merged into {base}. The task moved to Done."
+)
 RUN_APPROVED_MERGED = "Approved and merged into {base} ({commit}). The task moved to Done."
 BRANCH_DISCARDED = "Branch {branch} deleted."
 
@@ -210,6 +213,8 @@ def run_approve(request: HttpRequest, run_id: int) -> HttpResponse:
     def approve() -> str:
         approved = review_services.run_approve(run=run, actor=request_user(request))
         merge = approved.merge_result or {}
+        if merge.get("already_in_base"):
+            return RUN_APPROVED_NOTHING_MERGED.format(base=merge.get("base_branch") or "the base branch")
         if merge.get("merged"):
             return RUN_APPROVED_MERGED.format(
                 base=merge.get("base_branch") or "the base branch", commit=merge["commit"][:10]

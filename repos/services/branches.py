@@ -121,6 +121,8 @@ class MergeResult:
     commit: str = ""
     conflicts: list[str] = field(default_factory=list)
     message: str = ""
+    # The branch was already in the base: nothing merged, ``commit`` the base's head.
+    already_in_base: bool = False
 
 
 def _checked_out_in_main_tree(repo: Path, base: str) -> bool:
@@ -143,7 +145,7 @@ def branch_merge(*, repository: Repository, branch: str) -> MergeResult:
     old = git_output(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], cwd=repo, access=reading)
     tip = git_output(["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"], cwd=repo, access=reading)
     if git_succeeds(["merge-base", "--is-ancestor", tip, old], cwd=repo, access=reading):
-        return MergeResult(True, old, [], f"{branch} is already in {base}.")
+        return MergeResult(True, old, [], f"{branch} is already in {base}.", already_in_base=True)
     checked_out = _checked_out_in_main_tree(repo, base)
     if checked_out and git_output(
         ["status", "--porcelain", "--untracked-files=no"], cwd=repo, access=folder_read_access(repo)

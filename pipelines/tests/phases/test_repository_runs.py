@@ -587,3 +587,26 @@ def test_a_secret_the_test_command_prints_is_stored_nowhere_and_sent_to_no_model
     out = io.StringIO()
     call_command("dumpdata", stdout=out)
     assert RUN_SECRET not in out.getvalue()
+
+
+def test_a_run_that_changed_nothing_says_so_and_approving_it_merges_nothing(
+    fake_llm, linked, repo_root, task, owner, client
+) -> None:
+    from django.urls import reverse
+
+    fake_llm.script(
+        ToolReply(input=PLAN), VIEW_CALC, TextReply("Nothing to change: add already adds."), ToolReply(input=PASS)
+    )
+    run = drive_in_process(run_start(task=task, user=owner))
+    assert run.status == RunStatus.AWAITING_APPROVAL and run.head_commit == run.base_commit
+    base_before = git(repo_root, "rev-parse", "main")
+    client.force_login(owner)
+    page = client.get(reverse("tasks:detail", args=[task.pk])).content.decode()
+    assert 'data-testid="changed-nothing"' in page and "Read the diff below" not in page
+
+    response = client.post(reverse("pipelines:approve", args=[run.pk]), follow=True)
+    text = response.content.decode()
+    assert "The run changed nothing, so nothing was merged into main." in text
+    assert "Nothing was merged: the run's branch adds nothing to main." in text
+    assert "Merged into" not in text  # an earlier merge commit named as this run's
+    assert git(repo_root, "rev-parse", "main") == base_before

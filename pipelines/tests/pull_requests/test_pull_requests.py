@@ -116,6 +116,12 @@ def test_open_then_merged_on_the_forge_moves_the_task_to_done(
     task.refresh_from_db()
     assert run.status == RunStatus.APPROVED and task.status == "done"
     assert run.merge_result["via"] == "pull_request" and PullRequest.objects.get().state == "merged"
+    # The task page says where it was merged (it said "as ." with no commit).
+    client.force_login(owner)
+    page = client.get(f"/tasks/{task.pk}").content.decode()
+    assert "Merged on the forge" in page and forge.html_url(kind, "team/calc", 1) in page
+    assert "as <code></code>" not in page
+    client.logout()
     # The same delivery again changes nothing.
     replay = client.post(hook, delivery, content_type="application/json", **http_headers(headers))
     assert replay.status_code == 200 and replay.json()["outcome"] == "replayed"
