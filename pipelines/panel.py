@@ -22,7 +22,7 @@ from pipelines.models import (
 )
 from pipelines.review.selectors import line_comments_for_run, run_diff
 from pipelines.review.services import LINE_COMMENT_BODY_MAX_LENGTH
-from pipelines.runs.places import queue_place_label, run_queue_position
+from pipelines.runs.places import queue_place_label, run_queue_position, runs_waiting
 from pipelines.runs.selectors import (
     LOG_AGENTS,
     run_allowed_actions,
@@ -158,6 +158,9 @@ def _reviews(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         reviews.append(
             {
                 "iteration": iteration,
+                # Counted over the whole run: a request for changes restarts the fix
+                # rounds' count (``iteration``), not the reviews' numbers a person reads.
+                "number": len(reviews) + 1,
                 "pass": bool(entry.get("pass")),
                 "findings": findings,
                 "after_feedback": feedback_round,
@@ -335,6 +338,8 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "queue_place": queue_place_label(run_queue_position(run_id=run.pk))
         if run and run.status == RunStatus.QUEUED
         else "",
+        # Queued over a limit on runs at once (not merely not picked up yet).
+        "waiting_for_place": bool(run and run.status == RunStatus.QUEUED and runs_waiting(run_ids=[run.pk])),
         "subtasks": _subtasks(run),
         "reviews": reviews,
         "can_comment": can_comment,

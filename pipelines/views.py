@@ -29,11 +29,13 @@ from pipelines.pull_requests.services import run_open_pull_request
 from pipelines.review import selectors as review_selectors
 from pipelines.review import services as review_services
 from pipelines.runs import services
+from pipelines.runs.places import runs_waiting
 from pipelines.runs.selectors import run_get_for_user
 from tasks.models import Task
 from tasks.selectors import task_get_for_user
 
 RUN_STARTED = "Run {number} started. The Planner goes first."
+RUN_QUEUED = "Run {number} is queued: it starts when a place to run frees, then the Planner goes first."
 RUN_RESUMED = "Run {number} resumed: {phase} again."
 RUN_RESTARTED = "Run {number} started again from planning."
 RUN_CANCELLED = "Run {number} cancelled."
@@ -102,6 +104,8 @@ def pipeline_start(request: HttpRequest, task_id: int) -> HttpResponse:
 
     def start() -> str:
         run = services.run_start(task=task, user=request_user(request), api_key=form.cleaned_data["api_key"] or None)
+        if run.status == RunStatus.QUEUED and runs_waiting(run_ids=[run.pk]):
+            return RUN_QUEUED.format(number=run.number)
         return RUN_STARTED.format(number=run.number)
 
     return _act(request, task, start)

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
+from django.conf import settings
 
 from .models import INSTRUCTIONS_MAX_LENGTH, LESSON_HALF_LIFE_MAX_HOURS, PROJECT_NAME_MAX_LENGTH, RUNS_AT_ONCE_MAX
 
@@ -63,3 +66,26 @@ class ProjectForm(forms.Form):
         max_value=RUNS_AT_ONCE_MAX,
         help_text="How many of this project's runs may work at once; more wait in line. Empty = server default.",
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # "Empty = default" names the default: the server's settings, read when the page is.
+        defaults = {
+            "llm_model": f"Leave empty for the server's default model ({settings.LLM_MODEL}).",
+            "llm_max_tokens": f"Empty = the server's default, {settings.LLM_MAX_TOKENS:,}.",
+            "token_budget": (
+                "A run pauses before a call could take it past this. "
+                f"Empty = the server's default, {settings.RUN_TOKEN_BUDGET:,} tokens."
+            ),
+            "lesson_half_life_hours": (
+                "How fast a lesson from a review finding fades unless it is used again. "
+                f"Empty = the server's default, {settings.MEMORY_DEFAULT_HALF_LIFE_HOURS:,} hours."
+            ),
+            "runs_at_once": (
+                "How many of this project's runs may work at once; more wait in line. "
+                f"Empty = the server's default, {settings.RUNS_AT_ONCE_PER_PROJECT}."
+            ),
+        }
+        for name, text in defaults.items():
+            if name in self.fields:
+                self.fields[name].help_text = text

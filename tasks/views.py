@@ -29,7 +29,7 @@ from .selectors import BOARD_COLUMN_CAP, BoardColumn, task_board, task_board_col
 # What an empty column says, in board order.
 EMPTY_HINTS: dict[str, str] = {
     TaskStatus.BACKLOG: "Nothing in the backlog. Add a task below to get started.",
-    TaskStatus.SPEC: "Drag a task here to have it planned.",
+    TaskStatus.SPEC: "Tasks being planned show up here: start a task's pipeline from its page.",
     TaskStatus.BUILDING: "Tasks being coded show up here.",
     TaskStatus.REVIEW: "Finished work waits here for your review.",
     TaskStatus.DONE: "Approved tasks land here.",
@@ -197,6 +197,8 @@ def task_card(request: HttpRequest, task_id: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def task_detail(request: HttpRequest, task_id: int) -> HttpResponse:
     task = task_get_for_user(user=request_user(request), task_id=task_id)
+    # The header names the open task's project, and Board leads back to it.
+    set_current_project(request, task.project)
     if request.method == "GET":
         return render(request, "tasks/detail.html", _detail_context(task, form=_edit_form(task)))
 

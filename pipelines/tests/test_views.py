@@ -561,3 +561,25 @@ def test_a_paused_run_opens_the_pane_it_stopped_in(owner_client, task: Task, wor
     assert planner
     assert planner.group(1) is None
     assert planner.group(2) == "done"
+
+
+def test_a_run_over_the_limit_says_it_is_queued_and_waits_for_a_place(
+    owner_client, owner: User, project: Project, task: Task, queued: list[int], settings
+) -> None:
+    from pipelines.views import RUN_QUEUED
+
+    settings.RUNS_AT_ONCE_PER_USER = 1
+    working = run_start(task=TaskFactory(project=project, title="Working"), user=owner)
+    run_transition(run=working, to_status=RunStatus.PLANNING)
+
+    owner_client.post(reverse("pipelines:start", args=[task.pk]))
+
+    html = page(owner_client, task)
+    assert RUN_QUEUED.format(number=1) in html and RUN_STARTED.format(number=1) not in html
+    assert "waiting for a place to run" in html and "waiting for a worker" not in html
+
+
+def test_a_run_free_to_start_says_it_started(owner_client, task: Task, queued: list[int]) -> None:
+    owner_client.post(reverse("pipelines:start", args=[task.pk]))
+    html = page(owner_client, task)
+    assert RUN_STARTED.format(number=1) in html and "waiting for a place" not in html

@@ -342,3 +342,13 @@ def test_board_for_a_user_without_projects_offers_to_create_one(client, owner: U
     assert "You have no projects yet" in response.content.decode()
     assert reverse("projects:create") in response.content.decode()
     assert client.get(reverse("tasks:create")).status_code == 302
+
+
+def test_the_settings_page_names_each_default_it_falls_back_to(client, owner: User, project: Project, settings) -> None:
+    settings.LLM_MAX_TOKENS, settings.RUN_TOKEN_BUDGET, settings.RUNS_AT_ONCE_PER_PROJECT = 4096, 250_000, 3
+    client.force_login(owner)
+    html = client.get(edit_url(project)).content.decode()
+    assert "Empty = the server&#x27;s default, 4,096." in html or "Empty = the server's default, 4,096." in html
+    assert "default, 250,000 tokens." in html
+    assert "default, 3." in html
+    assert f"({settings.LLM_MODEL})" in html

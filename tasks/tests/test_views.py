@@ -538,3 +538,17 @@ def test_show_more_with_a_bad_column_or_offset(owner_client, project: Project, p
     else:  # a bad offset starts at the top
         assert response.status_code == 200
         assert len(_cards(response.content.decode())) == 3
+
+
+def test_the_header_names_the_open_tasks_project_not_the_last_boards(client, owner: User, project: Project) -> None:
+    elsewhere = ProjectFactory(owner=owner, name="Elsewhere")
+    task = TaskFactory(project=elsewhere, title="A task elsewhere")
+    client.force_login(owner)
+    client.get(f"{BOARD}?project={project.pk}")  # the board of the first project, last seen
+
+    page = client.get(reverse("tasks:detail", args=[task.pk])).content.decode()
+
+    switcher = re.search(r'class="switcher-name">([^<]*)<', page)
+    assert switcher is not None and switcher.group(1) == "Elsewhere"
+    # And Board now leads back to the task's project.
+    assert column_titles(client.get(BOARD), "backlog") == ["A task elsewhere"]

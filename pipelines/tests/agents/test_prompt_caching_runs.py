@@ -155,4 +155,4 @@ def test_the_run_panel_shows_the_cached_part_of_the_input(client, owner, task) -
     )
     html = client.get(reverse("tasks:detail", args=[task.pk])).content.decode()
     assert "32,100" in html
-    assert "(30,000 from cache, 2,000 cached)" in html
+    assert "(30,000 read from the prompt cache, 2,000 written to it)" in html
