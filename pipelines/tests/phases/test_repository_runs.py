@@ -610,3 +610,18 @@ def test_a_run_that_changed_nothing_says_so_and_approving_it_merges_nothing(
     assert "Nothing was merged: the run's branch adds nothing to main." in text
     assert "Merged into" not in text  # an earlier merge commit named as this run's
     assert git(repo_root, "rev-parse", "main") == base_before
+
+
+def test_the_live_log_shows_each_tool_call_once_and_more_than_the_first_line_of_its_result(
+    fake_llm, linked, repo_root, task, owner
+) -> None:
+    fake_llm.script(ToolReply(input=PLAN), VIEW_CALC, FIX_CALC, DONE, ToolReply(input=PASS))
+    run = drive_in_process(run_start(task=task, user=owner))
+    log = log_text(run, "coder")
+    # Once, as the → line: the raw input was streamed into the log before it.
+    assert log.count("\"old_str\"") == 1
+    # The edit's result shows the changed region, not only its first line.
+    edited = log.split('"old_str"', 1)[1]
+    assert "return a + b" in edited.split("→", 1)[0]
+    # The Planner's answer still streams: it is what the Planner is writing.
+    assert "Fix add" in log_text(run, "planner")
