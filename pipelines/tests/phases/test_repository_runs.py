@@ -619,7 +619,7 @@ def test_the_live_log_shows_each_tool_call_once_and_more_than_the_first_line_of_
     run = drive_in_process(run_start(task=task, user=owner))
     log = log_text(run, "coder")
     # Once, as the → line: the raw input was streamed into the log before it.
-    assert log.count("\"old_str\"") == 1
+    assert log.count('"old_str"') == 1
     # The edit's result shows the changed region, not only its first line.
     edited = log.split('"old_str"', 1)[1]
     assert "return a + b" in edited.split("→", 1)[0]
