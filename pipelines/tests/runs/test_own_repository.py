@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.models import PipelineRun, RunStatus
-from pipelines.phases.driver import run_advance
+from pipelines.models import RunStatus
 from pipelines.review.services import run_approve
 from pipelines.runs.services import run_start
 from pipelines.tests.repositories import git, git_commit
@@ -95,20 +94,3 @@ def test_an_own_folder_that_is_not_a_repository_pauses_the_run_saying_why(fake_l
     assert run.error.startswith(f"The project's own repository (users/{owner.pk}/project-{project.pk}) is not usable")
     assert not Repository.objects.filter(project=project).exists()
     assert len(fake_llm.requests) == 0, "nothing was bought"
-
-
-def test_a_run_from_before_worktrees_carries_its_changes_onto_its_branch(fake_llm, project, owner) -> None:
-    # A run whose Coder answered with whole files, before every run had a worktree,
-    # caught in review by the upgrade.
-    run = run_start(task=TaskFactory(project=project, title="Add x"), user=owner)
-    legacy = [{"file_path": "app/x.py", "content": "x = 1\n", "action": "create"}]
-    PipelineRun.objects.filter(pk=run.pk).update(status=RunStatus.REVIEWING, plan=PLAN["subtasks"], file_changes=legacy)
-    fake_llm.script(ToolReply(input=PASS))
-    run_advance(run_id=run.pk)
-    run.refresh_from_db()
-
-    assert run.status == RunStatus.AWAITING_APPROVAL
-    root = Path(Repository.objects.get(project=project).path)
-    assert git(root, "show", f"{run.branch}:app/x.py") == "x = 1"
-    assert run.head_commit == git(root, "rev-parse", run.branch) != run.base_commit
-    assert "+x = 1" in fake_llm.requests[0].prompt_text  # the Reviewer saw the carried change
