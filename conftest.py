@@ -66,6 +66,16 @@ def _drop_test_queue() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _threads_leave_no_connection_open() -> Iterator[None]:
+    """A net under tests.threads.DatabaseThread: what a test's finished threads left open
+    is closed before the next test (tests/threads.py says why it matters)."""
+    from tests.threads import connections_of_finished_threads_closed
+
+    with connections_of_finished_threads_closed():
+        yield
+
+
+@pytest.fixture(autouse=True)
 def _worker_not_stopping() -> None:
     # An embedded worker stopped by an earlier test leaves the process-wide flag set,
     # which would make phases and chat answers run in-process give up at once.
