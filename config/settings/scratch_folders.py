@@ -39,7 +39,16 @@ def process_started(pid: int) -> str | None:
     try:
         line = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:
-        return None
+        if Path("/proc/self/stat").exists():
+            return None
+        # No /proc (macOS): that some process has the id is all there is to know.
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "running"
     except OSError:
         return "unknown"
     # Field 22 of the line; the command name (field 2) may hold spaces and parentheses.
