@@ -5,12 +5,13 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run up-prod prod-env demo test pytest lint typecheck migrate superuser worker beat clean help bench
+.PHONY: run up-prod prod-env demo test test-fast pytest lint typecheck migrate superuser worker beat clean help bench
 
 help:
 	@echo "make run    - install, migrate and serve http://$(HOST):$(PORT) (SQLite, in-process worker)"
 	@echo "make test   - install and run lint, type checks and the whole test suite"
 	@echo "make pytest - the test suite only (PYTEST_ARGS=... passes options)"
+	@echo "make test-fast - the tests that start no process, server or browser, on xdist workers"
 	@echo "make up-prod - production topology without Docker: daphne, celery worker and beat, restarted if they exit (needs DATABASE_URL, REDIS_URL)"
 	@echo "make worker / make beat - production processes (need REDIS_URL)"
 
@@ -68,6 +69,13 @@ pytest: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# The inner loop: everything but the tests marked slow (they start real processes,
+# servers or browsers: pyproject.toml), spread over the cores. `make test` stays the
+# whole suite, and CI runs that.
+PYTEST_WORKERS ?= auto
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -m "not slow" -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 superuser: $(VENV)/.installed-run
 	$(BIN)/python manage.py createsuperuser

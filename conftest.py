@@ -20,27 +20,17 @@ from tests.paths import searchable_by_sandbox
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Temporary folders under a base of the session's own, searchable by the sandbox's
-    accounts (0711), instead of pytest's /tmp/pytest-of-<user>: every pytest session
+    """Temporary folders in this process's scratch folder (config/settings/scratch_folders.py:
+    searchable by the sandbox's accounts, removed at exit, or by the next test process if
+    this one is killed) instead of pytest's /tmp/pytest-of-<user>: every pytest session
     that starts makes that one private again, and a test's git, which runs as another
     account, then could not reach its repositories. xdist's workers put theirs inside
-    the controller's (``popen-gwN``); the controller removes it at the end."""
-    import tempfile
+    the controller's (``popen-gwN``)."""
+    from config.settings.scratch_folders import process_scratch_folder
 
     if config.option.basetemp or hasattr(config, "workerinput"):
         return
-    base = Path(tempfile.mkdtemp(prefix="autocoder-pytest-"))
-    base.chmod(0o711)
-    config.option.basetemp = str(base)
-    config._autocoder_basetemp = base  # type: ignore[attr-defined]
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    import shutil
-
-    base = getattr(config, "_autocoder_basetemp", None)
-    if base is not None:
-        shutil.rmtree(base, ignore_errors=True)
+    config.option.basetemp = str(process_scratch_folder() / "pytest")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -73,6 +63,16 @@ def _drop_test_queue() -> Iterator[None]:
         from tests.workers import delete_queue
 
         delete_queue(settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+@pytest.fixture(autouse=True)
+def _threads_leave_no_connection_open() -> Iterator[None]:
+    """A net under tests.threads.DatabaseThread: what a test's finished threads left open
+    is closed before the next test (tests/threads.py says why it matters)."""
+    from tests.threads import connections_of_finished_threads_closed
+
+    with connections_of_finished_threads_closed():
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,11 @@
 - ``start_embedded_worker`` runs a Celery worker (``memory://`` broker, thread pool) and
   celery beat in daemon threads, and stops them when the server shuts down.
 
-See ../shared/PITFALLS.md, "The embedded (one-process) mode, measured here".
+Why the hand-over, measured on two cores: with it, 6,000 events of 6,000 reached three
+websocket clients in order, p50 about 1.4 ms and p99 about 3 ms. The plain in-memory
+layer lost nothing but delivered only when something else woke daphne's loop (p50 about
+450 ms, p99 950 ms on an idle server), and ``async_to_sync(group_send)`` from a worker
+thread builds an event loop per call (p50 4-6 ms, tasks 35% slower).
 """
 
 from __future__ import annotations

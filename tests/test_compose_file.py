@@ -38,11 +38,13 @@ def compose() -> dict[str, Any]:
     return yaml.safe_load(COMPOSE_FILE.read_text())
 
 
+@pytest.mark.slow
 def test_the_compose_file_follows_the_compose_specification() -> None:
     result = validate(COMPOSE_FILE)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mistake", "replacement"),
     [

@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+# Each check starts Django in a process of its own, as a deployment would.
+pytestmark = pytest.mark.slow
+
 # Every variable the checks read, blank (= unset): the outer environment and a
 # developer's .env do not leak in.
 BLANK = {

@@ -63,6 +63,7 @@ def test_the_units_run_the_procfiles_commands() -> None:
     assert {"HOST=127.0.0.1", "PORT=8000"} <= set(web_environment)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
 def test_systemd_accepts_the_units(tmp_path: Path) -> None:
     # Installed where this checkout is, so that verify finds the programs.

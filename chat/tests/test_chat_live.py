@@ -7,7 +7,6 @@ separate ``celery -A config worker`` process on a queue of its own.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +18,6 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
-from django.db import connection
 from kombu import Queue
 from rest_framework.test import APIClient
 
@@ -32,6 +30,7 @@ from config.celery import app
 from core.workers import shutdown_requested
 from tests.fake_anthropic import RecordedRequest, TextReply
 from tests.sockets import open_socket
+from tests.threads import DatabaseThread
 from tests.workers import embedded_worker, start_celery_worker, wait_until
 
 from .test_chat import last_user_text
@@ -82,15 +81,12 @@ def test_messages_sent_concurrently_are_answered_in_order_one_at_a_time(owner, f
     def post(number: int) -> None:
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
-        try:
-            response = client.post("/api/chat/messages", {"text": f"message {number}"}, format="json")
-            if response.status_code != 202:
-                errors.append(response.content.decode())
-        finally:
-            connection.close()
+        response = client.post("/api/chat/messages", {"text": f"message {number}"}, format="json")
+        if response.status_code != 202:
+            errors.append(response.content.decode())
 
     with topology_worker(fake_llm, tmp_path):
-        threads = [threading.Thread(target=post, args=(n,)) for n in range(10)]
+        threads = [DatabaseThread(target=post, args=(n,)) for n in range(10)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -123,12 +119,9 @@ def test_concurrent_task_invocations_leave_one_holder(owner, fake_llm, monkeypat
     results: list[int] = []
 
     def run() -> None:
-        try:
-            results.append(chat_tasks.chat_answer_queue(message.session_id))
-        finally:
-            connection.close()
+        results.append(chat_tasks.chat_answer_queue(message.session_id))
 
-    threads = [threading.Thread(target=run) for _ in range(5)]
+    threads = [DatabaseThread(target=run) for _ in range(5)]
     for thread in threads:
         thread.start()
     for thread in threads:

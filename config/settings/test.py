@@ -3,11 +3,7 @@ worker (tests start the workers they need)."""
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-any-deployment-0123456789")
 os.environ.setdefault("EMBEDDED_WORKER", "false")
@@ -16,6 +12,11 @@ os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
 
 from .base import *  # noqa: F403
 from .base import CACHES, CELERY_BROKER_URL, DATABASES, STORAGES
+from .scratch_folders import process_scratch_folder
+
+# The SQLite test database, repositories and worktrees of this process, in its own folder
+# (removed at exit, or by the next test process if this one is killed).
+_scratch = process_scratch_folder()
 
 # Hashing cost is tested on its own; everywhere else it would only slow the suite.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -33,9 +34,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # so that runs side by side do not share it (pytest-xdist adds its own suffix).
     # The folder goes at exit: Django deletes the file, but not the -wal and -shm files
     # of connections other threads still hold.
-    _test_dir = Path(tempfile.mkdtemp(prefix="autocoder-test-"))
-    atexit.register(shutil.rmtree, _test_dir, ignore_errors=True)
-    DATABASES["default"]["TEST"] = {"NAME": str(_test_dir / "db.sqlite3")}
+    DATABASES["default"]["TEST"] = {"NAME": str(_scratch / "db.sqlite3")}
 
 if CELERY_BROKER_URL.startswith("redis"):
     # Jobs that tests queue and no worker takes (a run started over the API, say) go to
@@ -43,11 +42,8 @@ if CELERY_BROKER_URL.startswith("redis"):
     # to the default queue a real worker on this Redis would run them from.
     CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE") or f"autocoder-test-{os.getpid()}"
 
-# Repositories and worktrees that tests make go to a folder of this process (tests that
-# link repositories point REPOS_ROOT at their own tmp_path).
-_repos_dir = Path(tempfile.mkdtemp(prefix="autocoder-test-repos-"))
-# Searchable (not listable) by the sandbox's account, which must reach the worktrees.
-_repos_dir.chmod(0o711)
-atexit.register(shutil.rmtree, _repos_dir, ignore_errors=True)
-REPOS_ROOT = str(_repos_dir / "repos")
-WORKTREES_ROOT = str(_repos_dir / "worktrees")
+# Repositories and worktrees that tests make go to the folder of this process (tests that
+# link repositories point REPOS_ROOT at their own tmp_path); the sandbox's account can
+# search its way to them (scratch_folders.py).
+REPOS_ROOT = str(_scratch / "repos")
+WORKTREES_ROOT = str(_scratch / "worktrees")

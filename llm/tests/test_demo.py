@@ -61,6 +61,7 @@ def demo_server(settings) -> Iterator[DemoModelServer]:
         yield server
 
 
+@pytest.mark.slow
 def test_make_demo_serves_the_model_to_the_provider(demo_url: str, settings) -> None:
     settings.ANTHROPIC_BASE_URL = demo_url
     settings.ANTHROPIC_API_KEY = "demo-key-not-secret"
@@ -80,6 +81,7 @@ def test_make_demo_serves_the_model_to_the_provider(demo_url: str, settings) -> 
     assert result.output_tokens > 1
 
 
+@pytest.mark.slow
 def test_the_server_needs_neither_django_nor_the_tests() -> None:
     code = (
         "import sys, llm.demo.__main__\n"

@@ -10,7 +10,6 @@ from typing import Any, cast
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection
 from django.utils import timezone
 
 from core.exceptions import NotFound
@@ -26,6 +25,7 @@ from memory.services.context import (
     context_save,
     context_touch,
 )
+from tests.threads import DatabaseThread
 
 pytestmark = pytest.mark.django_db
 
@@ -133,10 +133,8 @@ def _in_threads(n: int, target: Callable[[], object]) -> list[object]:
             results.append(target())
         except BaseException as exc:
             errors.append(exc)
-        finally:
-            connection.close()
 
-    threads = [threading.Thread(target=run) for _ in range(n)]
+    threads = [DatabaseThread(target=run) for _ in range(n)]
     for thread in threads:
         thread.start()
     for thread in threads:

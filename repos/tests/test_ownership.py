@@ -207,6 +207,7 @@ def test_a_failed_clone_does_not_echo_what_the_host_answered(tmp_path: Path, set
     assert failed.value.message in (CLONE_FAILED, HOST_UNREACHABLE, REPOSITORY_REFUSED)
 
 
+@pytest.mark.slow
 def test_an_allowed_internal_network_clones_over_git(tmp_path: Path, settings) -> None:
     settings.CLONE_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     served = tmp_path / "served"

@@ -8,11 +8,11 @@ import threading
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from tasks.models import Task, TaskStatus
 from tasks.services import task_move
 from tests.factories import ProjectFactory, TaskFactory, UserFactory
+from tests.threads import DatabaseThread
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -40,12 +40,10 @@ def test_cards_crossing_between_columns_never_deadlock() -> None:
                 task_move(task=task, status=back, by_pipeline=True)
         except BaseException as error:  # a deadlock is an OperationalError here
             errors.append(error)
-        finally:
-            connection.close()
 
     threads = [
-        threading.Thread(target=shuttle, args=(backlog[0], TaskStatus.SPEC, TaskStatus.BACKLOG)),
-        threading.Thread(target=shuttle, args=(spec[0], TaskStatus.BACKLOG, TaskStatus.SPEC)),
+        DatabaseThread(target=shuttle, args=(backlog[0], TaskStatus.SPEC, TaskStatus.BACKLOG)),
+        DatabaseThread(target=shuttle, args=(spec[0], TaskStatus.BACKLOG, TaskStatus.SPEC)),
     ]
     for thread in threads:
         thread.start()

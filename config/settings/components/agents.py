@@ -1,0 +1,91 @@
+"""The agents: the model provider, the pipeline's leases and limits, memory and chat."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+from ..env import env_bool, env_float, env_float_list, env_int, env_list, env_str
+from .celery import CELERY_TASK_TIME_LIMIT
+
+# --- Agent pipeline -----------------------------------------------------------------
+
+# "anthropic" (the SDK; any Anthropic-compatible endpoint through ANTHROPIC_BASE_URL)
+# or "claude-cli" (the Claude command-line tool as a subprocess).
+LLM_PROVIDER = env_str("LLM_PROVIDER", "anthropic")
+if LLM_PROVIDER not in {"anthropic", "claude-cli"}:
+    raise ImproperlyConfigured(f"LLM_PROVIDER={LLM_PROVIDER!r} is invalid: expected anthropic or claude-cli.")
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY", "")
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL", "")
+LLM_MODEL = env_str("LLM_MODEL", "claude-sonnet-4-6")
+LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", default=8192, minimum=1)
+LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", default=300, minimum=1)
+# Prompt caching of agent and assistant calls (Anthropic provider): breakpoints on the
+# tools, the system prompt and the conversation so far; cache writes cost 1.25x the
+# input price, reads 0.1x.
+LLM_PROMPT_CACHING = env_bool("LLM_PROMPT_CACHING", default=True)
+# Tokens (input, cached input included, + output) one run may spend before it pauses; 0 = no limit.
+RUN_TOKEN_BUDGET = env_int("RUN_TOKEN_BUDGET", default=400_000)
+# Waits between retries of a failing LLM call before the run pauses (seconds).
+LLM_RETRY_DELAYS = env_float_list("LLM_RETRY_DELAYS", [2.0, 4.0, 8.0])
+LLM_RETRY_AFTER_CAP_SECONDS = 60.0
+# The demo (`make demo`) talks to the scripted fake server; the UI says so.
+LLM_DEMO_MODE = env_bool("LLM_DEMO_MODE", default=False)
+CLAUDE_CLI_PATH = env_str("CLAUDE_CLI_PATH", "claude")
+CLAUDE_CLI_TIMEOUT_SECONDS = env_int("CLAUDE_CLI_TIMEOUT_SECONDS", default=600, minimum=1)
+# Every CLI call runs in the sandbox (llm/providers/claude_cli_sandbox.py; the API only, through
+# a relay): besides /usr and the CLI's own folder it sees only these folders, read-only (e.g. a
+# Node.js outside /usr).
+CLAUDE_CLI_SANDBOX_PATHS = env_list("CLAUDE_CLI_SANDBOX_PATHS", [])
+# A working phase whose worker has not renewed its lease for this long is re-queued.
+# Workers renew every quarter of it, from one thread per process (pipelines/runs/leases.py).
+PIPELINE_LEASE_SECONDS = env_int("PIPELINE_LEASE_SECONDS", default=10, minimum=5)
+# How often the sweeper (a loop in the celery beat process) looks for such phases: a
+# killed worker's phase runs again within about the lease plus this.
+PIPELINE_SWEEP_SECONDS = env_int("PIPELINE_SWEEP_SECONDS", default=2, minimum=1)
+# A phase running longer than this is no longer renewed: its lease runs out, it stops at
+# its next check and the sweeper hands the run on (the thread pool has no time limits).
+PIPELINE_PHASE_TIME_LIMIT = env_int("PIPELINE_PHASE_TIME_LIMIT", default=CELERY_TASK_TIME_LIMIT, minimum=10)
+# Runs at once (in a working phase: planning to fixing) per user and per project (a
+# project may set its own); a run over either limit waits queued, oldest first
+# (pipelines/runs/places.py). Runs awaiting approval or paused do not count.
+RUNS_AT_ONCE_PER_USER = env_int("RUNS_AT_ONCE_PER_USER", default=4, minimum=1)
+RUNS_AT_ONCE_PER_PROJECT = env_int("RUNS_AT_ONCE_PER_PROJECT", default=2, minimum=1)
+# Live token chunks are coalesced: at most one agent-log event per agent this often.
+PIPELINE_LOG_FLUSH_SECONDS = 0.05
+
+# --- Agent memory -------------------------------------------------------------------
+
+# Half-life of a fading memory when none is given; confidence = 1 - age / half-life.
+MEMORY_DEFAULT_HALF_LIFE_HOURS = env_int("MEMORY_DEFAULT_HALF_LIFE_HOURS", default=24 * 7, minimum=1)
+# Before every agent call, the memories closest to the task (this project's and global
+# ones, unscoped or scoped to that agent) go into its system prompt: at most this many
+# (0 = none) ...
+MEMORY_RECALL_LIMIT = env_int("MEMORY_RECALL_LIMIT", default=8)
+# ... scoring at least this (cosine similarity × confidence). all-MiniLM-L6-v2 gives a
+# short convention and a task it applies to only 0.11-0.47 (median ~0.25; "API responses
+# use snake_case field names" vs "Add an endpoint that lists orders as JSON": ~0.15),
+# while three in four unrelated pairs score under 0.1 (a few reach ~0.22). A lesson
+# missed is lost silently; a stray one costs a line, and the best come first anyway.
+MEMORY_RECALL_MIN_SCORE = env_float("MEMORY_RECALL_MIN_SCORE", default=0.1, minimum=0.0, maximum=1.0)
+# A new memory this similar (cosine, MiniLM) to a live one in the same scope reinforces
+# that one instead of being stored beside it (memory.services.semantic.memory_create).
+# 1 turns it off but for identical wording; 0.90 joins rephrasings, not related facts.
+MEMORY_CONSOLIDATE_SIMILARITY = env_float("MEMORY_CONSOLIDATE_SIMILARITY", default=0.90, minimum=0.5, maximum=1.0)
+# The distillation call that turns a run's findings and feedback into lessons
+# (pipelines/agents/distiller.py; a project can turn it off): its answer is capped here.
+LEARN_DISTIL_MAX_TOKENS = env_int("LEARN_DISTIL_MAX_TOKENS", default=800, minimum=100)
+# Context items expire this long after they are saved (0 = never).
+CONTEXT_TTL_DAYS = env_int("CONTEXT_TTL_DAYS", default=30)
+DAILY_LOG_RETENTION_DAYS = env_int("DAILY_LOG_RETENTION_DAYS", default=30, minimum=1)
+# Agent notes longer than this (characters) are summarised by the LLM.
+AGENT_NOTES_MAX_CHARS = env_int("AGENT_NOTES_MAX_CHARS", default=20_000, minimum=1000)
+# At most this much of an agent's notes (the newest part) goes into its system prompt
+# (0 = none).
+AGENT_NOTES_PROMPT_MAX_CHARS = env_int("AGENT_NOTES_PROMPT_MAX_CHARS", default=4000)
+# A chat idle for longer than this starts afresh.
+CHAT_SESSION_TTL_HOURS = env_int("CHAT_SESSION_TTL_HOURS", default=24, minimum=1)
+CHAT_ATTACHMENT_MAX_BYTES = env_int("CHAT_ATTACHMENT_MAX_BYTES", default=5 * 1024 * 1024, minimum=1024)
+# The worker answering a session's queue holds its lease for this long, renewed every
+# quarter of it while the answer is bought (chat/services.py, core/leases.py); another
+# worker takes the session over only once it ran out (its holder died).
+CHAT_LEASE_SECONDS = env_int("CHAT_LEASE_SECONDS", default=30, minimum=5)
