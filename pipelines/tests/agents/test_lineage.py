@@ -4,7 +4,6 @@ logs; the context API's ``?run=`` list and the lineage page read it back."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -19,6 +18,7 @@ from tasks.models import Task
 from tests.api_helpers import assert_error
 from tests.factories import TaskFactory
 from tests.fake_anthropic import HttpError, ToolReply, coder_creates, coder_replaces
+from tests.threads import DatabaseThread
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
@@ -145,7 +145,7 @@ def test_failed_calls_are_logged_as_errors(fake_llm, task, owner) -> None:
 def test_a_cancelled_call_is_logged_as_cancelled(fake_llm, task, owner) -> None:
     fake_llm.script(ToolReply(input=PLAN, text="slow " * 400, chunk_size=5, chunk_delay=0.02))
     run = run_start(task=task, user=owner)
-    worker = threading.Thread(target=run_advance, kwargs={"run_id": run.pk})
+    worker = DatabaseThread(target=run_advance, kwargs={"run_id": run.pk})
     worker.start()
     deadline = time.monotonic() + 5
     while not RunEvent.objects.filter(task=task, type="agent-log").exists():

@@ -11,7 +11,6 @@ import time
 from decimal import Decimal
 
 import pytest
-from django.db import connection
 
 from core.workers import shutdown_requested
 from llm.providers.anthropic import KEY_REJECTED
@@ -36,6 +35,7 @@ from tests.fake_anthropic import (
     coder_replaces,
 )
 from tests.fake_claude import fake_claude
+from tests.threads import DatabaseThread
 from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
@@ -243,13 +243,7 @@ def test_cancel_stops_a_streaming_call_within_a_second(fake_llm, task, owner) ->
     fake_llm.script(ToolReply(input=PLAN, text="slow " * 400, chunk_size=5, chunk_delay=0.02))
     run = run_start(task=task, user=owner)
 
-    def work() -> None:
-        try:
-            run_advance(run_id=run.pk)
-        finally:
-            connection.close()  # this thread's own connection
-
-    worker = threading.Thread(target=work)
+    worker = DatabaseThread(target=run_advance, kwargs={"run_id": run.pk})
     worker.start()
     deadline = time.monotonic() + 5
     while not RunEvent.objects.filter(task=task, type="agent-log").exists():

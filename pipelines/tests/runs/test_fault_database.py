@@ -26,6 +26,7 @@ from pipelines.runs.leases import runs_sweep
 from pipelines.runs.services import run_start
 from tests.factories import TaskFactory
 from tests.fake_anthropic import EDITOR, ToolReply, coder_creates
+from tests.threads import DatabaseThread
 from tests.workers import delete_queue, start_celery_worker, subprocess_database_url, wait_until
 
 pytestmark = [
@@ -99,13 +100,10 @@ def test_a_dropped_database_connection_mid_phase_retries_the_phase(
     swept: list[int] = []
 
     def sweep() -> None:
-        try:
-            while not stop_sweeping.wait(0.5):
-                swept.extend(runs_sweep(grace_seconds=0))
-        finally:
-            connection.close()
+        while not stop_sweeping.wait(0.5):
+            swept.extend(runs_sweep(grace_seconds=0))
 
-    sweeper = threading.Thread(target=sweep)
+    sweeper = DatabaseThread(target=sweep)
     try:
         run_id = run_start(task=task, user=owner).pk
         wait_until(

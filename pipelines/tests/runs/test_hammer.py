@@ -15,11 +15,10 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
@@ -34,22 +33,13 @@ from pipelines.models import (
 )
 from pipelines.phases.driver import run_advance
 from tests.factories import TaskFactory
+from tests.threads import DatabaseThread
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 CLIENTS = 50
 HAMMER_SECONDS = 3.0
 ERROR_BODY_KEYS = {"message", "code", "extra"}
-
-
-def _own_connection(work: Callable[[], None]) -> Callable[[], None]:
-    def run() -> None:
-        try:
-            work()
-        finally:
-            connection.close()  # this thread's own connection
-
-    return run
 
 
 def test_fifty_clients_hammering_start_cancel_retry_keep_one_active_run_and_no_5xx(fake_llm, owner, project) -> None:
@@ -122,11 +112,8 @@ def test_fifty_clients_hammering_start_cancel_retry_keep_one_active_run_and_no_5
                 active_counts.append(count)
             time.sleep(0.002)  # leave the GIL to the clients
 
-    threads = [threading.Thread(target=_own_connection(lambda n=n: client_loop(n))) for n in range(CLIENTS)]
-    threads += [
-        threading.Thread(target=_own_connection(worker_loop)),
-        threading.Thread(target=_own_connection(sampler_loop)),
-    ]
+    threads = [DatabaseThread(target=client_loop, args=(n,)) for n in range(CLIENTS)]
+    threads += [DatabaseThread(target=worker_loop), DatabaseThread(target=sampler_loop)]
     for thread in threads:
         thread.start()
     time.sleep(HAMMER_SECONDS)

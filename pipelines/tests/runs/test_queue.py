@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.urls import reverse
 
 from pipelines.models import PipelineRun, RunStatus
@@ -20,6 +19,7 @@ from pipelines.runs.places import ordinal, run_queue_position, runs_free_to_star
 from pipelines.runs.services import run_begin, run_cancel, run_start, run_transition
 from tests.factories import ProjectFactory, TaskFactory, UserFactory
 from tests.fake_anthropic import ToolReply, coder_creates
+from tests.threads import DatabaseThread
 from tests.workers import drive_in_process
 
 PLAN = {"subtasks": [{"id": "s1", "title": "Do it", "description": "All of it", "order": 1}]}
@@ -250,12 +250,10 @@ def test_two_concurrent_starts_of_one_owner_with_one_place_start_exactly_one(
             run_advance(run_id=run_id)
         except BaseException as exc:
             errors.append(exc)
-        finally:
-            connection.close()
 
     threads = [
-        threading.Thread(target=advance, args=(older.pk, 0.0)),
-        threading.Thread(target=advance, args=(younger.pk, 0.1)),
+        DatabaseThread(target=advance, args=(older.pk, 0.0)),
+        DatabaseThread(target=advance, args=(younger.pk, 0.1)),
     ]
     for thread in threads:
         thread.start()

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -27,6 +26,7 @@ from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
 from pipelines.runs.leases import runs_sweep
 from tests.factories import TaskFactory
 from tests.fake_anthropic import EDITOR, ToolReply, coder_creates, coder_replaces
+from tests.threads import DatabaseThread
 from tests.workers import subprocess_env, topology_worker, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -119,12 +119,9 @@ def test_twenty_concurrent_starts_make_exactly_one_run(worker, fake_llm, owner, 
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
         barrier.wait()
-        try:
-            codes.append(client.post(f"/api/tasks/{task.pk}/start-pipeline").status_code)
-        finally:
-            connection.close()  # this thread's own connection
+        codes.append(client.post(f"/api/tasks/{task.pk}/start-pipeline").status_code)
 
-    threads = [threading.Thread(target=start) for _ in range(20)]
+    threads = [DatabaseThread(target=start) for _ in range(20)]
     for thread in threads:
         thread.start()
     for thread in threads:
