@@ -5,13 +5,14 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run up-prod prod-env demo test test-fast pytest lint typecheck migrate superuser worker beat clean help bench
+.PHONY: run up-prod prod-env demo demo-superuser test test-fast pytest lint typecheck migrate superuser worker beat clean help bench
 
 help:
 	@echo "make run    - install, migrate and serve http://$(HOST):$(PORT) (SQLite, in-process worker)"
 	@echo "make test   - install and run lint, type checks and the whole test suite"
 	@echo "make pytest - the test suite only (PYTEST_ARGS=... passes options)"
 	@echo "make test-fast - the tests that start no process, server or browser, on xdist workers"
+	@echo "make superuser / make demo-superuser - an admin in make run's / make demo's database"
 	@echo "make up-prod - production topology without Docker: daphne, celery worker and beat, restarted if they exit (needs DATABASE_URL, REDIS_URL)"
 	@echo "make worker / make beat - production processes (need REDIS_URL)"
 
@@ -37,7 +38,7 @@ migrate: $(VENV)/.installed-run
 run: $(VENV)/.installed-run
 	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py migrate --noinput
 	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	@echo "AutoCoder on http://$(HOST):$(PORT)  (create an admin with: $(BIN)/python manage.py createsuperuser)"
+	@echo "AutoCoder on http://$(HOST):$(PORT)  (create an admin with: make superuser)"
 	DEBUG=$${DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 # Production topology without Docker: PostgreSQL and Redis from the environment; daphne,
@@ -77,8 +78,17 @@ PYTEST_WORKERS ?= auto
 test-fast: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -m "not slow" -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
+# An admin for the Django admin, in the database `make run` serves (db.sqlite3 unless
+# DATABASE_URL says otherwise) or, demo-superuser, in the demo's. ARGS go to
+# createsuperuser (e.g. ARGS="--noinput --email admin@example.com" with
+# DJANGO_SUPERUSER_PASSWORD set).
 superuser: $(VENV)/.installed-run
-	$(BIN)/python manage.py createsuperuser
+	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py migrate --noinput --verbosity 0
+	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py createsuperuser $(ARGS)
+
+demo-superuser: $(VENV)/.installed-run
+	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput --verbosity 0
+	$(DEMO_ENV) $(BIN)/python manage.py createsuperuser $(ARGS)
 
 worker: $(VENV)/.installed-run
 	$(BIN)/celery -A config worker --loglevel=info --pool=threads
@@ -93,13 +103,14 @@ clean:
 # speaking the Anthropic Messages API) stands in for the API; the UI labels the model as a
 # scripted demo. It needs no Django settings. Its own database, demo.sqlite3.
 DEMO_LLM_PORT ?= 8090
-DEMO_ENV = DEBUG=true LLM_DEMO_MODE=true DATABASE_URL=sqlite:///$(CURDIR)/demo.sqlite3 \
+DEMO_DB ?= $(CURDIR)/demo.sqlite3
+DEMO_ENV = DEBUG=true LLM_DEMO_MODE=true DATABASE_URL=sqlite:///$(DEMO_DB) \
 	ANTHROPIC_BASE_URL=http://127.0.0.1:$(DEMO_LLM_PORT) ANTHROPIC_API_KEY=demo-key-not-secret
 demo: $(VENV)/.installed-run
 	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput
 	$(DEMO_ENV) $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(DEMO_ENV) $(BIN)/python manage.py repos_demo
-	@echo "AutoCoder demo on http://$(HOST):$(PORT) — scripted demo model on port $(DEMO_LLM_PORT), no API key used"
+	@echo "AutoCoder demo on http://$(HOST):$(PORT) — scripted demo model on port $(DEMO_LLM_PORT), no API key used (an admin: make demo-superuser)"
 	@$(BIN)/python -m llm.demo --port $(DEMO_LLM_PORT) & model=$$!; \
 	trap 'kill $$model 2>/dev/null' EXIT INT TERM; \
 	$(DEMO_ENV) $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
