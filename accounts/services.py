@@ -61,14 +61,25 @@ def user_register(*, email: str, password: str, client_address: str, display_nam
     auth_rate_limit_hit(action="register", client_address=client_address)
     email = normalize_email(email)
     user = User(email=email, display_name=display_name.strip())
+    # Every field's problems at once: a person fixing the password should not then learn
+    # that the email was taken all along.
+    errors: dict[str, list[str]] = {}
     try:
         validate_password(password, user=user)
     except ValidationError as exc:
-        raise ValidationError({"password": exc.messages}) from None
-    user.set_password(password)
-    user.full_clean(exclude=["password"], validate_unique=False, validate_constraints=False)
-    if User.objects.filter(email=email).exists():
+        errors["password"] = exc.messages
+    try:
+        user.full_clean(exclude=["password"], validate_unique=False, validate_constraints=False)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    taken = User.objects.filter(email=email).exists()
+    if errors:
+        if taken:
+            errors.setdefault("email", []).append(EMAIL_TAKEN)
+        raise ValidationError(errors)
+    if taken:
         raise EmailTaken(EMAIL_TAKEN)
+    user.set_password(password)
     try:
         user_save_new(user=user)
     except IntegrityError:

@@ -393,3 +393,12 @@ def test_revoking_another_users_token_on_the_page_is_a_404(client, owner: User, 
     response = client.post(reverse("accounts:token_revoke", args=[token.pk]))
     assert response.status_code == 404
     assert ApiToken.objects.filter(pk=token.pk).exists()
+
+
+def test_register_names_a_weak_password_and_a_taken_email_together(client, owner: User) -> None:
+    response = client.post(REGISTER, register_data(email=owner.email, password="password", password_confirm="password"))
+    assert response.status_code == 400
+    html = response.content.decode()
+    # Both at once: fixing the password must not only then reveal the email was taken.
+    assert EMAIL_TAKEN in html
+    assert "This password is too common." in html
