@@ -159,6 +159,16 @@ def task_create(request: HttpRequest) -> HttpResponse:
             set_current_project(request, project)
             messages.success(request, f"Task “{task.title}” added to the backlog.")
             return redirect("tasks:board")
+    if request.POST.get("from") == "board":
+        # The board's quick-add box: back to the board, saying what was wrong, rather
+        # than to another page for one field.
+        problems = [
+            f"{form.fields[name].label or name.capitalize() if name in form.fields else ''}: {message}".lstrip(": ")
+            for name, errors in form.errors.items()
+            for message in errors
+        ]
+        messages.error(request, "The task was not added. " + " ".join(problems))
+        return redirect("tasks:board")
     return render(request, "tasks/create.html", {"form": form}, status=400)
 
 

@@ -552,3 +552,14 @@ def test_the_header_names_the_open_tasks_project_not_the_last_boards(client, own
     assert switcher is not None and switcher.group(1) == "Elsewhere"
     # And Board now leads back to the task's project.
     assert column_titles(client.get(BOARD), "backlog") == ["A task elsewhere"]
+
+
+def test_quick_add_with_only_spaces_stays_on_the_board_and_says_why(client, owner: User, project: Project) -> None:
+    client.force_login(owner)
+    response = client.post(
+        reverse("tasks:create"), {"title": "   ", "project": project.pk, "from": "board"}, follow=True
+    )
+    assert response.redirect_chain[-1][0] == BOARD
+    html = response.content.decode()
+    assert "The task was not added. Title: This field is required." in html
+    assert not Task.objects.exists()
