@@ -9,6 +9,7 @@ from unittest import mock
 
 import pytest
 from django.conf import settings
+from django.contrib.staticfiles import finders
 from django.db import OperationalError
 from django.test import Client, override_settings
 
@@ -185,3 +186,10 @@ def test_the_enforced_limits_are_listed(client: Client, live_worker: None) -> No
         else:
             assert limits[name]["by"] == f"rlimit {rlimit}" and limits[name]["why_not_per_command"]
     assert "/sys/fs/cgroup" not in str(body)  # /healthz is public: no server paths
+
+
+def test_favicon_ico_leads_to_the_icon(client) -> None:
+    # The admin's pages (and browsers on their own) ask for it: a 404 in every log.
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"] == "/static/img/favicon.svg"
+    assert finders.find("img/favicon.svg")
