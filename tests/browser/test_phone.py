@@ -29,3 +29,23 @@ def test_on_a_phone_the_menu_leads_to_every_main_page(page, live_app: LiveApp, l
     page.locator(".mainmenu-button").click()
     current = page.locator('.mainmenu .menu a[aria-current="page"]')
     assert current.count() == 1 and current.inner_text() == link
+
+
+def test_a_selects_chevron_stays_in_its_box_when_the_field_has_help_or_an_error(page, live_app: LiveApp) -> None:
+    register(page, live_app)
+    for path in ("/tasks/new",):
+        page.goto(live_app.url + path)
+        selects = page.locator("form select")
+        assert selects.count() > 0, path
+        for index in range(selects.count()):
+            select = selects.nth(index)
+            # The chevron is drawn by the select's wrapper at half its height: the
+            # wrapper must be the select's own box, not the field with its help text.
+            wrapper = select.evaluate(
+                "s => { const w = s.parentElement; const a = w.getBoundingClientRect(), b = s.getBoundingClientRect();"
+                " return {cls: w.className, top: a.top - b.top, bottom: a.bottom - b.bottom,"
+                " after: getComputedStyle(w, '::after').content} }"
+            )
+            assert "select-wrap" in wrapper["cls"], (path, wrapper)
+            assert abs(wrapper["top"]) <= 1 and abs(wrapper["bottom"]) <= 1, (path, wrapper)
+            assert wrapper["after"] not in ("none", "normal"), (path, wrapper)
