@@ -26,6 +26,10 @@ def test_comment_on_a_line_and_a_range_then_request_changes(page, live_app: Live
     page.locator(".run-alert-ready").wait_for(timeout=30_000)
 
     file = page.locator("#pipeline-diff .diff-file[data-path='src/feature.py']")
+    # Before any hover the "+" can be seen (it was transparent until pointed at).
+    plus = file.locator("tr[data-new-line='1'] [data-line-comment-add]")
+    page.mouse.move(0, 0)
+    assert float(plus.evaluate("b => getComputedStyle(b).opacity")) >= 0.25
     line_comment_plus(file, 1).click()
     form = page.locator("[data-testid=line-comment-form]")
     assert form.locator("[data-line-comment-where]").inner_text() == "Comment on src/feature.py, line 1"

@@ -49,3 +49,19 @@ def test_a_selects_chevron_stays_in_its_box_when_the_field_has_help_or_an_error(
             assert "select-wrap" in wrapper["cls"], (path, wrapper)
             assert abs(wrapper["top"]) <= 1 and abs(wrapper["bottom"]) <= 1, (path, wrapper)
             assert wrapper["after"] not in ("none", "normal"), (path, wrapper)
+
+
+def test_on_a_touch_screen_the_line_comment_plus_is_plain(browser, live_app: LiveApp) -> None:
+    # No hover on a touch screen: the "+" must not wait for one.
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    try:
+        page = context.new_page()
+        page.set_content(
+            f'<link rel="stylesheet" href="{live_app.url}/static/css/app.css">'
+            '<table class="diff-table"><tr class="diff-row"><td class="ln">'
+            '<button class="line-comment-add" data-line-comment-add>+</button></td></tr></table>'
+        )
+        page.wait_for_load_state("networkidle")
+        assert page.locator(".line-comment-add").evaluate("b => getComputedStyle(b).opacity") == "1"
+    finally:
+        context.close()
