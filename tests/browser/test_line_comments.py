@@ -32,6 +32,9 @@ def test_comment_on_a_line_and_a_range_then_request_changes(page, live_app: Live
     assert float(plus.evaluate("b => getComputedStyle(b).opacity")) >= 0.25
     line_comment_plus(file, 1).click()
     form = page.locator("[data-testid=line-comment-form]")
+    # The box is named by its label (what a screen reader says), the lines it is about.
+    labels = form.locator("textarea").evaluate("t => Array.from(t.labels).map(l => l.textContent)")
+    assert labels == ["Comment on src/feature.py, line 1"]
     assert form.locator("[data-line-comment-where]").inner_text() == "Comment on src/feature.py, line 1"
     form.locator("textarea").fill("Add a docstring")
     form.locator("button[type=submit]").click()
