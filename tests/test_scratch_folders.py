@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from config.settings.scratch_folders import process_started, scratch_base, stale_folders_remove
+from config.settings.scratch_folders import (
+    process_scratch_folder,
+    process_started,
+    scratch_base,
+    stale_folders_remove,
+)
 
 # Imports the test settings as every test process does, then waits to be killed.
 TEST_PROCESS = "import config.settings.test, sys; print('ready', flush=True); sys.stdin.read()"
@@ -76,3 +81,37 @@ def test_a_killed_test_process_leaves_nothing_once_the_next_one_has_run(tmp_path
     assert following.returncode == 0
     leftovers = [path.relative_to(tmp_path) for path in tmp_path.rglob("*")]
     assert leftovers == [Path(f"autocoder-test-{os.getuid()}")]
+
+
+WORKTREES = "import config.settings.test as s, sys; print(s.WORKTREES_ROOT, flush=True); sys.stdin.read()"
+
+
+def test_a_worker_a_test_starts_keeps_its_worktrees_in_the_tests_folder_past_its_death() -> None:
+    # A worker killed mid-phase leaves its run's worktree for the worker that resumes the
+    # run; its own folder was removed by the next process to start, and the run paused.
+    from tests.workers import subprocess_env
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", WORKTREES],
+            cwd=settings.BASE_DIR,
+            env=subprocess_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    doomed = start()
+    assert doomed.stdout is not None
+    worktrees = Path(doomed.stdout.readline().strip())
+    assert worktrees.parent == process_scratch_folder()  # this test process's folder
+    (worktrees / "task-1-run-1").mkdir(parents=True, exist_ok=True)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait()
+    successor = start()  # removes the folders of processes that are gone
+    try:
+        assert successor.stdout is not None and successor.stdout.readline()
+        assert (worktrees / "task-1-run-1").is_dir()
+    finally:
+        successor.kill()
+        successor.wait()

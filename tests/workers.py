@@ -54,10 +54,14 @@ def subprocess_database_url() -> str:
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
+    from config.settings.scratch_folders import SHARED_FOLDER_VARIABLE, process_scratch_folder
+
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
         "DATABASE_URL": subprocess_database_url(),
+        # Its repositories and worktrees where this process keeps them, outliving it.
+        SHARED_FOLDER_VARIABLE: str(process_scratch_folder()),
         **extra,
     }
 

@@ -68,9 +68,19 @@ def stale_folders_remove(base: Path) -> list[Path]:
     return removed
 
 
+# A worker process a test starts (tests/workers.py subprocess_env) shares its test
+# process's folder: a worker killed mid-phase leaves its worktree for the worker that
+# resumes the run, as a killed process on a real machine does. The test process removes it.
+SHARED_FOLDER_VARIABLE = "AUTOCODER_TEST_SCRATCH"
+
+
 def process_scratch_folder(temp_root: Path | None = None) -> Path:
-    """This process's folder (the same on every call), removed when it exits."""
+    """This process's folder (the same on every call), removed when it exits; for a
+    process started by a test's process, that process's folder."""
     pid = os.getpid()
+    shared = os.environ.get(SHARED_FOLDER_VARIABLE, "")
+    if pid not in _folders and shared and Path(shared).is_dir():
+        _folders[pid] = Path(shared)
     if pid not in _folders:
         base = scratch_base(temp_root)
         stale_folders_remove(base)

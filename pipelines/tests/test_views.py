@@ -540,8 +540,10 @@ def test_requested_changes_are_shown_and_reviews_after_them_marked(
     walk(run, (RunStatus.AWAITING_APPROVAL, {"iteration": 1, "review_history": history}))
     html = page(owner_client, task)
     reviews = re.findall(r'<span class="review-name">(Review \d)</span>\s*(<span class="review-round")?', html)
+    # Numbered over the whole run, newest first: a request for changes restarts the fix
+    # rounds, not the reviews' numbers.
     assert [(name, bool(marked)) for name, marked in reviews] == [
-        ("Review 1", True),
+        ("Review 3", True),
         ("Review 2", False),
         ("Review 1", False),
     ]

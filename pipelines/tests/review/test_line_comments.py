@@ -249,7 +249,7 @@ def test_the_page_renders_the_form_pending_comments_and_the_history(fake_llm, aw
     html = browser.get(page_url).content.decode()
     history = html.split('data-testid="line-comment-history"', 1)[1].split("</section>", 1)[0]
     assert "Sent with request for changes 1" in history
-    assert "Review 1 passed" in history
+    assert "Review 2 passed" in history  # the run's second review, the first after the request
     assert "app/long.py:14–15" in history and COMMENT in history
     assert "line_15 = &#x27;fifteen&#x27;" in history  # the code as it was, not as the Coder left it
     # Sent: no longer shown as pending in the diff.
