@@ -25,7 +25,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from chat.events import ChatEventType, chat_message_payload, chat_send_on_commit
+from chat.events import ChatMessageChange, ChatQueue, chat_send_on_commit
 from chat.models import CHAT_MESSAGE_MAX_LENGTH, ChatMessage, ChatSession
 from chat.selectors import (
     chat_message_next_queued,
@@ -144,8 +144,9 @@ def _publish_queue(session: ChatSession) -> None:
     chat_send_on_commit(
         user_id=session.user_id,
         project_id=session.project_id,
-        event_type=ChatEventType.QUEUE,
-        data={"session_id": session.pk, "queue_size": chat_queue_size(session_id=session.pk), "processing": processing},
+        event=ChatQueue(
+            session_id=session.pk, queue_size=chat_queue_size(session_id=session.pk), processing=processing
+        ),
     )
 
 
@@ -153,8 +154,7 @@ def _publish_message(message: ChatMessage) -> None:
     chat_send_on_commit(
         user_id=message.session.user_id,
         project_id=message.session.project_id,
-        event_type=ChatEventType.MESSAGE,
-        data={"message": chat_message_payload(message)},
+        event=ChatMessageChange.of(message),
     )
 
 

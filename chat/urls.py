@@ -7,4 +7,5 @@ from . import views
 app_name = "chat"
 urlpatterns = [
     path("", views.chat_page, name="page"),
+    path("messages/", views.chat_messages, name="messages"),
 ]

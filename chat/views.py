@@ -7,19 +7,22 @@ form posts here and the page shows the queue until the replies are in.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from accounts.models import User
 from accounts.selectors import request_user
-from chat.events import chat_message_payload
+from chat.events import MESSAGE_TEMPLATE, chat_message_payload
 from chat.selectors import chat_message_list, chat_session_current_open, chat_session_state
 from chat.services import NEW_SESSION_COMMAND, ChatImage, chat_image_validate, chat_message_send
+from core.converters import parse_id
 from core.exceptions import ApplicationError
 from projects.models import Project
 from projects.selectors import project_get_for_user, project_list_for_user
@@ -29,6 +32,15 @@ PAGE_MESSAGES = 100
 
 def _project(user: User, raw: str | None) -> Project | None:
     return project_get_for_user(user=user, project_id=raw) if raw else None
+
+
+def _shown(user: User, project: Project | None) -> list[dict[str, Any]]:
+    """The newest messages of the conversation in progress, oldest first."""
+    session = chat_session_current_open(user=user, project=project)
+    if session is None:
+        return []
+    newest = chat_message_list(user=user, project=project, session=session).reverse()[:PAGE_MESSAGES]
+    return [chat_message_payload(message) for message in reversed(list(newest))]
 
 
 @login_required
@@ -48,11 +60,6 @@ def chat_page(request: HttpRequest) -> HttpResponse:
         except ApplicationError as exc:
             messages.error(request, exc.message)
         return redirect(url)
-    session = chat_session_current_open(user=user, project=project)
-    shown = []
-    if session is not None:
-        newest = chat_message_list(user=user, project=project, session=session).reverse()[:PAGE_MESSAGES]
-        shown = [chat_message_payload(message) for message in reversed(list(newest))]
     ws_path = "/ws/chat" + (f"?project={project.pk}" if project else "")
     return render(
         request,
@@ -60,7 +67,7 @@ def chat_page(request: HttpRequest) -> HttpResponse:
         {
             "project": project,
             "projects": project_list_for_user(user=user),
-            "chat_messages": shown,
+            "chat_messages": _shown(user, project),
             "state": chat_session_state(user=user, project=project),
             "ws_path": ws_path,
             "api_url": reverse("api:chat-messages"),
@@ -68,3 +75,19 @@ def chat_page(request: HttpRequest) -> HttpResponse:
             "max_bytes": settings.CHAT_ATTACHMENT_MAX_BYTES,
         },
     )
+
+
+@login_required
+@require_http_methods(["GET"])
+def chat_messages(request: HttpRequest) -> HttpResponse:
+    """The page's message list (a reconnected page loads it again), or with ``?id=`` one
+    message of the user's: the same partials the page renders."""
+    user = request_user(request)
+    project = _project(user, request.GET.get("project"))
+    raw_id = request.GET.get("id")
+    if raw_id is None:
+        return render(request, "chat/_chat_messages.html", {"chat_messages": _shown(user, project)})
+    message = chat_message_list(user=user, project=project, session=None).filter(pk=parse_id(raw_id) or 0).first()
+    if message is None:
+        raise Http404
+    return render(request, MESSAGE_TEMPLATE, {"m": chat_message_payload(message)})

@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from chat.events import ChatEventType, chat_send_now
+from chat.events import ChatChunk, chat_send_now
 from chat.models import ChatMessage
 from chat.selectors import chat_history_for_prompt
 from chat.services import (
@@ -112,8 +112,7 @@ class _ChunkStream:
         chat_send_now(
             user_id=self.message.session.user_id,
             project_id=self.message.session.project_id,
-            event_type=ChatEventType.CHUNK,
-            data={"session_id": self.message.session_id, "message_id": self.message.pk, "chunk": chunk},
+            event=ChatChunk(session_id=self.message.session_id, message_id=self.message.pk, chunk=chunk),
         )
 
 

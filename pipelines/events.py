@@ -1,22 +1,27 @@
 """Live events: typed payloads, persisted in order, sent to websocket groups on commit.
 
-Every event is ``{"type": ..., "data": {...}}`` (docs/ARCHITECTURE.md, Live events). It is stored as
-a RunEvent first — its id is the sequence number a reloaded page or an SSE client
-resumes from — and then sent to the task's group (and the board's, for column moves).
+Every event is ``{"type": ..., "data": {...}}`` (docs/ARCHITECTURE.md, Live events). Each
+type's ``data`` is one class below: a frozen dataclass that refuses an unknown field or a
+value of the wrong type when it is built, so a payload cannot drift from what the API and
+the pages read. An event is stored as a RunEvent first — its id is the sequence number a
+reloaded page or an SSE client resumes from — and then sent to the task's group (and the
+board's, for the types the board follows) on commit.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from core import live
+from core.payloads import Payload
 from pipelines.models import RunEvent
 
 if TYPE_CHECKING:
@@ -35,6 +40,122 @@ class EventType(StrEnum):
     RUN_UPDATE = "run-update"
     SUBTASK_CHANGE = "subtask-change"
     PULL_REQUEST = "pull-request"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event(Payload):
+    """An event's ``data``. ``event_type`` names it on the wire; ``board``: the project
+    board's group gets it too (each such event names its ``task_id``)."""
+
+    event_type: ClassVar[EventType]
+    board: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentLog(Event):
+    """An agent's streamed output, coalesced (``AgentLogStream``)."""
+
+    event_type = EventType.AGENT_LOG
+    agent: str
+    chunk: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhaseChange(Event):
+    """The run's status changed. ``label`` is how the task page titles the output of the
+    phase that begins (``pipelines.runs.selectors.phase_label``, with the run's number
+    from the second run on); ``agent`` the agent working in it ('' if none)."""
+
+    event_type = EventType.PHASE_CHANGE
+    board = True
+    phase: str
+    status: str
+    iteration: int
+    run_id: int
+    task_id: int
+    label: str
+    agent: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskStatusChange(Event):
+    """The pipeline moved the task's card to another column."""
+
+    event_type = EventType.TASK_STATUS
+    board = True
+    task_id: int
+    new_status: str
+    old_status: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunError(Event):
+    """The run paused (``retryable``) or failed."""
+
+    event_type = EventType.ERROR
+    type: str
+    message: str
+    retryable: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineComplete(Event):
+    event_type = EventType.PIPELINE_COMPLETE
+    board = True
+    task_id: int
+    result: str
+    run_id: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunUpdate(Event):
+    """What the run has used so far (``cost_usd`` a decimal string)."""
+
+    event_type = EventType.RUN_UPDATE
+    board = True
+    run_id: int
+    task_id: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubtaskChange(Event):
+    """The Coder began a subtask of the plan (its ``start_subtask`` tool)."""
+
+    event_type = EventType.SUBTASK_CHANGE
+    run_id: int
+    order: int
+    position: int
+    count: int
+    title: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PullRequestChange(Event):
+    event_type = EventType.PULL_REQUEST
+    board = True
+    task_id: int
+    run_id: int
+    number: int
+    url: str
+    state: str
+
+
+EVENT_CLASSES: dict[EventType, type[Event]] = {
+    cls.event_type: cls
+    for cls in (
+        AgentLog,
+        PhaseChange,
+        TaskStatusChange,
+        RunError,
+        PipelineComplete,
+        RunUpdate,
+        SubtaskChange,
+        PullRequestChange,
+    )
+}
 
 
 # The message type consumers implement a handler for (``event_message``).
@@ -77,18 +198,16 @@ def _group_send(groups: list[str], message: dict[str, Any]) -> None:
             logger.warning("Could not send %s to %s: %s", message.get("type"), group, exc, exc_info=verbose)
 
 
-def event_publish(
-    *, task: Task, run: PipelineRun | None, event_type: EventType, data: dict[str, Any], board: bool = False
-) -> RunEvent:
+def event_publish(*, task: Task, run: PipelineRun | None, event: Event) -> RunEvent:
     """Persist the event and send it to the task's group (and the board's) on commit."""
-    payload = {**data, "timestamp": data.get("timestamp") or now_iso()}
-    event = RunEvent.objects.create(task=task, run=run, type=str(event_type), data=payload)
+    payload = {**event.as_data(), "timestamp": now_iso()}
+    stored = RunEvent.objects.create(task=task, run=run, type=str(event.event_type), data=payload)
     groups = [task_group(task.pk)]
-    if board:
+    if event.board:
         groups.append(project_group(task.project_id))
-    message = as_message(event)
+    message = as_message(stored)
     transaction.on_commit(lambda: _group_send(groups, message))
-    return event
+    return stored
 
 
 def events_since(*, task: Task, after_id: int = 0, limit: int = 5000) -> list[RunEvent]:
@@ -121,8 +240,6 @@ class AgentLogStream:
         chunk = "".join(self._buffer)
         self._buffer.clear()
         self._last_flush = time.monotonic()
-        event_publish(
-            task=self.task, run=self.run, event_type=EventType.AGENT_LOG, data={"agent": self.agent, "chunk": chunk}
-        )
+        event_publish(task=self.task, run=self.run, event=AgentLog(agent=self.agent, chunk=chunk))
         if self._on_flush is not None:
             self._on_flush()

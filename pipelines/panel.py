@@ -24,6 +24,7 @@ from pipelines.review.selectors import line_comments_for_run, run_diff
 from pipelines.review.services import LINE_COMMENT_BODY_MAX_LENGTH
 from pipelines.runs.places import queue_place_label, run_queue_position, runs_waiting
 from pipelines.runs.selectors import (
+    AGENT_FOR_PHASE,
     LOG_AGENTS,
     run_allowed_actions,
     run_latest_for_task,
@@ -48,14 +49,6 @@ STEPS: tuple[tuple[str, str], ...] = (
 )
 # Steps that share another's place: fixing is shown in the review step.
 STEP_ALIASES: dict[str, str] = {RunStatus.FIXING: RunStatus.REVIEWING}
-AGENT_FOR_PHASE: dict[str, str] = {
-    RunStatus.PLANNING: "planner",
-    RunStatus.PREPARING: "environment",
-    RunStatus.CODING: "coder",
-    RunStatus.FIXING: "coder",
-    RunStatus.VERIFYING: "verifier",
-    RunStatus.REVIEWING: "reviewer",
-}
 AGENT_INFO = {
     "planner": ("Planner", "Splits the task into subtasks"),
     "environment": ("Environment", "Prepares the checkout's environment and runs the tests on the base"),

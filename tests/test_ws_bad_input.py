@@ -19,7 +19,7 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
 from core.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
-from pipelines.events import EventType, event_publish
+from pipelines.events import AgentLog, event_publish
 from tests.factories import TaskFactory
 from tests.sockets import open_socket
 
@@ -49,9 +49,7 @@ def task(project):
 @pytest.fixture
 def foreign_task(other_project):
     foreign = TaskFactory(project=other_project, title="Bob's secret task")
-    event_publish(
-        task=foreign, run=None, event_type=EventType.AGENT_LOG, data={"agent": "coder", "chunk": "bob-secret"}
-    )
+    event_publish(task=foreign, run=None, event=AgentLog(agent="coder", chunk="bob-secret"))
     return foreign
 
 
@@ -78,7 +76,7 @@ async def async_to_sync_free_publish(task) -> None:
     from channels.db import database_sync_to_async
 
     await database_sync_to_async(event_publish)(
-        task=task, run=None, event_type=EventType.AGENT_LOG, data={"agent": "planner", "chunk": "still here"}
+        task=task, run=None, event=AgentLog(agent="planner", chunk="still here")
     )
 
 
@@ -144,7 +142,7 @@ def test_anonymous_and_forged_credentials_are_refused(task) -> None:
 def test_odd_replay_positions_never_crash_nor_replay_foreign_events(
     owner, task, foreign_task, last_event_id: str
 ) -> None:
-    own = event_publish(task=task, run=None, event_type=EventType.AGENT_LOG, data={"agent": "coder", "chunk": "mine"})
+    own = event_publish(task=task, run=None, event=AgentLog(agent="coder", chunk="mine"))
     header = _token(owner)
 
     async def scenario() -> list[dict]:

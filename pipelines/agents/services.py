@@ -16,7 +16,7 @@ from typing import Any
 from llm.pricing import call_cost
 from llm.providers.base import LLMRequest, LLMResult
 from pipelines.agents.lineage import context_record_agent_call
-from pipelines.events import EventType, event_publish
+from pipelines.events import RunUpdate, event_publish
 from pipelines.models import AgentCall, PipelineRun
 from pipelines.runs.costs import run_usage_add
 
@@ -100,19 +100,17 @@ def agent_call_record(
     )
     for name, value in totals.items():
         setattr(run, name, value)
+    # The board shows the cost on the task's card too (static/js/board_live.js).
     event_publish(
         task=run.task,
         run=run,
-        event_type=EventType.RUN_UPDATE,
-        data={
-            "run_id": run.pk,
-            "task_id": run.task_id,
-            "input_tokens": run.input_tokens,
-            "output_tokens": run.output_tokens,
-            "cost_usd": str(Decimal(run.cost_usd).quantize(Decimal("0.0001"))),
-        },
-        # The board shows the cost on the task's card (static/js/board_live.js).
-        board=True,
+        event=RunUpdate(
+            run_id=run.pk,
+            task_id=run.task_id,
+            input_tokens=run.input_tokens,
+            output_tokens=run.output_tokens,
+            cost_usd=str(Decimal(run.cost_usd).quantize(Decimal("0.0001"))),
+        ),
     )
 
 

@@ -25,7 +25,7 @@ from django.views.decorators.debug import sensitive_variables
 from accounts.models import User
 from core.crypto import decrypt_secret
 from core.exceptions import ApplicationError, NotFound
-from pipelines.events import EventType, event_publish
+from pipelines.events import PullRequestChange, event_publish
 from pipelines.models import ForgeDelivery, PipelineRun, PullRequest, RunStatus
 from pipelines.review.services import MergedOnForge, run_approve
 from pipelines.runs.services import InvalidTransition, run_transition
@@ -177,15 +177,13 @@ def _publish(pull_request: PullRequest) -> None:
     event_publish(
         task=run.task,
         run=run,
-        event_type=EventType.PULL_REQUEST,
-        data={
-            "task_id": run.task_id,
-            "run_id": run.pk,
-            "number": pull_request.number,
-            "url": pull_request.url,
-            "state": pull_request.state,
-        },
-        board=True,
+        event=PullRequestChange(
+            task_id=run.task_id,
+            run_id=run.pk,
+            number=pull_request.number,
+            url=pull_request.url,
+            state=pull_request.state,
+        ),
     )
 
 

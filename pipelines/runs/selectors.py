@@ -9,7 +9,7 @@ from django.db.models import Count, Max, Prefetch, QuerySet, Sum
 from accounts.models import User
 from core.selectors import one_or_not_found
 from memory.selectors.semantic import memory_sources
-from pipelines.events import EventType
+from pipelines.events import EventType, PhaseChange
 from pipelines.models import (
     ACTIVE_STATUSES,
     WORKING_STATUSES,
@@ -138,6 +138,15 @@ def run_events(*, task: Task, after_id: int = 0, limit: int = 5000) -> QuerySet[
 
 # The agents in pipeline order: one log pane each on the task page.
 LOG_AGENTS = ("planner", "environment", "coder", "verifier", "reviewer")
+# The agent working in each working status (its pane is the live one).
+AGENT_FOR_PHASE: dict[str, str] = {
+    RunStatus.PLANNING: "planner",
+    RunStatus.PREPARING: "environment",
+    RunStatus.CODING: "coder",
+    RunStatus.FIXING: "coder",
+    RunStatus.VERIFYING: "verifier",
+    RunStatus.REVIEWING: "reviewer",
+}
 
 
 @dataclass(frozen=True)
@@ -164,13 +173,31 @@ class TaskTranscript:
     phase_label: str
 
 
-def phase_label(status: str, iteration: int) -> str:
-    """How a log pane titles an agent's output in a phase."""
+def phase_label(status: str, iteration: int, *, run_number: int | None = None) -> str:
+    """How a log pane titles an agent's output in a phase (of run ``run_number``, when
+    the task has had more than one)."""
     if status == RunStatus.REVIEWING:
-        return f"Review {iteration + 1}"
-    if status == RunStatus.FIXING:
-        return f"Fixing after review {iteration}"
-    return str(RunStatus(status).label) if status in RunStatus.values else status
+        label = f"Review {iteration + 1}"
+    elif status == RunStatus.FIXING:
+        label = f"Fixing after review {iteration}"
+    else:
+        label = str(RunStatus(status).label) if status in RunStatus.values else status
+    return f"Run {run_number} · {label}" if run_number else label
+
+
+def run_phase_change_event(*, run: PipelineRun) -> PhaseChange:
+    """The ``phase-change`` event for the status ``run`` is in now: the task page takes
+    the phase's label and working agent from it, the board the ``task_id``."""
+    return PhaseChange(
+        phase=str(run.phase),
+        status=str(run.status),
+        iteration=run.iteration,
+        run_id=run.pk,
+        task_id=run.task_id,
+        # From the second run on, a new phase is titled with its run's number.
+        label=phase_label(run.status, run.iteration, run_number=run.number if run.number > 1 else None),
+        agent=AGENT_FOR_PHASE.get(run.status, ""),
+    )
 
 
 def run_transcript_for_task(*, task: Task) -> TaskTranscript:
@@ -196,9 +223,8 @@ def run_transcript_for_task(*, task: Task) -> TaskTranscript:
             status = str(data.get("status", ""))
             if status in WORKING_STATUSES:
                 value = data.get("iteration")
-                phase_id, label = event_id, phase_label(status, value if isinstance(value, int) else 0)
-                if multi_run and run_number:
-                    label = f"Run {run_number} · {label}"
+                iteration = value if isinstance(value, int) else 0
+                phase_id, label = event_id, phase_label(status, iteration, run_number=run_number if multi_run else None)
             continue
         agent, chunk = data.get("agent"), data.get("chunk")
         if not isinstance(agent, str) or not isinstance(chunk, str) or not chunk:

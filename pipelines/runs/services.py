@@ -23,7 +23,7 @@ from django.utils import timezone
 from core.crypto import encrypt_secret
 from core.exceptions import ApplicationError, Conflict, InvalidTransition
 from core.jobs import enqueue
-from pipelines.events import EventType, event_publish
+from pipelines.events import PipelineComplete, RunError, SubtaskChange, TaskStatusChange, event_publish
 from pipelines.models import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
@@ -35,7 +35,7 @@ from pipelines.models import (
 )
 from pipelines.runs.card import card_column, pipeline_state
 from pipelines.runs.places import run_places, runs_free_to_start
-from pipelines.runs.selectors import run_subtask_index
+from pipelines.runs.selectors import run_phase_change_event, run_subtask_index
 from tasks.models import Task
 from tasks.services import task_move
 
@@ -192,45 +192,32 @@ def run_transition(
             previous = task.status
             task_move(task=task, status=column, by_pipeline=True, actor=actor, reason=f"run {run.number}: {to_status}")
             event_publish(
-                task=task,
-                run=run,
-                event_type=EventType.TASK_STATUS,
-                data={"task_id": task.pk, "new_status": column, "old_status": previous},
-                board=True,
+                task=task, run=run, event=TaskStatusChange(task_id=task.pk, new_status=column, old_status=previous)
             )
         # Read under the row lock the update took: the in-memory cost may be behind the
         # worker's latest call (a person's cancel holds a copy read before it).
         run.cost_usd = PipelineRun.objects.filter(pk=run.pk).values_list("cost_usd", flat=True).get()
         Task.objects.filter(pk=task.pk).update(pipeline_state=pipeline_state(run))
-        event_publish(
-            task=task,
-            run=run,
-            event_type=EventType.PHASE_CHANGE,
-            data=_phase_change_data(run),
-            board=True,
-        )
+        event_publish(task=task, run=run, event=run_phase_change_event(run=run))
         if to_status in (RunStatus.PAUSED, RunStatus.FAILED) and run.error:
             event_publish(
                 task=task,
                 run=run,
-                event_type=EventType.ERROR,
-                data={
-                    "type": "paused" if to_status == RunStatus.PAUSED else "failed",
-                    "message": run.error,
-                    "retryable": to_status == RunStatus.PAUSED,
-                },
+                event=RunError(
+                    type="paused" if to_status == RunStatus.PAUSED else "failed",
+                    message=run.error,
+                    retryable=to_status == RunStatus.PAUSED,
+                ),
             )
         if to_status in (RunStatus.AWAITING_APPROVAL, RunStatus.FAILED):
             event_publish(
                 task=task,
                 run=run,
-                event_type=EventType.PIPELINE_COMPLETE,
-                data={
-                    "task_id": task.pk,
-                    "result": "passed" if to_status == RunStatus.AWAITING_APPROVAL else "failed",
-                    "run_id": run.pk,
-                },
-                board=True,
+                event=PipelineComplete(
+                    task_id=task.pk,
+                    result="passed" if to_status == RunStatus.AWAITING_APPROVAL else "failed",
+                    run_id=run.pk,
+                ),
             )
         if enqueue and to_status in WORKING_STATUSES:
             transaction.on_commit(functools.partial(_enqueue_advance_or_leave_to_sweeper, run.pk, to_status))
@@ -284,14 +271,13 @@ def run_subtask_start(*, run: PipelineRun, order: int, held_by: str) -> Pipeline
         event_publish(
             task=run.task,
             run=run,
-            event_type=EventType.SUBTASK_CHANGE,
-            data={
-                "run_id": run.pk,
-                "order": order,
-                "position": index + 1,
-                "count": len(run.plan),
-                "title": str(run.plan[index].get("title", "")),
-            },
+            event=SubtaskChange(
+                run_id=run.pk,
+                order=order,
+                position=index + 1,
+                count=len(run.plan),
+                title=str(run.plan[index].get("title", "")),
+            ),
         )
     return run
 
@@ -349,13 +335,7 @@ def run_start(*, task: Task, user: User | None, api_key: str | None = None) -> P
                     pipeline_state=pipeline_state(run),
                     total_cost=Coalesce(F("total_cost"), Value(Decimal(0))),  # None: never run
                 )
-                event_publish(
-                    task=task,
-                    run=run,
-                    event_type=EventType.PHASE_CHANGE,
-                    data=_phase_change_data(run),
-                    board=True,
-                )
+                event_publish(task=task, run=run, event=run_phase_change_event(run=run))
             break
         except IntegrityError:
             # A concurrent start won (one active run per task, or the same run number).

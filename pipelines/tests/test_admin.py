@@ -7,7 +7,7 @@ from django.test import Client
 from django.urls import reverse
 
 from accounts.models import User
-from pipelines.events import EventType, event_publish
+from pipelines.events import AgentLog, event_publish
 from pipelines.models import PipelineRun, RunStatus
 from pipelines.runs.services import run_start
 from tests.factories import TaskFactory
@@ -25,7 +25,7 @@ def operator(client: Client) -> Client:
 def run(project, owner, settings) -> PipelineRun:
     settings.ANTHROPIC_API_KEY = "sk-test"
     run = run_start(task=TaskFactory(project=project, title="Fix the thing"), user=owner, api_key="sk-user-secret-key")
-    event_publish(task=run.task, run=run, event_type=EventType.AGENT_LOG, data={"agent": "planner", "chunk": "hello"})
+    event_publish(task=run.task, run=run, event=AgentLog(agent="planner", chunk="hello"))
     return run
 
 

@@ -12,7 +12,7 @@ from django.test import Client
 from accounts.services import api_token_create
 from core.consumers import CLOSE_CATCH_UP, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from core.live import RESUBSCRIBED_MESSAGE_TYPE
-from pipelines.events import CONSUMER_MESSAGE_TYPE, EventType, event_publish, project_group, task_group
+from pipelines.events import CONSUMER_MESSAGE_TYPE, AgentLog, event_publish, project_group, task_group
 from pipelines.models import RunEvent
 from tests.factories import TaskFactory
 from tests.sockets import open_socket
@@ -41,8 +41,8 @@ def task(project):
 
 
 def test_owner_gets_the_backlog_then_live_events_in_order(owner, task) -> None:
-    first = event_publish(task=task, run=None, event_type=EventType.AGENT_LOG, data={"agent": "planner", "chunk": "a"})
-    second = event_publish(task=task, run=None, event_type=EventType.AGENT_LOG, data={"agent": "planner", "chunk": "b"})
+    first = event_publish(task=task, run=None, event=AgentLog(agent="planner", chunk="a"))
+    second = event_publish(task=task, run=None, event=AgentLog(agent="planner", chunk="b"))
     header = _token_header(owner)
 
     async def scenario() -> list[dict]:
@@ -67,8 +67,8 @@ def test_owner_gets_the_backlog_then_live_events_in_order(owner, task) -> None:
 
 
 def test_last_event_id_replays_only_newer_events(owner, task) -> None:
-    first = event_publish(task=task, run=None, event_type=EventType.AGENT_LOG, data={"agent": "coder", "chunk": "1"})
-    second = event_publish(task=task, run=None, event_type=EventType.AGENT_LOG, data={"agent": "coder", "chunk": "2"})
+    first = event_publish(task=task, run=None, event=AgentLog(agent="coder", chunk="1"))
+    second = event_publish(task=task, run=None, event=AgentLog(agent="coder", chunk="2"))
     cookie = _session_cookie(owner)
 
     async def scenario() -> dict:
@@ -83,7 +83,7 @@ def test_last_event_id_replays_only_newer_events(owner, task) -> None:
 
 
 def test_other_users_task_is_refused_like_a_missing_one(other_user, task) -> None:
-    event_publish(task=task, run=None, event_type=EventType.AGENT_LOG, data={"agent": "planner", "chunk": "secret"})
+    event_publish(task=task, run=None, event=AgentLog(agent="planner", chunk="secret"))
     header = _token_header(other_user)
 
     async def scenario() -> tuple:
@@ -186,7 +186,7 @@ def test_a_refused_socket_is_closed_with_its_code_after_the_handshake(other_user
 
 
 def test_told_the_layer_lost_redis_a_task_socket_sends_the_stored_events_it_missed(owner, task) -> None:
-    seen = event_publish(task=task, run=None, event_type=EventType.AGENT_LOG, data={"agent": "coder", "chunk": "1"})
+    seen = event_publish(task=task, run=None, event=AgentLog(agent="coder", chunk="1"))
     header = _token_header(owner)
 
     async def scenario() -> list[dict]:

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from accounts.models import User
-from pipelines.events import EventType, event_publish
+from pipelines.events import AgentLog, event_publish
 from pipelines.models import PipelineRun, RunEvent, RunStatus
 from pipelines.review.services import FEEDBACK_REQUIRED
 from pipelines.runs.costs import run_usage_add
@@ -72,7 +72,7 @@ def walk(run: PipelineRun, *steps: tuple[str, dict[str, Any]]) -> PipelineRun:
 
 
 def log(task: Task, run: PipelineRun, agent: str, chunk: str) -> RunEvent:
-    return event_publish(task=task, run=run, event_type=EventType.AGENT_LOG, data={"agent": agent, "chunk": chunk})
+    return event_publish(task=task, run=run, event=AgentLog(agent=agent, chunk=chunk))
 
 
 @pytest.fixture

@@ -3,12 +3,17 @@
  * Sends POST <api-url> (multipart: text, project, image) with the CSRF token.
  * Listens on ws(s)://<host>/ws/chat[?project=<id>]; messages are {type, data}:
  *   chat-chunk {message_id, chunk}  → appended to the streaming reply to message_id
- *   chat-message {message}          → the message is added or replaced (a finished reply
- *                                     replaces its streaming bubble)
+ *   chat-message {message, html}    → the message's list item (html, rendered by the
+ *                                     server with the page's own partial) is added or
+ *                                     replaces its old one (a finished reply replaces its
+ *                                     streaming bubble)
  *   chat-queue {queue_size, processing} → the queue indicator
  *   ping                            → ignored
- * A dropped socket reconnects (AutoCoder.liveSocket, static/js/app.js) and reloads the
- * history, so nothing sent in between is missed. Without JavaScript the form posts to the page.
+ * Messages are never built here: their HTML comes from the server (the event, or
+ * <messages-url> for the list and for a message just sent), so the page and the script
+ * cannot show one differently. A dropped socket reconnects (AutoCoder.liveSocket,
+ * static/js/app.js) and reloads the list, so nothing sent in between is missed. Without
+ * JavaScript the form posts to the page.
  */
 (function () {
   "use strict";
@@ -25,6 +30,8 @@
   var queue = root.querySelector("[data-chat-queue]");
   var live = root.querySelector("[data-chat-live]");
   var apiUrl = root.getAttribute("data-api-url");
+  var messagesUrl = root.getAttribute("data-messages-url");
+  var streamingTemplate = root.querySelector("[data-chat-streaming-template]");
   var project = root.getAttribute("data-project") || "";
   var maxBytes = Number(root.getAttribute("data-max-bytes")) || 0;
 
@@ -40,59 +47,59 @@
     if (empty) empty.remove();
   }
 
-  function el(tag, cls, text) {
-    var node = document.createElement(tag);
-    if (cls) node.className = cls;
-    if (text !== undefined) node.textContent = text;
-    return node;
+  function messagesQuery(extra) {
+    var params = new URLSearchParams(extra || {});
+    if (project) params.set("project", project);
+    return messagesUrl + "?" + params.toString();
   }
 
-  function render(m) {
-    var li = el("li", "chat-msg chat-" + m.role + (m.status === "error" ? " chat-error" : ""));
-    li.setAttribute("data-message-id", m.id);
-    li.setAttribute("data-reply-to", m.reply_to || "");
-    li.setAttribute("data-status", m.status);
-    var bubble = el("div", "chat-bubble");
-    bubble.appendChild(el("div", "chat-text", m.text));
-    if (m.has_image) bubble.appendChild(el("div", "chat-meta", "Image attached"));
-    if (m.role === "user" && (m.status === "queued" || m.status === "processing")) {
-      var pending = el("div", "chat-meta", m.status === "queued" ? "Waiting in the queue…" : "Answering…");
-      pending.setAttribute("data-pending", "");
-      bubble.appendChild(pending);
-    }
-    li.appendChild(bubble);
-    if (m.confirmations && m.confirmations.length) {
-      var ul = el("ul", "chat-confirmations");
-      m.confirmations.forEach(function (c) { ul.appendChild(el("li", "", c)); });
-      li.appendChild(ul);
-    }
-    return li;
+  function getHtml(url) {
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : null; });
   }
 
-  function upsert(m) {
+  /** The server's HTML of one message as an element (it holds one <li>). */
+  function parseItem(html) {
+    var holder = document.createElement("template");
+    holder.innerHTML = html;
+    return holder.content.querySelector("li[data-message-id]");
+  }
+
+  /** Add the message's list item, or replace its older one (or its streaming bubble). */
+  function upsert(html) {
+    var node = typeof html === "string" ? parseItem(html) : null;
+    if (!node) return;
     dropEmpty();
-    var node = render(m);
-    var existing = list.querySelector('[data-message-id="' + m.id + '"]');
-    var streaming = m.reply_to ? list.querySelector('[data-streaming-for="' + m.reply_to + '"]') : null;
+    var id = node.getAttribute("data-message-id");
+    var replyTo = node.getAttribute("data-reply-to");
+    var existing = list.querySelector('[data-message-id="' + id + '"]');
+    var streaming = replyTo ? list.querySelector('[data-streaming-for="' + replyTo + '"]') : null;
     if (existing) existing.replaceWith(node);
     else if (streaming) streaming.replaceWith(node);
     else list.appendChild(node);
-    if (m.reply_to) {
-      var question = list.querySelector('[data-message-id="' + m.reply_to + '"] [data-pending]');
+    if (replyTo) {
+      var question = list.querySelector('[data-message-id="' + replyTo + '"] [data-pending]');
       if (question) question.remove();
     }
     scrollDown();
+  }
+
+  /** A message just sent: shown at once unless its event already showed it. */
+  function showSent(id) {
+    if (list.querySelector('[data-message-id="' + id + '"]')) return;
+    getHtml(messagesQuery({ id: id }))
+      .then(function (html) {
+        if (html && !list.querySelector('[data-message-id="' + id + '"]')) upsert(html);
+      })
+      .catch(function () {});
   }
 
   function chunk(data) {
     dropEmpty();
     var node = list.querySelector('[data-streaming-for="' + data.message_id + '"]');
     if (!node) {
-      node = el("li", "chat-msg chat-assistant chat-streaming");
+      node = streamingTemplate.content.firstElementChild.cloneNode(true);
       node.setAttribute("data-streaming-for", data.message_id);
-      var bubble = el("div", "chat-bubble");
-      bubble.appendChild(el("div", "chat-text", ""));
-      node.appendChild(bubble);
       list.appendChild(node);
       var pending = list.querySelector('[data-message-id="' + data.message_id + '"] [data-pending]');
       if (pending) pending.textContent = "Answering…";
@@ -119,13 +126,11 @@
   }
 
   function reload() {
-    var url = apiUrl + "?page_size=100" + (project ? "&project=" + encodeURIComponent(project) : "");
-    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (body) {
-        if (!body) return;
-        list.textContent = "";
-        body.results.forEach(upsert);
+    getHtml(messagesQuery())
+      .then(function (html) {
+        if (html === null) return;
+        list.innerHTML = html; // the server's rendering of the list (the page's own partial)
+        scrollDown();
       })
       .catch(function () {});
   }
@@ -135,7 +140,7 @@
   function receive(message) {
     var data = message.data || {};
     if (message.type === "chat-chunk") chunk(data);
-    else if (message.type === "chat-message" && data.message) upsert(data.message);
+    else if (message.type === "chat-message") upsert(data.html);
     else if (message.type === "chat-queue") showQueue(data.queue_size, data.processing);
   }
 
@@ -163,7 +168,7 @@
           showError(first ? fields[first][0] : res.json.message || "Could not send the message.");
           return;
         }
-        upsert(res.json.message);
+        showSent(res.json.message.id);
         input.value = "";
         if (imageInput) imageInput.value = "";
         if (imageName) imageName.textContent = "";

@@ -4,6 +4,10 @@
  * server had already rendered into the page, so the socket replays only what is newer.
  * Messages are {id, type, data}:
  *   agent-log {agent, chunk}  → appended to that agent's log pane
+ *   phase-change {label, agent, …}
+ *                             → later chunks go under the server's label; the agent's
+ *                               pane is the live one (no phase table here: the server's
+ *                               pipelines/runs/selectors.py is the one source)
  *   phase-change, run-update, subtask-change, error, pipeline-complete, task-status
  *                             → the run panel is fetched again (htmx); the log panes are
  *                               outside it and keep their text
@@ -22,16 +26,13 @@
   var REFRESH_TYPES = {
     "phase-change": 1, "run-update": 1, "subtask-change": 1, error: 1, "pipeline-complete": 1, "task-status": 1
   };
-  var AGENT_FOR_STATUS = { planning: "planner", preparing: "environment", coding: "coder", fixing: "coder", verifying: "verifier", reviewing: "reviewer" };
 
   var lastId = Number(root.getAttribute("data-last-event-id")) || 0;
   var panelUrl = root.getAttribute("data-panel-url");
   var refreshTimer = null;
-  var currentRunNumber = "";
   // The phase the next log chunks belong to: the id of the phase-change that began it.
   var phaseKey = Number(root.getAttribute("data-phase-event-id")) || 0;
   var phaseText = root.getAttribute("data-phase-label") || "";
-  var PHASE_LABELS = { planning: "Planning", preparing: "Preparing the environment", coding: "Coding", reviewing: "Reviewing", fixing: "Fixing" };
 
   function panel() { return document.getElementById("pipeline-panel"); }
   function logs() { return root.querySelector("[data-agent-logs]"); }
@@ -39,12 +40,10 @@
   function readPanel() {
     var el = panel();
     if (!el) return;
-    var runId = el.getAttribute("data-run-id") || "";
-    if (runId) currentRunNumber = el.getAttribute("data-run-number") || "";
-    if (runId && logs()) logs().hidden = false;
+    if (el.getAttribute("data-run-id") && logs()) logs().hidden = false;
     var status = el.getAttribute("data-run-status") || "";
     var stopped = status === "paused" || status === "failed" ? status : "";
-    setActiveAgent(AGENT_FOR_STATUS[status] || "", el.getAttribute("data-focus-agent") || "", stopped);
+    setActiveAgent(el.getAttribute("data-active-agent") || "", el.getAttribute("data-focus-agent") || "", stopped);
   }
 
   // --- Log panes -----------------------------------------------------------------------
@@ -70,14 +69,6 @@
 
   function isAtBottom(el) {
     return el.scrollHeight - el.scrollTop - el.clientHeight < 24;
-  }
-
-  function phaseLabel(status, iteration) {
-    iteration = Number(iteration) || 0;
-    var label = PHASE_LABELS[status] || status;
-    if (status === "reviewing") label = "Review " + (iteration + 1);
-    if (status === "fixing") label = "Fixing after review " + iteration;
-    return Number(currentRunNumber) > 1 ? "Run " + currentRunNumber + " · " + label : label;
   }
 
   function appendLog(agent, chunk) {
@@ -145,11 +136,12 @@
         appendLog(data.agent, data.chunk);
         return;
       case "phase-change":
-        if (AGENT_FOR_STATUS[data.status]) {
+        // A phase with an agent begins a new segment of that agent's output.
+        if (data.agent) {
           phaseKey = Number(message.id) || phaseKey + 1;
-          phaseText = phaseLabel(data.status, data.iteration);
+          phaseText = typeof data.label === "string" ? data.label : "";
         }
-        setActiveAgent(AGENT_FOR_STATUS[data.status] || "");
+        setActiveAgent(typeof data.agent === "string" ? data.agent : "");
         if (logs()) logs().hidden = false;
         refreshPanel();
         return;

@@ -38,6 +38,15 @@ def drag(page, card, status: str) -> None:
         card.drag_to(target)
 
 
+def start_run(page, title: str) -> None:
+    """A new task, moved to Spec, and its run started from the task page."""
+    card = create_task(page, title)
+    drag(page, card, "spec")
+    page.locator(".column[data-status=spec] .card", has_text=title).wait_for()
+    page.click(f".card-title:text('{title}')")
+    page.click("#pipeline-panel .start-form button[type=submit]")
+
+
 def log_text(page, agent: str) -> str:
     # text_content: a folded pane (a closed <details>) has no innerText.
     return page.locator(f"[data-log-pane={agent}] [data-log-body]").text_content() or ""
