@@ -40,6 +40,7 @@ class EventType(StrEnum):
     RUN_UPDATE = "run-update"
     SUBTASK_CHANGE = "subtask-change"
     PULL_REQUEST = "pull-request"
+    RUN_MESSAGE = "run-message"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +144,16 @@ class PullRequestChange(Event):
     state: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunMessageChange(Event):
+    """A person's message to the run was sent (``delivered`` false) or read by the Coder."""
+
+    event_type = EventType.RUN_MESSAGE
+    run_id: int
+    message_id: int
+    delivered: bool
+
+
 EVENT_CLASSES: dict[EventType, type[Event]] = {
     cls.event_type: cls
     for cls in (
@@ -154,6 +165,7 @@ EVENT_CLASSES: dict[EventType, type[Event]] = {
         RunUpdate,
         SubtaskChange,
         PullRequestChange,
+        RunMessageChange,
     )
 }
 

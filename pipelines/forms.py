@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django import forms
 
+from pipelines.messages.services import BODY_REQUIRED as MESSAGE_REQUIRED
+from pipelines.messages.services import RUN_MESSAGE_MAX_LENGTH
 from pipelines.review.services import BODY_REQUIRED, FEEDBACK_REQUIRED, LINE_COMMENT_BODY_MAX_LENGTH
 
 FEEDBACK_MAX_LENGTH = 10_000
@@ -47,3 +49,7 @@ class LineCommentForm(LineCommentBodyForm):
     path = forms.CharField(max_length=1000)
     line_start = forms.IntegerField(min_value=1, max_value=2_147_483_647)
     line_end = forms.IntegerField(min_value=1, max_value=2_147_483_647, required=False)
+
+
+class RunMessageForm(forms.Form):
+    body = forms.CharField(max_length=RUN_MESSAGE_MAX_LENGTH, strip=True, error_messages={"required": MESSAGE_REQUIRED})

@@ -361,3 +361,29 @@ class RunLineComment(TimeStampedModel):
     def lines_phrase(self) -> str:
         """'line 7' or 'lines 7–9', as a sentence names them."""
         return f"line{'' if self.line_start == self.line_end else 's'} {self.lines_label}"
+
+
+class RunMessage(models.Model):
+    """A person's message to a run's agents: the Coder reads it at its next turn.
+
+    Delivered once, at a turn of a phase entry (``delivered_entry``, ``delivered_turn``):
+    a phase resumed after its worker died hands the Coder the same messages at the same
+    turn, so the replies already bought are reused and nothing is read twice or lost.
+    """
+
+    run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="messages")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    # The transition that entered the phase it was read in (RunTransition), and the turn.
+    delivered_entry = models.BigIntegerField(null=True, blank=True)
+    delivered_turn = models.PositiveIntegerField(null=True, blank=True)
+    delivered_phase = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["run", "delivered_at"], name="pipelines_message_pending")]
+
+    def __str__(self) -> str:
+        return f"Message {self.pk} to run {self.run_id}"

@@ -12,7 +12,9 @@ from django.conf import settings
 from django.urls import reverse
 
 from pipelines.forms import RequestChangesForm, StartRunForm
+from pipelines.messages.selectors import run_messages_for_run
 from pipelines.models import (
+    ACTIVE_STATUSES,
     MAX_REVIEW_ITERATIONS,
     WORKING_STATUSES,
     PipelineRun,
@@ -315,6 +317,8 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "repository": repository,
         "pull_request": PullRequest.objects.filter(run=run).first() if run else None,
         "changed_nothing": changed_nothing,
+        "run_messages": list(run_messages_for_run(run=run)) if run else [],
+        "can_message": bool(run and run.status in ACTIVE_STATUSES),
         "can_open_pull_request": bool(
             not changed_nothing
             and run

@@ -20,6 +20,7 @@ urlpatterns = [
         views.run_line_comment_delete,
         name="line_comment_delete",
     ),
+    path("runs/<id:run_id>/messages", views.run_message, name="message"),
     path("runs/<id:run_id>/approve", views.run_approve, name="approve"),
     path("runs/<id:run_id>/pull-request", views.run_open_pull_request_view, name="open_pull_request"),
     path("runs/<id:run_id>/patch", views.run_patch, name="patch"),

@@ -22,8 +22,9 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.selectors import request_user
 from core.exceptions import ApplicationError
 from pipelines.agents.lineage import context_run_get_for_user, lineage_rows
-from pipelines.forms import LineCommentBodyForm, LineCommentForm, RequestChangesForm, StartRunForm
-from pipelines.models import RunStatus
+from pipelines.forms import LineCommentBodyForm, LineCommentForm, RequestChangesForm, RunMessageForm, StartRunForm
+from pipelines.messages.services import run_message_send
+from pipelines.models import WORKING_STATUSES, RunStatus
 from pipelines.panel import panel_context
 from pipelines.pull_requests.services import run_open_pull_request
 from pipelines.review import selectors as review_selectors
@@ -47,6 +48,8 @@ LINE_COMMENT_ADDED = "Comment added to {path}, {lines}. It goes to the Coder wit
 LINE_COMMENT_SAVED = "Comment saved."
 LINE_COMMENT_DELETED = "Comment deleted."
 RUN_APPROVED = "Approved. The task moved to Done."
+MESSAGE_SENT = "Message sent: the Coder reads it at its next turn."
+MESSAGE_KEPT = "Message kept: the Coder reads it when it next works on this run."
 RUN_APPROVED_NOTHING_MERGED = (
     "Approved. The run changed nothing, so nothing was merged into {base}. The task moved to Done."
 )
@@ -81,7 +84,7 @@ def _act(request: HttpRequest, task: Task, action: Callable[[], str]) -> HttpRes
     return _respond(request, task)
 
 
-def _form_error(form: StartRunForm | RequestChangesForm | LineCommentBodyForm) -> str:
+def _form_error(form: StartRunForm | RequestChangesForm | LineCommentBodyForm | RunMessageForm) -> str:
     return " ".join(str(error) for errors in form.errors.values() for error in errors)
 
 
@@ -268,3 +271,19 @@ def run_lineage(request: HttpRequest, run_id: int) -> HttpResponse:
     run = context_run_get_for_user(user=user, run_id=run_id)
     rows = lineage_rows(user=user, run=run)
     return render(request, "pipelines/lineage_run.html", {"run": run, "task": run.task, "rows": rows})
+
+
+@login_required
+@require_POST
+def run_message(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = run_get_for_user(user=request_user(request), run_id=run_id)
+    form = RunMessageForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _form_error(form))
+        return _respond(request, run.task)
+
+    def send() -> str:
+        run_message_send(run=run, author=request_user(request), body=form.cleaned_data["body"])
+        return MESSAGE_SENT if run.status in WORKING_STATUSES else MESSAGE_KEPT
+
+    return _act(request, run.task, send)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from llm.demo import wire
@@ -23,6 +23,7 @@ from llm.demo.server import DemoHandler, DemoModelServer, min_cacheable_tokens
 __all__ = [
     "DEMO_MODEL_LABEL",
     "EDITOR",
+    "Chosen",
     "FakeAnthropicServer",
     "Hang",
     "Held",
@@ -105,7 +106,15 @@ class Paced:
 STAMP = "[t={:.6f}]"
 
 
-Reply = ToolReply | TextReply | RawToolInputReply | HttpError | MidStreamError | Hang | Held | Paced
+@dataclass
+class Chosen:
+    """The reply ``choose`` picks for the request it answers: a model whose next move
+    depends on what it was told (a person's message, say)."""
+
+    choose: Callable[[RecordedRequest], ToolReply | TextReply]
+
+
+Reply = ToolReply | TextReply | RawToolInputReply | HttpError | MidStreamError | Hang | Held | Paced | Chosen
 
 EDITOR = "str_replace_based_edit_tool"
 
@@ -130,6 +139,8 @@ class _FakeHandler(DemoHandler):
 
     def answer(self, request: RecordedRequest) -> None:
         reply = self.server.next_reply(request)
+        if isinstance(reply, Chosen):
+            reply = reply.choose(request)
         if isinstance(reply, Held):
             reply.release.wait(reply.timeout)
             reply = reply.reply

@@ -92,6 +92,11 @@ class AgentTurns:
         self._bought = BoughtCalls(run, agent)
         self._reuse = reuse
 
+    @property
+    def phase_entry(self) -> int | None:
+        """The transition that entered the phase: what groups its calls and messages."""
+        return self._bought.phase_entry
+
     def take(self, request: LLMRequest, *, attempt: int = 1) -> Turn:
         """The reply to ``request``, reused or bought; the lessons of its text kept."""
         result = self._bought.take(attempt, prompt_text(request)) if self._reuse else None

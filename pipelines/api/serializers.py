@@ -5,7 +5,8 @@ from typing import Any
 from rest_framework import serializers
 
 from core.api import StrictCharField
-from pipelines.models import PipelineRun, PullRequest, RunLineComment, RunStatus
+from pipelines.messages.services import RUN_MESSAGE_MAX_LENGTH
+from pipelines.models import PipelineRun, PullRequest, RunLineComment, RunMessage, RunStatus
 from pipelines.review.services import LINE_COMMENT_BODY_MAX_LENGTH
 from pipelines.runs.places import run_queue_position
 from pipelines.runs.selectors import run_allowed_actions, run_recalled
@@ -234,3 +235,30 @@ class LineCommentCreateSerializer(serializers.Serializer[Any]):
 
 class LineCommentUpdateSerializer(serializers.Serializer[Any]):
     body = StrictCharField(max_length=LINE_COMMENT_BODY_MAX_LENGTH, trim_whitespace=True)
+
+
+class RunMessageSerializer(serializers.ModelSerializer[RunMessage]):
+    author = serializers.SerializerMethodField(help_text="The email of who sent it (null once they are deleted).")
+    delivered = serializers.SerializerMethodField(help_text="The Coder has read it.")
+
+    class Meta:
+        model = RunMessage
+        fields = ["id", "body", "author", "created_at", "delivered", "delivered_at", "delivered_phase"]
+        read_only_fields = fields
+        extra_kwargs = {
+            "delivered_phase": {"help_text": "The phase the Coder read it in (coding or fixing); '' while waiting."}
+        }
+
+    def get_author(self, message: RunMessage) -> str | None:
+        return message.author.email if message.author else None
+
+    def get_delivered(self, message: RunMessage) -> bool:
+        return message.delivered_at is not None
+
+
+class RunMessageCreateSerializer(serializers.Serializer[Any]):
+    body = StrictCharField(
+        max_length=RUN_MESSAGE_MAX_LENGTH,
+        trim_whitespace=True,
+        help_text="What the Coder should know: it reads it at its next turn (its next round if it is not working).",
+    )

@@ -20,6 +20,7 @@ urlpatterns = [
         views.RunLineCommentDetailApi.as_view(),
         name="run-line-comment",
     ),
+    path("runs/<str:run_id>/messages", views.RunMessageListApi.as_view(), name="run-messages"),
     path("runs/<str:run_id>/patch", views.RunPatchApi.as_view(), name="run-patch"),
     path("runs/<str:run_id>/discard-branch", views.RunDiscardBranchApi.as_view(), name="run-discard-branch"),
     path("runs/<str:run_id>/pull-request", views.RunPullRequestApi.as_view(), name="run-pull-request"),

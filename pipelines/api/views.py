@@ -20,8 +20,12 @@ from pipelines.api.serializers import (
     LineCommentUpdateSerializer,
     PullRequestSerializer,
     RequestChangesSerializer,
+    RunMessageCreateSerializer,
+    RunMessageSerializer,
     RunSerializer,
 )
+from pipelines.messages.selectors import run_messages_for_run
+from pipelines.messages.services import run_message_send
 from pipelines.models import PipelineRun, PullRequest
 from pipelines.pull_requests.services import pull_request_for_user, run_open_pull_request
 from pipelines.review.selectors import line_comment_get_for_run, line_comments_for_run, run_diff, run_patch
@@ -280,3 +284,33 @@ class RunLineCommentDetailApi(ApiView):
         run = run_get_for_user(user=request_user(request), run_id=run_id)
         line_comment_delete(comment=line_comment_get_for_run(run=run, comment_id=comment_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RunMessageListApi(ApiView):
+    @extend_schema(
+        operation_id="runs_messages_list",
+        summary="The messages sent to the run's Coder, oldest first, read or waiting",
+        responses={200: RunMessageSerializer(many=True), **error_responses(401, 404)},
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
+        return Response(RunMessageSerializer(run_messages_for_run(run=run), many=True).data)
+
+    @extend_schema(
+        operation_id="runs_messages_create",
+        summary="Send the run's Coder a message",
+        description="The Coder reads it at its next turn while it works; a run that is queued, paused or "
+        "awaiting approval keeps it for the Coder's next round. The Claude CLI's agent reads messages as it "
+        "starts, so one sent while it works waits for its next round.",
+        request=RunMessageCreateSerializer,
+        responses={
+            201: RunMessageSerializer,
+            **error_responses(400, 401, 404, 409, descriptions={409: "The run has ended (code `run_ended`)."}),
+        },
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = run_get_for_user(user=request_user(request), run_id=run_id)
+        body = RunMessageCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        message = run_message_send(run=run, author=request_user(request), **body.validated_data)
+        return Response(RunMessageSerializer(message).data, status=status.HTTP_201_CREATED)

@@ -112,17 +112,6 @@ def _start_waiting_runs(owner_id: int) -> None:
         _enqueue_advance_or_leave_to_sweeper(run_id, RunStatus.QUEUED)
 
 
-def _phase_change_data(run: PipelineRun) -> dict[str, Any]:
-    # ``task_id``: the board updates that one card (static/js/board_live.js).
-    return {
-        "phase": run.phase,
-        "status": run.status,
-        "iteration": run.iteration,
-        "run_id": run.pk,
-        "task_id": run.task_id,
-    }
-
-
 def run_transition(
     *,
     run: PipelineRun,
