@@ -233,6 +233,14 @@ def task_detail(request: HttpRequest, task_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
+def task_activity(request: HttpRequest, task_id: int) -> HttpResponse:
+    """The task page's Activity list alone, fetched again when the pipeline moves the card."""
+    task = task_get_for_user(user=request_user(request), task_id=task_id)
+    return render(request, "tasks/_activity.html", {"task": task, "history": task_history(task=task)})
+
+
+@login_required
 @require_POST
 def task_move(request: HttpRequest, task_id: int) -> HttpResponse:
     """The no-drag way to change a task's column (the board drags through the API)."""

@@ -147,6 +147,9 @@
         return;
       default:
         if (REFRESH_TYPES[message.type]) refreshPanel();
+        // The pipeline moved the card: the Activity list fetches itself again
+        // (templates/tasks/_activity.html).
+        if (message.type === "task-status") document.body.dispatchEvent(new CustomEvent("autocoder:task-status"));
     }
   }
 

@@ -563,3 +563,12 @@ def test_quick_add_with_only_spaces_stays_on_the_board_and_says_why(client, owne
     html = response.content.decode()
     assert "The task was not added. Title: This field is required." in html
     assert not Task.objects.exists()
+
+
+def test_the_activity_partial_is_the_owners_alone(client, owner: User, other_user: User, project: Project) -> None:
+    task = TaskFactory(project=project, title="Watched")
+    client.force_login(owner)
+    html = client.get(reverse("tasks:activity", args=[task.pk])).content.decode()
+    assert 'data-testid="task-activity"' in html and "Created in" in html
+    client.force_login(other_user)
+    assert client.get(reverse("tasks:activity", args=[task.pk])).status_code == 404
