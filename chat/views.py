@@ -24,6 +24,7 @@ from chat.selectors import chat_message_list, chat_session_current_open, chat_se
 from chat.services import NEW_SESSION_COMMAND, ChatImage, chat_image_validate, chat_message_send
 from core.converters import parse_id
 from core.exceptions import ApplicationError
+from projects.context_processors import get_current_project
 from projects.models import Project
 from projects.selectors import project_get_for_user, project_list_for_user
 
@@ -47,8 +48,11 @@ def _shown(user: User, project: Project | None) -> list[dict[str, Any]]:
 @require_http_methods(["GET", "POST"])
 def chat_page(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
-    project = _project(user, request.GET.get("project") or request.POST.get("project"))
-    url = reverse("chat:page") + (f"?project={project.pk}" if project else "")
+    chosen = request.GET.get("project", request.POST.get("project"))
+    # No choice made: the project the rest of the site is on (the header's); "" is a
+    # choice, the conversation that belongs to no project.
+    project = get_current_project(request) if chosen is None else _project(user, chosen)
+    url = reverse("chat:page") + f"?project={project.pk if project else ''}"
     if request.method == "POST":
         image: ChatImage | None = None
         try:

@@ -428,3 +428,14 @@ def test_admin_shows_a_session_with_its_messages(client, owner, admin_user) -> N
     page = client.get(f"/admin/chat/chatsession/{message.session_id}/change/")
     assert page.status_code == 200
     assert "in the admin" in page.content.decode()
+
+
+def test_the_chat_opens_on_the_sites_project_says_how_to_remember_and_labels_its_box(browser, project) -> None:
+    browser.get("/", {"project": project.pk})  # the board of that project: the site's current one
+    html = browser.get("/chat/").content.decode()
+    assert f'data-ws-path="/ws/chat?project={project.pk}"' in html
+    assert f'<option value="{project.pk}" selected>' in html
+    assert "[REMEMBER: …]" in html and "remember that" in html
+    assert '<label for="chat-text"' in html and 'id="chat-text"' in html
+    # No project is still a choice.
+    assert 'data-ws-path="/ws/chat"' in browser.get("/chat/", {"project": ""}).content.decode()
