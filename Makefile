@@ -101,18 +101,27 @@ clean:
 
 # Watch whole runs without an API key: the scripted demo model (llm/demo/, a local server
 # speaking the Anthropic Messages API) stands in for the API; the UI labels the model as a
-# scripted demo. It needs no Django settings. Its own database, demo.sqlite3.
+# scripted demo. It needs no Django settings. Its own database, demo.sqlite3. Beside it, the
+# fake forge (llm/demo/forge.py) for the pull-request walk-through: repository team/demo-app,
+# its branches in the sample repository's bare remote; the server may reach local addresses.
 DEMO_LLM_PORT ?= 8090
+DEMO_FORGE_PORT ?= 8091
+DEMO_FORGE_TOKEN ?= demo-forge-token
+DEMO_REPOS_ROOT ?= $(if $(REPOS_ROOT),$(REPOS_ROOT),$(CURDIR)/var/repos)
 DEMO_DB ?= $(CURDIR)/demo.sqlite3
 DEMO_ENV = DEBUG=true LLM_DEMO_MODE=true DATABASE_URL=sqlite:///$(DEMO_DB) \
-	ANTHROPIC_BASE_URL=http://127.0.0.1:$(DEMO_LLM_PORT) ANTHROPIC_API_KEY=demo-key-not-secret
+	ANTHROPIC_BASE_URL=http://127.0.0.1:$(DEMO_LLM_PORT) ANTHROPIC_API_KEY=demo-key-not-secret \
+	CLONE_ALLOWED_NETWORKS=$${CLONE_ALLOWED_NETWORKS:-127.0.0.0/8}
 demo: $(VENV)/.installed-run
 	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput
 	$(DEMO_ENV) $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(DEMO_ENV) $(BIN)/python manage.py repos_demo
 	@echo "AutoCoder demo on http://$(HOST):$(PORT) — scripted demo model on port $(DEMO_LLM_PORT), no API key used (an admin: make demo-superuser)"
+	@echo "Fake forge on http://127.0.0.1:$(DEMO_FORGE_PORT) — GitHub API http://127.0.0.1:$(DEMO_FORGE_PORT)/github, repository team/demo-app, token $(DEMO_FORGE_TOKEN), push URL demo-app-remote.git"
 	@$(BIN)/python -m llm.demo --port $(DEMO_LLM_PORT) & model=$$!; \
-	trap 'kill $$model 2>/dev/null' EXIT INT TERM; \
+	$(BIN)/python -m llm.demo.forge --port $(DEMO_FORGE_PORT) --token $(DEMO_FORGE_TOKEN) \
+		--repository team/demo-app=$(DEMO_REPOS_ROOT)/demo-app-remote.git & forge=$$!; \
+	trap 'kill $$model $$forge 2>/dev/null' EXIT INT TERM; \
 	$(DEMO_ENV) $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 bench: $(VENV)/.installed-dev

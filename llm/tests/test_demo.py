@@ -7,15 +7,18 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anthropic
 import pytest
 
-from llm.demo import DEMO_MODEL_LABEL, DemoModelServer
+from llm.demo import DEMO_MODEL_LABEL, DemoModelServer, MessagesRequest, default_reply
+from llm.demo.coder import rename_asked
+from llm.demo.request import lessons_taught
 from llm.providers import provider_for
 from llm.providers.base import LLMRequest, Tool
+from pipelines.agents.recall import MEMORIES_HEADING, MEMORIES_INTRO
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,22 +121,30 @@ def test_a_reviewer_looks_around_then_answers(demo_server: DemoModelServer) -> N
     assert calls[2] == ("submit_review", {"pass": True, "findings": []})
 
 
-def _coder_calls(demo_server: DemoModelServer, prompt: str, tools: tuple[Tool, ...]) -> list[tuple[str, dict]]:
-    """The demo Coder's tool calls in an editing conversation, each answered "ok"."""
+def _coder_calls(
+    demo_server: DemoModelServer,
+    prompt: str,
+    tools: tuple[Tool, ...],
+    answer: Callable[[dict], str] = lambda tool_input: "ok",
+    system: str = "You code.",
+) -> list[tuple[str, dict]]:
+    """The demo Coder's tool calls in an editing conversation, each answered by ``answer``."""
     editor = {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"}
     messages: list[dict[str, object]] = [{"role": "user", "content": prompt}]
     request = LLMRequest(
-        system="You code.", messages=messages, model="m", max_tokens=500, server_tools=(editor,), explore_tools=tools
+        system=system, messages=messages, model="m", max_tokens=500, server_tools=(editor,), explore_tools=tools
     )
     calls: list[tuple[str, dict]] = []
     for _ in range(10):
         result = provider_for().complete(request, on_chunk=lambda chunk: None, should_cancel=lambda: False)
         if not result.tool_calls:
+            calls.append(("(summary)", {"text": result.text}))
             return calls
         [call] = result.tool_calls
         calls.append((call.name, call.input or {}))
         messages.append({"role": "assistant", "content": result.content})
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "ok"}]})
+        block = {"type": "tool_result", "tool_use_id": call.id, "content": answer(call.input or {})}
+        messages.append({"role": "user", "content": [block]})
     raise AssertionError(f"the demo Coder did not finish: {calls}")
 
 
@@ -147,7 +158,7 @@ def test_the_demo_coder_starts_each_subtask_of_the_plan_before_writing_its_file(
 
     calls = _coder_calls(demo_server, prompt, (start_subtask,))
 
-    steps = [(name, tool_input.get("order") or tool_input.get("path")) for name, tool_input in calls]
+    steps = [(name, tool_input.get("order") or tool_input.get("path")) for name, tool_input in calls[:-1]]
     assert steps[2:] == [
         ("start_subtask", 1),
         ("str_replace_based_edit_tool", "src/feature.py"),
@@ -156,9 +167,57 @@ def test_the_demo_coder_starts_each_subtask_of_the_plan_before_writing_its_file(
     ]
     # Without the tool (or a plan) it writes the same two files.
     without = _coder_calls(demo_server, prompt, ())
-    assert [tool_input.get("path") for _, tool_input in without] == [
+    assert [tool_input.get("path") for _, tool_input in without[:-1]] == [
         ".", "README.md", "src/feature.py", "tests/test_feature.py",
     ]  # fmt: skip
+
+
+def test_the_demo_coder_never_creates_a_file_that_is_there(demo_server: DemoModelServer) -> None:
+    listing = "Files and folders up to 2 levels deep in ., hidden items excluded:\nsrc/\nsrc/feature.py\ntests/"
+
+    calls = _coder_calls(
+        demo_server,
+        "# Task\nTitle: Add a feature\n\n(no description)\n\n# Plan\n[]\n\nMake the changes.",
+        (),
+        answer=lambda tool_input: listing if tool_input.get("path") == "." else "ok",
+    )
+
+    created = [tool_input["path"] for _, tool_input in calls if tool_input.get("command") == "create"]
+    assert created == ["src/feature_2.py", "tests/test_feature_2.py"]
+
+
+def test_the_demo_coder_names_the_lessons_it_was_taught(demo_server: DemoModelServer) -> None:
+    lessons = "- Keep fixes small.\n- Test first."
+    system = f"You code.\n\n{MEMORIES_HEADING}\n{MEMORIES_INTRO}\n{lessons}\n\n# Your notes\n- x"
+    prompt = "# Task\nTitle: Is it done?\n\n(no description)\n\n# Plan\n[]\n\nMake the changes."
+
+    calls = _coder_calls(demo_server, prompt, (), system=system)
+
+    [(_, summary)] = [call for call in calls if call[0] == "(summary)"]
+    assert summary["text"].startswith("Nothing to change: the task asks a question.")
+    assert not [call for call in calls if call[1].get("command") in ("create", "str_replace", "insert")]
+    assert lessons_taught(system) == ["Keep fixes small.", "Test first."]
+    editor = {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"}
+    body = {"system": system, "tools": [editor], "messages": [{"role": "user", "content": prompt}]}
+    first = default_reply(MessagesRequest(path="/v1/messages", headers={}, body=body))
+    assert first.text.startswith("Keeping in mind what the team taught me: “Keep fixes small.”; “Test first.”.\n")
+
+
+@pytest.mark.parametrize(
+    ("said", "quote", "rename"),
+    [
+        ("Rename `needs_reorder` to `is_due`", "", ("needs_reorder", "is_due")),
+        ("please rename total into grand_total.", "", ("total", "grand_total")),
+        ("`rate` → `tax_rate`", "", ("rate", "tax_rate")),
+        ("Name this constant STOCK_0700", "    return 700", None),
+        ("Name this constant STOCK_0700", "LIMIT = 700", ("LIMIT", "STOCK_0700")),
+        ("Call it `is_low`", "    def needs_reorder(self) -> bool:", ("needs_reorder", "is_low")),
+        ("Name this better", "    def needs_reorder(self) -> bool:", None),
+        ("Say what this module is for", "x = 1", None),
+    ],
+)
+def test_the_renames_a_review_can_ask_for(said: str, quote: str, rename: tuple[str, str] | None) -> None:
+    assert rename_asked(said, quote) == rename
 
 
 def test_chat_answers_without_streaming_too(demo_server: DemoModelServer) -> None:

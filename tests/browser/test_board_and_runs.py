@@ -110,6 +110,7 @@ def test_on_a_linked_repository_the_agents_read_the_code_the_tests_run_and_appro
 ) -> None:
     import subprocess
 
+    from llm.demo.demo_app import BUGS
     from repos.management.commands.repos_demo import FILES
 
     folder = live_app.repos_root / f"shop-{time.time_ns()}"
@@ -139,10 +140,12 @@ def test_on_a_linked_repository_the_agents_read_the_code_the_tests_run_and_appro
     coder_log = log_text(page, "coder")  # the Coder looked, and read, before it wrote
     editor = "→ str_replace_based_edit_tool"
     assert f'{editor} {{"command": "view", "path": "."}}' in coder_log
-    assert f'{editor} {{"command": "view", "path": "README.md"}}' in coder_log
-    assert "— Subtask 2 of 2: Cover it with a test —" in coder_log  # it said where it was
+    assert f'{editor} {{"command": "view", "path": "src/inventory.py"}}' in coder_log
+    assert "— Subtask 2 of 2: Change that one line —" in coder_log  # it said where it was
+    assert f'{editor} {{"command": "str_replace", "path": "src/inventory.py"' in coder_log
     tests_log = log_text(page, "verifier")
-    assert "$ python3 run_tests.py" in tests_log and "PASSED tests/test_feature.py::test_feature" in tests_log
+    assert "$ python3 run_tests.py" in tests_log
+    assert f"PASSED tests/test_inventory.py::{BUGS[0].test_name}" in tests_log
     assert "Tests passed" in page.locator("[data-testid=run-verify]").inner_text()
     found = re.search(r"autocoder/task-\d+-run-1", page.locator("[data-testid=run-branch]").inner_text())
     assert found is not None
@@ -155,7 +158,7 @@ def test_on_a_linked_repository_the_agents_read_the_code_the_tests_run_and_appro
         f"Merge branch '{branch}' into main",
         "Add a feature module (implementation)",
     ]
-    assert (folder / "src" / "feature.py").exists()  # the user's checkout follows
+    assert BUGS[0].new in (folder / "src" / "inventory.py").read_text()  # the user's checkout follows
 
 
 def test_the_board_follows_a_failing_runs_card_live_chip_and_cost(page, live_app: LiveApp) -> None:

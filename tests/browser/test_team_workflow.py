@@ -27,6 +27,7 @@ TOKEN = "ghp_browser-forge-token"
 
 
 def test_comments_then_a_pull_request_merged_on_the_forge(page, live_app: LiveApp) -> None:  # type: ignore[no-untyped-def]
+    from llm.demo.demo_app import BUGS
     from repos.management.commands.repos_demo import FILES
 
     stamp = time.time_ns()
@@ -71,7 +72,9 @@ def test_comments_then_a_pull_request_merged_on_the_forge(page, live_app: LiveAp
         # Two comments on two lines of the diff, then a request for changes.
         file = page.locator("#pipeline-diff .diff-file").first
         form = page.locator("[data-testid=line-comment-form]")
-        for line, words in ((1, "Say what this module is for"), (2, "Name this better")):
+        # The demo model's one-line fix in the big module (its first diff file), and a line above it.
+        fixed = FILES["src/inventory.py"].split("\n").index(BUGS[0].old) + 1
+        for line, words in ((fixed - 2, "Say what this method is for"), (fixed, "Name this better")):
             line_comment_plus(file, line).click()
             form.locator("textarea").fill(words)
             form.locator("button[type=submit]").click()
@@ -84,7 +87,7 @@ def test_comments_then_a_pull_request_merged_on_the_forge(page, live_app: LiveAp
         assert history.locator("[data-testid=sent-line-comment]").count() == 2
         assert "Sent with request for changes 1" in history.inner_text()
         # The Coder got both, with the quoted code.
-        coder_prompts = [r.prompt_text for r in live_app.llm.requests if "Say what this module is for" in r.prompt_text]
+        coder_prompts = [r.prompt_text for r in live_app.llm.requests if "Say what this method is for" in r.prompt_text]
         assert coder_prompts and "Name this better" in coder_prompts[-1]
 
         page.click("#pipeline-panel button:has-text('Open pull request')")

@@ -25,7 +25,6 @@ from pipelines.review.services import MergeRefused, run_approve
 from pipelines.runs.services import run_discard_branch, run_retry, run_start
 from pipelines.runs.workspace import runs_cleanup_worktrees
 from pipelines.tests.repositories import CALC, CALC_FILES, CALC_FIXED, git, git_commit, log_text
-from repos.services import repository_link
 from tests.fake_anthropic import EDITOR, TextReply, ToolReply
 from tests.workers import drive_in_process
 
@@ -388,35 +387,6 @@ def test_another_users_patch_is_404(fake_llm, linked, task, owner, other_client)
     run = drive_in_process(run_start(task=task, user=owner))
     assert other_client.get(f"/api/runs/{run.pk}/patch").status_code == 404
     assert other_client.post(f"/api/runs/{run.pk}/discard-branch").status_code == 404
-
-
-@needs_bwrap
-def test_the_demo_repository_runs_end_to_end_with_the_unscripted_model(
-    fake_llm, project, task, owner, tmp_path: Path, settings
-) -> None:
-    """`make demo`'s sample repository and the fake model's default answers: the Coder
-    looks around first, the tests run, approval lands the commit on main."""
-    from django.core.management import call_command
-
-    settings.REPOS_ROOT = str(tmp_path / "repos")
-    settings.WORKTREES_ROOT = str(tmp_path / "worktrees")
-    call_command("repos_demo")
-    repository = repository_link(project=project, path="demo-app", test_command="python3 run_tests.py")
-
-    run = drive_in_process(run_start(task=task, user=owner))
-
-    assert run.status == RunStatus.AWAITING_APPROVAL
-    assert run.verify_result["passed"] is True
-    assert "PASSED tests/test_feature.py::test_feature" in run.verify_result["output"]
-    coder_log = log_text(run, "coder")
-    assert f"→ {EDITOR}" in coder_log
-    # It said which subtask of the demo plan it began, before writing each file.
-    first, second = "— Subtask 1 of 2: Write the change —", "— Subtask 2 of 2: Cover it with a test —"
-    assert coder_log.index(first) < coder_log.index("src/feature.py") < coder_log.index(second)
-    assert [e.data["order"] for e in RunEvent.objects.filter(run=run, type="subtask-change")] == [1, 2]
-    run_approve(run=run, actor=owner)
-    repo = Path(repository.path)
-    assert git(repo, "show", "main:src/feature.py").startswith("def feature()")
 
 
 def test_the_coder_stops_at_its_token_limit(fake_llm, linked, repo_root, task, owner, settings) -> None:

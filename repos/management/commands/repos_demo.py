@@ -1,5 +1,7 @@
 """Create a small sample repository under REPOS_ROOT for `make demo`: link it on a
-project's Repository page (folder ``demo-app``) and watch the agents work on it."""
+project's Repository page (folder ``demo-app``) and watch the agents work on it. Beside it,
+a bare clone (``demo-app-remote.git``) where the demo's fake forge finds the branches a
+pull request is opened for."""
 
 from __future__ import annotations
 
@@ -10,49 +12,36 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-FILES = {
-    "README.md": "# Demo app\n\nA tiny package for AutoCoder's demo.\n",
-    "src/__init__.py": "",
-    "src/greeting.py": 'def greet(name: str) -> str:\n    return f"Hello, {name}!"\n',
-    "tests/__init__.py": "",
-    "tests/test_greeting.py": (
-        'from src.greeting import greet\n\n\ndef test_greet() -> None:\n    assert greet("Ada") == "Hello, Ada!"\n'
-    ),
-    # The test command: runs every test_* function of tests/, no pytest needed.
-    "run_tests.py": (
-        "import importlib\nimport pathlib\nimport sys\nimport traceback\n\n"
-        "sys.path.insert(0, str(pathlib.Path(__file__).parent))\nfailed = 0\n"
-        'for path in sorted(pathlib.Path("tests").glob("test_*.py")):\n'
-        '    module = importlib.import_module(f"tests.{path.stem}")\n'
-        "    for name in sorted(dir(module)):\n"
-        '        if name.startswith("test_"):\n'
-        "            try:\n                getattr(module, name)()\n"
-        '                print(f"PASSED {path}::{name}")\n'
-        "            except Exception:\n                failed += 1\n"
-        '                print(f"FAILED {path}::{name}")\n                traceback.print_exc()\n'
-        'print(f"{failed} failed")\nsys.exit(1 if failed else 0)\n'
-    ),
-}
+from ._demo_files import FILES
+
+__all__ = ["FILES", "REMOTE_NAME", "Command"]
+
+REMOTE_NAME = "demo-app-remote.git"
+IDENTITY = ("git", "-c", "user.name=AutoCoder demo", "-c", "user.email=demo@localhost")
 
 
 class Command(BaseCommand):
-    help = "Create the sample repository demo-app under REPOS_ROOT (once)."
+    help = "Create the sample repository demo-app under REPOS_ROOT, and its bare remote (once)."
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(settings.REPOS_ROOT) / "demo-app"
         if path.exists():
             self.stdout.write(f"Sample repository already there: {path}")
-            return
-        for name, content in FILES.items():
-            (path / name).parent.mkdir(parents=True, exist_ok=True)
-            (path / name).write_text(content)
-        for command in (
-            ["git", "init", "--quiet", "--initial-branch=main"],
-            ["git", "add", "-A"],
-            ["git", "-c", "user.name=AutoCoder demo", "-c", "user.email=demo@localhost", "commit", "-qm", "Demo app"],
-        ):
-            subprocess.run(command, cwd=path, check=True)  # noqa: S603
-        self.stdout.write(
-            f"Sample repository created: {path}\n"
-            "Link it on a project's Repository page: folder demo-app, test command: python3 run_tests.py"
-        )
+        else:
+            for name, content in FILES.items():
+                (path / name).parent.mkdir(parents=True, exist_ok=True)
+                (path / name).write_text(content)
+            for command in (
+                ["git", "init", "--quiet", "--initial-branch=main"],
+                ["git", "add", "-A"],
+                [*IDENTITY, "commit", "-qm", "Demo app"],
+            ):
+                subprocess.run(command, cwd=path, check=True)  # noqa: S603
+            self.stdout.write(
+                f"Sample repository created: {path}\n"
+                "Link it on a project's Repository page: folder demo-app, test command: python3 run_tests.py"
+            )
+        remote = path.parent / REMOTE_NAME
+        if not remote.exists():
+            subprocess.run(["git", "clone", "--quiet", "--bare", str(path), str(remote)], check=True)  # noqa: S603, S607
+            self.stdout.write(f"Its bare remote, for pull requests on the demo forge: {remote}")

@@ -1,0 +1,159 @@
+"""`make demo`'s whole story, unscripted: the demo model (llm/demo) drives runs on the demo
+repository (``manage.py repos_demo``) through every phase, as a person trying AutoCoder
+without a key would see them.
+
+Real git, a real sandboxed test command; the model is the tests' fake Anthropic server
+answering as the demo model does (nothing scripted).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from core.tests.test_sandbox import needs_bwrap
+from llm.demo.demo_app import BIG_FILE, BUGS, TEST_FILE
+from llm.demo.request import MEMORIES_HEADING
+from pipelines.agents.recall import MEMORIES_HEADING as RECALL_HEADING
+from pipelines.models import PipelineRun, RunStatus
+from pipelines.review.selectors import run_diff
+from pipelines.review.services import line_comment_create, run_approve, run_request_changes
+from pipelines.runs.services import run_start
+from pipelines.tests.repositories import git, log_text
+from repos.models import Repository
+from repos.services import repository_link
+from tests.factories import TaskFactory
+from tests.fake_anthropic import EDITOR, FakeAnthropicServer
+from tests.workers import drive_in_process
+
+pytestmark = [pytest.mark.django_db, needs_bwrap]
+
+
+@pytest.fixture
+def demo_repository(project) -> Repository:
+    call_command("repos_demo")
+    return repository_link(project=project, path="demo-app", test_command="python3 run_tests.py")
+
+
+def _run(project, owner, title: str, description: str = "") -> PipelineRun:
+    task = TaskFactory(project=project, title=title, description=description)
+    return drive_in_process(run_start(task=task, user=owner))
+
+
+def _changed_line(run: PipelineRun, path: str) -> int:
+    """The new-file number of the first line the run's diff added to ``path``."""
+    [file] = [file for file in run_diff(run=run).files if file.path == path]
+    return next(row.new_line for row in file.rows if row.kind == "add" and row.new_line)
+
+
+def _file_on_branch(run: PipelineRun, path: str) -> str:
+    return git(Path(run.task.project.repository.path), "show", f"{run.branch}:{path}")
+
+
+def test_the_first_run_fixes_one_line_of_the_big_module_test_first(
+    fake_llm: FakeAnthropicServer, demo_repository, project, owner
+) -> None:
+    run = _run(project, owner, "Fix the reorder report")
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    files = {file.path: file for file in run_diff(run=run).files}
+    big = files[BIG_FILE]
+    assert (big.action, big.added, big.removed) == ("modify", 1, 1)
+    assert f"+{BUGS[0].new}" in big.unified and f"-{BUGS[0].old}" in big.unified
+    assert files[TEST_FILE].removed == 0 and BUGS[0].test_name in files[TEST_FILE].unified
+    coder_log = log_text(run, "coder")
+    assert f'→ {EDITOR} {{"command": "str_replace", "path": "{BIG_FILE}"' in coder_log
+    assert f'"command": "create", "path": "{BIG_FILE}"' not in coder_log
+    # The tests ran twice: failing with the new test before the one-line fix, passing after.
+    first_run = coder_log.index("→ run_tests")
+    fix = coder_log.index('"command": "str_replace"')
+    second_run = coder_log.index("→ run_tests", fix)
+    assert first_run < coder_log.index("error: The tests failed (exit status 1).") < fix < second_run
+    assert f"FAILED tests/test_inventory.py::{BUGS[0].test_name}" in coder_log[first_run:fix]
+    assert "The tests passed (exit status 0)." in coder_log[second_run:]
+    assert run.verify_result["passed"] is True
+    # It said which subtask of the plan it began.
+    assert coder_log.index("— Subtask 1 of 2:") < coder_log.index("— Subtask 2 of 2:") < fix
+
+
+def test_a_request_for_changes_and_its_line_comments_are_followed(
+    fake_llm: FakeAnthropicServer, demo_repository, project, owner
+) -> None:
+    run = _run(project, owner, "Fix the reorder report")
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    fixed_line = _changed_line(run, BIG_FILE)
+    test_line = _changed_line(run, TEST_FILE)
+    body = "Rename `needs_reorder` to `is_due_for_reorder`"
+    line_comment_create(run=run, author=owner, path=BIG_FILE, line_start=fixed_line, body=body)
+    line_comment_create(run=run, author=owner, path=TEST_FILE, line_start=test_line + 2, body="Name the bug it shows")
+    run_request_changes(run=run, feedback="Please see my two comments.", actor=owner)
+
+    run = drive_in_process(run)
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    module = _file_on_branch(run, BIG_FILE)
+    tests = _file_on_branch(run, TEST_FILE)
+    assert re.search(r"\bneeds_reorder\b", module + tests) is None
+    assert "    def is_due_for_reorder(self) -> bool:" in module
+    assert "item.is_due_for_reorder()" in module and "item.is_due_for_reorder()" in tests
+    # The other comment is written where it was made: above the commented line.
+    lines = tests.splitlines()
+    assert lines[test_line + 1] == "# Name the bug it shows"
+    assert lines[test_line + 2].startswith("def test_")
+    assert run.verify_result["passed"] is True  # the rename reached every use
+    coder_log = log_text(run, "coder")
+    assert '→ search_code {"pattern": "needs_reorder", "fixed_string": true}' in coder_log
+    assert "renamed `needs_reorder` to `is_due_for_reorder`" in coder_log
+
+
+def test_after_an_approved_run_the_next_task_fixes_the_next_line_and_recalls_the_lesson(
+    fake_llm: FakeAnthropicServer, demo_repository, project, owner
+) -> None:
+    first = _run(project, owner, "Fix the reorder report")
+    run_request_changes(run=first, feedback="Keep every fix to one line of the module.", actor=owner)
+    first = drive_in_process(first)
+    run_approve(run=first, actor=owner)
+    repo = Path(demo_repository.path)
+    assert BUGS[0].new in git(repo, "show", f"main:{BIG_FILE}").splitlines()
+
+    second = _run(project, owner, "Fix the bulk discount")
+
+    assert second.status == RunStatus.AWAITING_APPROVAL, second.error
+    [big] = [file for file in run_diff(run=second).files if file.path == BIG_FILE]
+    assert (big.added, big.removed) == (1, 1) and f"+{BUGS[1].new}" in big.unified
+    assert second.verify_result["passed"] is True
+    # The lesson of the first run's request for changes reached the second run's Coder, and it said so.
+    coder_requests = [request for request in fake_llm.requests if EDITOR in request.tool_names]
+    assert MEMORIES_HEADING in coder_requests[-1].system_text
+    assert "Keeping in mind what the team taught me: “Keep every fix to one line of the module.”" in log_text(
+        second, "coder"
+    )
+    run_approve(run=second, actor=owner)
+
+    # And on: the last bug, then (every bug fixed) a one-line version bump.
+    third = _run(project, owner, "Fix releasing")
+    assert BUGS[2].new in _file_on_branch(third, BIG_FILE).splitlines()
+    run_approve(run=third, actor=owner)
+    fourth = _run(project, owner, "Release it")
+    assert fourth.status == RunStatus.AWAITING_APPROVAL, fourth.error
+    [big] = [file for file in run_diff(run=fourth).files if file.path == BIG_FILE]
+    assert (big.added, big.removed) == (1, 1) and '+__version__ = "1.4.1"' in big.unified
+
+
+def test_a_task_that_needs_no_change_gets_a_run_without_a_diff(
+    fake_llm: FakeAnthropicServer, demo_repository, project, owner
+) -> None:
+    run = _run(project, owner, "Why does the reorder report list the emptiest items first?")
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    assert run_diff(run=run).files == []
+    coder_log = log_text(run, "coder")
+    assert '"command": "str_replace"' not in coder_log and '"command": "create"' not in coder_log
+    assert "Nothing to change: the task asks a question." in coder_log
+
+
+def test_the_demo_model_reads_the_recalled_lessons_under_the_recall_heading() -> None:
+    assert MEMORIES_HEADING == RECALL_HEADING
