@@ -26,91 +26,49 @@ It names the lessons the team taught (the system prompt's recalled memories) fir
 from __future__ import annotations
 
 import re
-from collections.abc import Generator, Sequence
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm.demo.coder_reading import (
+    BRANCH_DIFF_HEADING,
+    CLOSING,
+    COMMENT_STYLES,
+    DEFAULT_COMMENT_STYLE,
+    EDITOR_TOOL_NAME,
+    FEEDBACK_HEADING,
+    LINE_COMMENT,
+    LINE_COMMENTS_HEADING,
+    MAX_RENAMED_FILES,
+    MAX_RENAMED_LINES,
+    MAX_VIEW_ROUNDS,
+    NOTHING_TO_DO,
+    QUESTION_OPENERS,
+    RUN_TESTS_TOOL_NAME,
+    SEARCH_LINE,
+    SEARCH_TOOL_NAME,
+    START_SUBTASK_TOOL_NAME,
+    TASK_SECTION,
+    LineComment,
+    Script,
+    ToolResult,
+    feature_paths,
+    numbered_lines,
+    one_line,
+    prompt_section,
+    rename_asked,
+    renamed_note,
+    result_text,
+    unique_context,
+)
 from llm.demo.demo_app import BIG_FILE, TEST_FILE, bug_still_there, version_bump
 from llm.demo.request import MessagesRequest, ToolReply, lessons_taught, plan_orders
-
-EDITOR_TOOL_NAME = "str_replace_based_edit_tool"
-START_SUBTASK_TOOL_NAME = "start_subtask"
-RUN_TESTS_TOOL_NAME = "run_tests"
-SEARCH_TOOL_NAME = "search_code"
-
-# The prompt's sections (pipelines/agents/prompts.py coder_editing_prompt).
-TASK_SECTION = re.compile(r"^# Task\nTitle: (?P<title>[^\n]*)\n\n(?P<description>.*?)\n\n# Plan\n", re.DOTALL)
-FEEDBACK_HEADING = "# Changes requested by the person reviewing\n"
-LINE_COMMENTS_HEADING = "# Comments on lines of your changes"
-BRANCH_DIFF_HEADING = "# Already changed on your branch (committed; the files hold it)\n"
-CLOSING = "\n\nMake the changes in the repository"
-LINE_COMMENT = re.compile(
-    r"^## (?P<path>[^\n]+?), lines? (?P<start>\d+)(?:–(?P<end>\d+))?\n(?P<fence>`{3,})\n(?P<quote>.*?)\n(?P=fence)\n"
-    r"Comment: (?P<body>.*?)(?=\n\n## |" + re.escape(CLOSING) + r"|\Z)",
-    re.DOTALL | re.MULTILINE,
-)
-# "Nothing to change" tasks: a question, or work said to be done already.
-QUESTION_OPENERS = re.compile(r"^\s*(why|what|how|where|which|who|when)\b", re.IGNORECASE)
-NOTHING_TO_DO = re.compile(
-    r"\b(already done|already fixed|nothing to change|no changes? (needed|required)|no code changes?)\b", re.IGNORECASE
-)
-
-IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
-RENAMES = (
-    re.compile(rf"\brename\s+`?(?P<old>{IDENTIFIER})`?\s+(?:to|as|into)\s+`?(?P<new>{IDENTIFIER})`?", re.IGNORECASE),
-    re.compile(rf"`?(?P<old>{IDENTIFIER})`?\s*(?:->|→|=>)\s*`?(?P<new>{IDENTIFIER})`?"),
-)
-# "Call it X", "name this constant X": X replaces the name the commented line defines.
-NAME_IT = re.compile(
-    rf"\b(?:call|name)\s+(?:it|this|that)(?:\s+(?:function|constant|variable|method|class|field|one))?"
-    rf"\s+(?P<backtick>`?)(?P<new>{IDENTIFIER})(?P=backtick)",
-    re.IGNORECASE,
-)
-DEFINED_NAME = re.compile(
-    rf"^\s*(?:async\s+def|def|class)\s+(?P<def>{IDENTIFIER})|^\s*(?P<var>{IDENTIFIER})\s*(?::[^=]*)?=(?!=)"
-)
-COMMENT_STYLES = {
-    ".py": ("# ", ""), ".sh": ("# ", ""), ".toml": ("# ", ""), ".yml": ("# ", ""), ".yaml": ("# ", ""),
-    ".cfg": ("# ", ""), ".rb": ("# ", ""), ".md": ("<!-- ", " -->"), ".html": ("<!-- ", " -->"),
-    ".css": ("/* ", " */"),
-}  # fmt: skip
-DEFAULT_COMMENT_STYLE = ("// ", "")
-MAX_RENAMED_LINES = 25  # all of them or none: half a rename breaks the code
-MAX_RENAMED_FILES = 5
-MAX_VIEW_ROUNDS = 5
-VIEW_LINE = re.compile(r"^ *(\d+)\t(.*)$")
-SEARCH_LINE = re.compile(r"^(?P<path>[^\n:]+):(?P<line>\d+): (?P<text>.*)$")
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    text: str
-    is_error: bool = False
-
-
-@dataclass(frozen=True)
-class LineComment:
-    path: str
-    start: int
-    end: int
-    quote: str
-    body: str
-
-
-Script = Generator[ToolReply, ToolResult, str]
-
-
-def _result_text(block: dict[str, Any]) -> str:
-    content = block.get("content")
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return str(content or "")
 
 
 def coder_reply(request: MessagesRequest, delay: float) -> ToolReply | str:
     """The Coder's next tool call, or (a string) its summary once it is done."""
     script = DemoCoder(request, delay).script()
-    results = [ToolResult(_result_text(block), bool(block.get("is_error"))) for block in request.tool_results]
+    results = [ToolResult(result_text(block), bool(block.get("is_error"))) for block in request.tool_results]
     try:
         step = next(script)
         for result in results:
@@ -118,41 +76,6 @@ def coder_reply(request: MessagesRequest, delay: float) -> ToolReply | str:
     except StopIteration as done:
         return str(done.value)
     return step
-
-
-def _section(prompt: str, heading: str, ends: Sequence[str]) -> str:
-    start = prompt.find(heading)
-    if start < 0:
-        return ""
-    start += len(heading)
-    stops = [index for index in (prompt.find(end, start) for end in ends) if index >= 0]
-    return prompt[start : min(stops, default=len(prompt))].strip()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _numbered(view: str) -> list[str]:
-    return [match.group(2) for match in map(VIEW_LINE.match, view.splitlines()) if match]
-
-
-def rename_asked(said: str, quote: str = "") -> tuple[str, str] | None:
-    """``(old, new)`` when ``said`` asks for a rename: "rename a to b", "a → b", or "call
-    it b" about a line (``quote``) that defines ``a``."""
-    for pattern in RENAMES:
-        match = pattern.search(said)
-        if match and match.group("old") != match.group("new"):
-            return match.group("old"), match.group("new")
-    match = NAME_IT.search(said)
-    defined = DEFINED_NAME.match(quote.split("\n", 1)[0]) if quote else None
-    if match and defined:
-        new = match.group("new")
-        looks_like_a_name = bool(match.group("backtick")) or bool(re.search(r"[_\d]|[a-z][A-Z]|^[A-Z]{2,}", new))
-        old = defined.group("def") or defined.group("var")
-        if looks_like_a_name and old != new:
-            return old, new
-    return None
 
 
 @dataclass
@@ -177,18 +100,18 @@ class DemoCoder:
 
     @property
     def feedback(self) -> str:
-        return _section(self.prompt, FEEDBACK_HEADING, ["\n\n" + LINE_COMMENTS_HEADING, CLOSING])
+        return prompt_section(self.prompt, FEEDBACK_HEADING, ["\n\n" + LINE_COMMENTS_HEADING, CLOSING])
 
     @property
     def line_comments(self) -> list[LineComment]:
-        block = _section(self.prompt, LINE_COMMENTS_HEADING, [CLOSING])
+        block = prompt_section(self.prompt, LINE_COMMENTS_HEADING, [CLOSING])
         return [
             LineComment(
                 path=match.group("path"),
                 start=int(match.group("start")),
                 end=int(match.group("end") or match.group("start")),
                 quote=match.group("quote"),
-                body=_one_line(match.group("body")),
+                body=one_line(match.group("body")),
             )
             for match in LINE_COMMENT.finditer(block)
         ]
@@ -196,7 +119,7 @@ class DemoCoder:
     @property
     def first_changed_line(self) -> tuple[str, int] | None:
         """The first line the branch's diff added: ``(path, line)`` in the new file."""
-        diff = _section(self.prompt, BRANCH_DIFF_HEADING, ["\n\n# ", CLOSING])
+        diff = prompt_section(self.prompt, BRANCH_DIFF_HEADING, ["\n\n# ", CLOSING])
         path, line = "", 0
         for text in diff.splitlines():
             if text.startswith("+++ "):
@@ -241,7 +164,7 @@ class DemoCoder:
         result = yield self.edit(text, command="view", path=path)
         if result.is_error:
             return None
-        lines = _numbered(result.text)
+        lines = numbered_lines(result.text)
         for _ in range(MAX_VIEW_ROUNDS):
             if "output truncated" not in result.text or not lines:
                 break
@@ -249,7 +172,7 @@ class DemoCoder:
                                      view_range=[len(lines) + 1, -1])  # fmt: skip
             if result.is_error:
                 break
-            lines += _numbered(result.text)
+            lines += numbered_lines(result.text)
         return "\n".join(lines) + "\n" if lines else ""
 
     def subtask(self, position: int) -> Generator[ToolReply, ToolResult, None]:
@@ -348,12 +271,12 @@ class DemoCoder:
         """A new function and its test, in files that do not exist yet."""
         yield self.edit("Reading the README.\n", command="view", path="README.md")
         number = 1
-        while {_feature_paths(number)[0], _feature_paths(number)[1]} & files:
+        while {feature_paths(number)[0], feature_paths(number)[1]} & files:
             number += 1
         name = "feature" if number == 1 else f"feature_{number}"
         written = list(
             zip(
-                _feature_paths(number),
+                feature_paths(number),
                 (
                     f'def {name}() -> str:\n    return "done"\n',
                     f'from src.{name} import {name}\n\n\ndef test_{name}() -> None:\n    assert {name}() == "done"\n',
@@ -376,18 +299,18 @@ class DemoCoder:
             if rename:
                 count = yield from self.rename(*rename, f"The comment on {where} asks for a rename.")
                 renamed.add(rename)
-                done.append(_renamed(rename, count, f"as asked on {where}"))
+                done.append(renamed_note(rename, count, f"as asked on {where}"))
             else:
                 line = yield from self.note(comment.path, comment.start, comment.quote, comment.body)
                 done.append(
                     f"wrote the comment on {where} into the code"
                     + (f" (line {line})" if line else " (the file could not be read)")
                 )
-        feedback = _one_line(self.feedback)
+        feedback = one_line(self.feedback)
         rename = rename_asked(feedback) if feedback else None
         if rename and rename not in renamed:
             count = yield from self.rename(*rename, "The request for changes asks for a rename.")
-            done.append(_renamed(rename, count, "as requested"))
+            done.append(renamed_note(rename, count, "as requested"))
         elif feedback and not self.line_comments and not rename:
             first = self.first_changed_line
             if first is not None:
@@ -425,7 +348,7 @@ class DemoCoder:
             for index, line in enumerate(lines):
                 if not word.search(line):
                     continue
-                old_str, new_str = _unique_context(lines, index, word.sub(new, line))
+                old_str, new_str = unique_context(lines, index, word.sub(new, line))
                 result = yield self.edit(
                     f"Renaming {old} on line {index + 1} of {path}.\n",
                     command="str_replace",
@@ -464,28 +387,3 @@ class DemoCoder:
             new_str=f"{indent}{start}{body}{end}\n",
         )
         return None if result.is_error else line
-
-
-def _renamed(rename: tuple[str, str], count: int, why: str) -> str:
-    old, new = rename
-    if not count:
-        return f"left `{old}` as it is: it is not used, or renaming it to `{new}` needs too many edits for a demo"
-    return f"renamed `{old}` to `{new}` ({count} line{'' if count == 1 else 's'}), {why}"
-
-
-def _feature_paths(number: int) -> tuple[str, str]:
-    name = "feature" if number == 1 else f"feature_{number}"
-    return f"src/{name}.py", f"tests/test_{name}.py"
-
-
-def _unique_context(lines: list[str], index: int, replacement: str) -> tuple[str, str]:
-    """``lines[index]`` with the fewest neighbouring lines that make it match once in the
-    file, and the same lines with ``replacement`` in its place."""
-    text = "\n".join(lines)
-    for around in range(4):
-        first, last = max(0, index - around), min(len(lines), index + around + 1)
-        old = "\n".join(lines[first:last])
-        if text.count(old) == 1 or around == 3:
-            new = "\n".join([*lines[first:index], replacement, *lines[index + 1 : last]])
-            return old, new
-    raise AssertionError("unreachable")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 
-from llm.demo.coder import EDITOR_TOOL_NAME, coder_reply
+from llm.demo.coder import coder_reply
+from llm.demo.coder_reading import EDITOR_TOOL_NAME
 from llm.demo.demo_app import BIG_FILE
 from llm.demo.request import DemoReply, MessagesRequest, TextReply, ToolReply, lessons_taught, plan_orders
 

@@ -14,7 +14,7 @@ import anthropic
 import pytest
 
 from llm.demo import DEMO_MODEL_LABEL, DemoModelServer, MessagesRequest, default_reply
-from llm.demo.coder import rename_asked
+from llm.demo.coder_reading import rename_asked
 from llm.demo.request import lessons_taught
 from llm.providers import provider_for
 from llm.providers.base import LLMRequest, Tool
