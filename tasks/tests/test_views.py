@@ -572,3 +572,10 @@ def test_the_activity_partial_is_the_owners_alone(client, owner: User, other_use
     assert 'data-testid="task-activity"' in html and '<h2 id="history-title">Activity</h2>' in html
     client.force_login(other_user)
     assert client.get(reverse("tasks:activity", args=[task.pk])).status_code == 404
+
+
+def test_the_spec_column_says_what_lands_there_not_that_a_drag_plans_it(client, owner: User, project: Project) -> None:
+    client.force_login(owner)
+    html = client.get(f"{BOARD}?project={project.pk}").content.decode()
+    assert "Drag a task here to have it planned." not in html  # nothing happened on a drag
+    assert "Tasks being planned show up here" in html

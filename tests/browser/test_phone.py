@@ -65,3 +65,11 @@ def test_on_a_touch_screen_the_line_comment_plus_is_plain(browser, live_app: Liv
         assert page.locator(".line-comment-add").evaluate("b => getComputedStyle(b).opacity") == "1"
     finally:
         context.close()
+
+
+def test_no_menu_role_promises_keys_the_page_does_not_handle(page, live_app: LiveApp) -> None:
+    # role="menu" tells a screen reader to expect arrow keys; the dropdowns are lists of links.
+    register(page, live_app)
+    assert page.locator('[role="menu"], [role="menuitem"]').count() == 0
+    page.locator(".switcher-button").click()
+    assert page.get_by_role("link", name="New project").is_visible()

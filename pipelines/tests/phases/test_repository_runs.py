@@ -195,6 +195,8 @@ def test_the_verify_step_catches_a_failing_test_and_the_fix_loop_fixes_it(
     assert run.verify_result["passed"] is True
     verifier_log = log_text(run, "verifier")
     assert "AssertionError" in verifier_log and "ok" in verifier_log
+    # The Reviewer's "pass" is in its log: the log says why the review failed all the same.
+    assert "[The review fails all the same: the tests failed" in log_text(run, "reviewer")
 
 
 @needs_bwrap
