@@ -1,11 +1,14 @@
-"""Messages to a run: a person talks to the working Coder.
+"""Messages to a run: a person talks to the working agent.
 
 A message is sent while the run is active (queued, working, paused, awaiting approval);
-the Coder reads it at its next turn — now if it is working, at its next round otherwise
-(after a request for changes or a retry). Each message is read once: taken by the turn
-that reads it (compare-and-set on ``delivered_at``), and handed again to that same turn
-when the phase is resumed after its worker died, so the replies already bought are
-reused (pipelines/runs/recovery.py) and nothing is read twice or lost.
+the agent working reads it at its next turn (the Coder in its editing loop, the Planner
+or Reviewer at its next call) — now if the run is working, at its next round otherwise
+(after a request for changes or a retry). The Claude CLI's Coder works as one call: it
+reads what waits as it starts, and a message sent meanwhile waits for the next round.
+Each message is read once: taken by the turn that reads it (compare-and-set on
+``delivered_at``), and handed again to that same turn when the phase is resumed after
+its worker died, so the replies already bought are reused (pipelines/runs/recovery.py)
+and nothing is read twice or lost.
 """
 
 from __future__ import annotations
@@ -60,37 +63,48 @@ class Delivered:
     author: str
 
 
-def run_messages_take(*, run: PipelineRun, phase_entry: int | None, turn: int) -> list[Delivered]:
-    """The messages the Coder reads at ``turn`` of the phase entered by ``phase_entry``:
-    those that turn already took (a resumed phase), then those not yet read, oldest
-    first, now marked read by it."""
+def run_messages_take(
+    *, run: PipelineRun, agent: str, phase_entry: int | None, turn: int, replaying: bool = False
+) -> list[Delivered]:
+    """The messages ``agent`` reads at ``turn`` of the phase entered by ``phase_entry``,
+    oldest first.
+
+    Each message is read once: taken with a compare-and-set on ``delivered_at``, so two
+    workers never both take it. A phase resumed after its worker died is handed again
+    what it had taken: while it ``replaying`` (reusing the replies it bought, which
+    compare the prompt's text) only what that turn took before, so the prompt is the
+    same; once it buys again, whatever it took at this turn or later (a resumed
+    conversation that went another way still reads them) and what is waiting."""
     if phase_entry is None:
         return []
+    mine = RunMessage.objects.filter(run=run, delivered_entry=phase_entry, delivered_agent=agent)
     with transaction.atomic():
+        if replaying:
+            taken = list(mine.filter(delivered_turn=turn).select_related("author"))
+            return [Delivered(body=message.body, author=_name(message)) for message in taken]
         waiting = list(
-            RunMessage.objects.select_for_update()
-            .filter(run=run, delivered_at__isnull=True)
+            RunMessage.objects.filter(run=run, delivered_at__isnull=True)
+            .order_by("created_at", "id")
             .values_list("pk", flat=True)
         )
-        if waiting:
-            RunMessage.objects.filter(pk__in=waiting, delivered_at__isnull=True).update(
-                delivered_at=timezone.now(),
+        now = timezone.now()
+        newly = [
+            pk
+            for pk in waiting
+            # Compare-and-set: a message another worker took meanwhile is its own.
+            if RunMessage.objects.filter(pk=pk, delivered_at__isnull=True).update(
+                delivered_at=now,
                 delivered_entry=phase_entry,
                 delivered_turn=turn,
                 delivered_phase=run.status,
+                delivered_agent=agent,
             )
-        taken = list(
-            RunMessage.objects.filter(run=run, delivered_entry=phase_entry, delivered_turn=turn)
-            .select_related("author")
-            .order_by("created_at", "id")
-        )
-        for message in taken:
-            if message.pk in waiting:
-                event_publish(
-                    task=run.task,
-                    run=run,
-                    event=RunMessageChange(run_id=run.pk, message_id=message.pk, delivered=True),
-                )
+        ]
+        # What an earlier attempt at this phase took at this turn or a later one.
+        mine.filter(delivered_turn__gt=turn).update(delivered_turn=turn)
+        taken = list(mine.filter(delivered_turn=turn).select_related("author").order_by("created_at", "id"))
+        for pk in newly:
+            event_publish(task=run.task, run=run, event=RunMessageChange(run_id=run.pk, message_id=pk, delivered=True))
     return [Delivered(body=message.body, author=_name(message)) for message in taken]
 
 
