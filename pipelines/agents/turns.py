@@ -94,6 +94,8 @@ class AgentTurns:
         self.provider = run_provider(run)
         self._bought = BoughtCalls(run, agent)
         self._reuse = reuse
+        # The person's messages this attempt at the phase has read (``hear``).
+        self._heard: set[int] = set()
 
     @property
     def phase_entry(self) -> int | None:
@@ -110,9 +112,11 @@ class AgentTurns:
             phase_entry=self.phase_entry,
             turn=turn,
             replaying=self._reuse and self._bought.replaying,
+            heard=self._heard,
         )
         if not heard:
             return conversation
+        self._heard.update(message.pk for message in heard)
         for message in heard:
             self.log.write(f"\n[Message from {message.author}: {message.body}]\n")
         self.log.flush()

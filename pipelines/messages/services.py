@@ -13,6 +13,7 @@ and nothing is read twice or lost.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,29 +60,39 @@ def run_message_send(*, run: PipelineRun, author: User | None, body: str) -> Run
 
 @dataclass(frozen=True)
 class Delivered:
+    pk: int
     body: str
     author: str
 
 
 def run_messages_take(
-    *, run: PipelineRun, agent: str, phase_entry: int | None, turn: int, replaying: bool = False
+    *,
+    run: PipelineRun,
+    agent: str,
+    phase_entry: int | None,
+    turn: int,
+    replaying: bool = False,
+    heard: Collection[int] = (),
 ) -> list[Delivered]:
     """The messages ``agent`` reads at ``turn`` of the phase entered by ``phase_entry``,
-    oldest first.
+    oldest first; ``heard``: those this attempt at the phase has read already.
 
     Each message is read once: taken with a compare-and-set on ``delivered_at``, so two
     workers never both take it. A phase resumed after its worker died is handed again
-    what it had taken: while it ``replaying`` (reusing the replies it bought, which
-    compare the prompt's text) only what that turn took before, so the prompt is the
-    same; once it buys again, whatever it took at this turn or later (a resumed
-    conversation that went another way still reads them) and what is waiting."""
+    what the dead worker had taken: while it is ``replaying`` (reusing the replies it
+    bought, which compare the prompt's text) only what that turn took before, so the
+    prompt is the same; once it buys again, all it took and has not heard yet (a resumed
+    conversation that went another way still reads them), then what is waiting."""
     if phase_entry is None:
         return []
-    mine = RunMessage.objects.filter(run=run, delivered_entry=phase_entry, delivered_agent=agent)
+    mine = RunMessage.objects.filter(run=run, delivered_entry=phase_entry, delivered_agent=agent).exclude(
+        pk__in=list(heard)
+    )
     with transaction.atomic():
         if replaying:
-            taken = list(mine.filter(delivered_turn=turn).select_related("author"))
-            return [Delivered(body=message.body, author=_name(message)) for message in taken]
+            return [_delivered(message) for message in mine.filter(delivered_turn=turn).select_related("author")]
+        # Read now, at this turn: a later replay asks this turn's question with them.
+        mine.exclude(delivered_turn=turn).update(delivered_turn=turn)
         waiting = list(
             RunMessage.objects.filter(run=run, delivered_at__isnull=True)
             .order_by("created_at", "id")
@@ -100,12 +111,14 @@ def run_messages_take(
                 delivered_agent=agent,
             )
         ]
-        # What an earlier attempt at this phase took at this turn or a later one.
-        mine.filter(delivered_turn__gt=turn).update(delivered_turn=turn)
         taken = list(mine.filter(delivered_turn=turn).select_related("author").order_by("created_at", "id"))
         for pk in newly:
             event_publish(task=run.task, run=run, event=RunMessageChange(run_id=run.pk, message_id=pk, delivered=True))
-    return [Delivered(body=message.body, author=_name(message)) for message in taken]
+    return [_delivered(message) for message in taken]
+
+
+def _delivered(message: RunMessage) -> Delivered:
+    return Delivered(pk=message.pk, body=message.body, author=_name(message))
 
 
 def _name(message: RunMessage) -> str:

@@ -192,10 +192,20 @@ def test_a_resumed_phase_is_handed_the_same_messages_at_the_same_turn_and_no_oth
     assert [m.body for m in first] == ["first"]
     assert [m.body for m in replayed] == ["first"]
     assert [m.body for m in bought] == ["first", "second"]
-    assert run_messages_take(run=run, agent=CODER, phase_entry=entry, turn=2) == []  # nothing twice
+    heard = {m.pk for m in bought}
+    assert run_messages_take(run=run, agent=CODER, phase_entry=entry, turn=2, heard=heard) == []  # nothing twice
     assert run_messages_take(run=run, agent=CODER, phase_entry=entry + 1, turn=1) == []  # nor in another phase
     assert run_messages_take(run=run, agent=REVIEWER, phase_entry=entry, turn=1) == []  # nor to another agent
-    assert set(RunMessage.objects.values_list("delivered_turn", "delivered_agent")) == {(1, CODER)}
+    # A stalled worker woke and took one at a turn this attempt had passed: read at its next turn.
+    run_message_send(run=run, author=owner, body="third")
+    run_messages_take(run=run, agent=CODER, phase_entry=entry, turn=0, heard=heard)
+    straggler = run_messages_take(run=run, agent=CODER, phase_entry=entry, turn=3, heard=heard)
+    assert [m.body for m in straggler] == ["third"]
+    assert list(RunMessage.objects.values_list("delivered_turn", "delivered_agent")) == [
+        (1, CODER),
+        (1, CODER),
+        (3, CODER),
+    ]
 
 
 def test_a_message_to_a_run_awaiting_approval_is_read_in_its_next_round(fake_llm, linked, task, owner) -> None:
