@@ -364,11 +364,13 @@ class RunLineComment(TimeStampedModel):
 
 
 class RunMessage(models.Model):
-    """A person's message to a run's agents: the Coder reads it at its next turn.
+    """A person's message to a run's agents: the agent working reads it at its next turn
+    (the Coder, or the Planner or Reviewer at its next call).
 
-    Delivered once, at a turn of a phase entry (``delivered_entry``, ``delivered_turn``):
-    a phase resumed after its worker died hands the Coder the same messages at the same
-    turn, so the replies already bought are reused and nothing is read twice or lost.
+    Delivered once, at a turn of a phase entry (``delivered_entry``, ``delivered_turn``,
+    ``delivered_agent``): a phase resumed after its worker died hands the agent the same
+    messages at the same turn, so the replies already bought are reused and nothing is
+    read twice or lost.
     """
 
     run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="messages")
@@ -376,10 +378,12 @@ class RunMessage(models.Model):
     body = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
-    # The transition that entered the phase it was read in (RunTransition), and the turn.
+    # Who read it (the agent, its phase) at which turn of the phase entered by the
+    # transition ``delivered_entry`` (RunTransition).
     delivered_entry = models.BigIntegerField(null=True, blank=True)
     delivered_turn = models.PositiveIntegerField(null=True, blank=True)
     delivered_phase = models.CharField(max_length=32, blank=True)
+    delivered_agent = models.CharField(max_length=32, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]

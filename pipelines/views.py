@@ -23,8 +23,9 @@ from accounts.selectors import request_user
 from core.exceptions import ApplicationError
 from pipelines.agents.lineage import context_run_get_for_user, lineage_rows
 from pipelines.forms import LineCommentBodyForm, LineCommentForm, RequestChangesForm, RunMessageForm, StartRunForm
+from pipelines.messages.selectors import run_message_note
 from pipelines.messages.services import run_message_send
-from pipelines.models import WORKING_STATUSES, RunStatus
+from pipelines.models import RunStatus
 from pipelines.panel import panel_context
 from pipelines.pull_requests.services import run_open_pull_request
 from pipelines.review import selectors as review_selectors
@@ -48,8 +49,8 @@ LINE_COMMENT_ADDED = "Comment added to {path}, {lines}. It goes to the Coder wit
 LINE_COMMENT_SAVED = "Comment saved."
 LINE_COMMENT_DELETED = "Comment deleted."
 RUN_APPROVED = "Approved. The task moved to Done."
-MESSAGE_SENT = "Message sent: the Coder reads it at its next turn."
-MESSAGE_KEPT = "Message kept: the Coder reads it when it next works on this run."
+# With the message's note (pipelines/messages/selectors.py): who reads it, and when.
+MESSAGE_SENT = "Message sent: {note}."
 RUN_APPROVED_NOTHING_MERGED = (
     "Approved. The run changed nothing, so nothing was merged into {base}. The task moved to Done."
 )
@@ -283,7 +284,7 @@ def run_message(request: HttpRequest, run_id: int) -> HttpResponse:
         return _respond(request, run.task)
 
     def send() -> str:
-        run_message_send(run=run, author=request_user(request), body=form.cleaned_data["body"])
-        return MESSAGE_SENT if run.status in WORKING_STATUSES else MESSAGE_KEPT
+        message = run_message_send(run=run, author=request_user(request), body=form.cleaned_data["body"])
+        return MESSAGE_SENT.format(note=run_message_note(message=message))
 
     return _act(request, run.task, send)

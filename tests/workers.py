@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -124,3 +125,24 @@ def drive_in_process(run: Any, max_steps: int = 30) -> Any:
             return run
         run_advance(run_id=run.pk)
     raise AssertionError(f"run did not settle: {run.status}")
+
+
+def advance_until_the_worker_stops(run_id: int, *, when: Callable[[], bool], timeout: float = 10) -> None:
+    """One ``run_advance`` whose worker is told to stop (a warm shutdown) as soon as
+    ``when`` holds, say once the fake model was asked its nth question."""
+    from core.workers import shutdown_requested
+    from pipelines.phases.driver import run_advance
+
+    def stop_the_worker() -> None:
+        deadline = time.monotonic() + timeout
+        while not when() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        shutdown_requested.set()
+
+    stopper = threading.Thread(target=stop_the_worker)
+    stopper.start()
+    try:
+        run_advance(run_id=run_id)
+    finally:
+        stopper.join()
+        shutdown_requested.clear()

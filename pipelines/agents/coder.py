@@ -37,7 +37,6 @@ from pipelines.agents.memories import PhaseMemories
 from pipelines.agents.recall import Recall
 from pipelines.agents.turns import AgentTurns, PhaseInterrupted, should_stop, stopped_between_turns
 from pipelines.events import AgentLogStream
-from pipelines.messages.services import Delivered, run_messages_take
 from pipelines.models import PipelineRun
 from pipelines.runs.leases import Lease
 from pipelines.runs.selectors import run_subtask_index
@@ -136,12 +135,7 @@ def code_in_worktree(
             finding = {"file": "", "line": None, "severity": "major", "message": message}
             return CoderConversation(summary="", out_of_turns=True, turns=taken, finding=finding, steps=steps)
         # A person's messages to the run, read now: in this turn's question.
-        heard = run_messages_take(run=run, phase_entry=turns.phase_entry, turn=taken)
-        if heard:
-            messages = with_messages(messages, heard)
-            for note in heard:
-                log.write(f"\n[Message from {note.author}: {note.body}]\n")
-            log.flush()
+        messages = turns.hear(messages, turn=taken)
         request = LLMRequest(
             system=system,
             messages=messages,
@@ -193,22 +187,6 @@ def code_in_worktree(
             {"role": "assistant", "content": result.content},
             {"role": "user", "content": tool_results},
         ]
-
-
-MESSAGE_FROM_PERSON = (
-    "A message from {author}, who is watching your work. Read it and take it into account from now on:\n\n{body}"
-)
-
-
-def with_messages(conversation: list[dict[str, Any]], heard: list[Delivered]) -> list[dict[str, Any]]:
-    """The conversation with a person's messages added to its last turn, the user's (the
-    prompt, or the tool results the next request answers)."""
-    text = "\n\n".join(MESSAGE_FROM_PERSON.format(author=message.author, body=message.body) for message in heard)
-    *earlier, last = conversation
-    content = last["content"]
-    if isinstance(content, str):
-        return [*earlier, {**last, "content": f"{content}\n\n{text}"}]
-    return [*earlier, {**last, "content": [*content, {"type": "text", "text": text}]}]
 
 
 def _continuation(result: LLMResult) -> list[dict[str, Any]]:

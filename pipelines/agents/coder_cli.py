@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import posixpath
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 
@@ -22,11 +21,10 @@ from core.exceptions import SandboxUnavailable
 from core.sandbox_bwrap import SANDBOX_ROOT
 from llm.providers.base import LLMRequest, ToolCall
 from pipelines.agents import prompts as agents
-from pipelines.agents.coder import OUT_OF_TURNS, CoderConversation, with_messages
+from pipelines.agents.coder import OUT_OF_TURNS, CoderConversation
 from pipelines.agents.conversation import agent_system_prompt
 from pipelines.agents.recall import Recall
 from pipelines.agents.turns import AgentTurns, PhaseInterrupted, stopped_between_turns
-from pipelines.messages.services import run_messages_take
 from pipelines.models import PipelineRun
 from pipelines.runs.leases import Lease
 from pipelines.runs.workspace import repository_test_command, run_test_environment, workspace_record_written
@@ -80,13 +78,9 @@ def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *
     sandbox, masker = run_test_environment(run)
     # The CLI's agent runs as one call: a person's messages are read as it starts; one
     # sent while it works waits for the Coder's next round.
-    heard = run_messages_take(run=run, phase_entry=agent_turns.phase_entry, turn=0)
-    conversation: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
-    for note in heard:
-        log.write(f"\n[Message from {note.author}: {note.body}]\n")
     request = LLMRequest(
         system=system,
-        messages=with_messages(conversation, heard) if heard else conversation,
+        messages=agent_turns.hear([{"role": "user", "content": prompt}], turn=0),
         model=run.model,
         max_tokens=run.max_tokens,
         worktree=str(worktree),

@@ -68,7 +68,9 @@ def call_agent(
     instructions: AGENTS.md/CLAUDE.md at the root of ``instructions_from`` (default: the
     worktree) and the project's setting. A ``bare`` call (the distiller, which reads
     only what it is given) has its role alone: no instructions, memories or notes.
-    ``max_tokens`` caps the answer below the run's own limit."""
+    ``max_tokens`` caps the answer below the run's own limit. Before each call the
+    agent reads the person's messages to the run (``AgentTurns.hear``); a bare call
+    does not."""
     spec = agents.AGENTS[agent_name]
     tool = spec.tool
     if tool is None:
@@ -86,10 +88,14 @@ def call_agent(
     answer_limit = min(limit for limit in (run.max_tokens, max_tokens) if limit) if max_tokens else run.max_tokens
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     problems: list[str] = []
-    explored = tokens = 0
+    explored = tokens = asked = 0
     for attempt in (1, 2):
         while True:
             out_of_turns = explored >= settings.AGENT_TOOL_MAX_TURNS or tokens >= settings.AGENT_TOOL_TOKEN_LIMIT
+            if not bare:
+                # A person's messages to the run, read now: in this call's question.
+                messages = turns.hear(messages, turn=asked)
+            asked += 1
             request = LLMRequest(
                 system=system,
                 messages=messages,
@@ -137,7 +143,8 @@ def call_agent(
             messages = [*messages, *_correction_turn(result, correction)]
             explored = settings.AGENT_TOOL_MAX_TURNS
         else:
-            messages = [{"role": "user", "content": prompt + "\n\n" + correction}]
+            # Asked once: its one question is the prompt, with the messages it read.
+            messages = [{"role": "user", "content": messages[0]["content"] + "\n\n" + correction}]
     raise InvalidAgentOutput(
         f"The {agent_name} gave invalid output twice, so the run stopped. Last problems: {'; '.join(problems[:3])}"
     )

@@ -176,6 +176,11 @@ def _task_block(title: str, description: str) -> str:
 
 
 # The Coder editing the run's worktree with its tools (pipelines/agents/coder.py).
+# A person's message to the run, added to what the agent is told at its next turn.
+MESSAGE_FROM_PERSON = (
+    "A message from {author}, who is watching your work. Read it and take it into account from now on:\n\n{body}"
+)
+
 CODER_EDITING_ROLE = (
     "You are the Coder of a software team. You work directly in a checkout of the project's "
     "repository with tools. Read files with the str_replace_based_edit_tool `view` command "

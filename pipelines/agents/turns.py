@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
@@ -22,8 +23,10 @@ from core.workers import shutdown_requested
 from llm.providers import provider_for
 from llm.providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError
 from pipelines.agents.memories import PhaseMemories
+from pipelines.agents.prompts import MESSAGE_FROM_PERSON
 from pipelines.agents.services import agent_call_failed_record, agent_call_record, prompt_text
 from pipelines.events import AgentLogStream
+from pipelines.messages.services import Delivered, run_messages_take
 from pipelines.models import PipelineRun
 from pipelines.runs.leases import Lease
 from pipelines.runs.recovery import REPLY_REUSED, BoughtCalls
@@ -91,11 +94,33 @@ class AgentTurns:
         self.provider = run_provider(run)
         self._bought = BoughtCalls(run, agent)
         self._reuse = reuse
+        # The person's messages this attempt at the phase has read (``hear``).
+        self._heard: set[int] = set()
 
     @property
     def phase_entry(self) -> int | None:
         """The transition that entered the phase: what groups its calls and messages."""
         return self._bought.phase_entry
+
+    def hear(self, conversation: list[dict[str, Any]], *, turn: int) -> list[dict[str, Any]]:
+        """``conversation`` with the person's messages the agent reads at ``turn`` added
+        to what it is told last (pipelines/messages/services.py), each shown in its live
+        log. Call it just before building the turn's request."""
+        heard = run_messages_take(
+            run=self.run,
+            agent=self.agent,
+            phase_entry=self.phase_entry,
+            turn=turn,
+            replaying=self._reuse and self._bought.replaying,
+            heard=self._heard,
+        )
+        if not heard:
+            return conversation
+        self._heard.update(message.pk for message in heard)
+        for message in heard:
+            self.log.write(f"\n[Message from {message.author}: {message.body}]\n")
+        self.log.flush()
+        return with_messages(conversation, heard)
 
     def take(self, request: LLMRequest, *, attempt: int = 1) -> Turn:
         """The reply to ``request``, reused or bought; the lessons of its text kept."""
@@ -164,3 +189,14 @@ class AgentTurns:
     def _failed(self, started: float, outcome: str, error: str) -> None:
         duration_ms = int((time.monotonic() - started) * 1000)
         agent_call_failed_record(run=self.run, agent=self.agent, duration_ms=duration_ms, outcome=outcome, error=error)
+
+
+def with_messages(conversation: list[dict[str, Any]], heard: list[Delivered]) -> list[dict[str, Any]]:
+    """The conversation with a person's messages added to its last turn, the user's (the
+    prompt, or the tool results the next request answers), as a text block."""
+    text = "\n\n".join(MESSAGE_FROM_PERSON.format(author=message.author, body=message.body) for message in heard)
+    *earlier, last = conversation
+    content = last["content"]
+    if isinstance(content, str):
+        return [*earlier, {**last, "content": f"{content}\n\n{text}"}]
+    return [*earlier, {**last, "content": [*content, {"type": "text", "text": text}]}]

@@ -5,6 +5,7 @@ from typing import Any
 from rest_framework import serializers
 
 from core.api import StrictCharField
+from pipelines.messages.selectors import run_message_note
 from pipelines.messages.services import RUN_MESSAGE_MAX_LENGTH
 from pipelines.models import PipelineRun, PullRequest, RunLineComment, RunMessage, RunStatus
 from pipelines.review.services import LINE_COMMENT_BODY_MAX_LENGTH
@@ -239,14 +240,31 @@ class LineCommentUpdateSerializer(serializers.Serializer[Any]):
 
 class RunMessageSerializer(serializers.ModelSerializer[RunMessage]):
     author = serializers.SerializerMethodField(help_text="The email of who sent it (null once they are deleted).")
-    delivered = serializers.SerializerMethodField(help_text="The Coder has read it.")
+    delivered = serializers.SerializerMethodField(help_text="An agent has read it.")
+    note = serializers.SerializerMethodField(
+        help_text="Who read it, or when it will be read: a message the Claude CLI's Coder cannot take mid-call "
+        "waits for its next round."
+    )
 
     class Meta:
         model = RunMessage
-        fields = ["id", "body", "author", "created_at", "delivered", "delivered_at", "delivered_phase"]
+        fields = [
+            "id",
+            "body",
+            "author",
+            "created_at",
+            "delivered",
+            "delivered_at",
+            "delivered_agent",
+            "delivered_phase",
+            "delivered_turn",
+            "note",
+        ]
         read_only_fields = fields
         extra_kwargs = {
-            "delivered_phase": {"help_text": "The phase the Coder read it in (coding or fixing); '' while waiting."}
+            "delivered_agent": {"help_text": "The agent that read it (planner, coder, reviewer); '' while waiting."},
+            "delivered_phase": {"help_text": "The phase it was read in; '' while waiting."},
+            "delivered_turn": {"help_text": "The agent's turn in that phase it was read at (0: the first)."},
         }
 
     def get_author(self, message: RunMessage) -> str | None:
@@ -255,10 +273,14 @@ class RunMessageSerializer(serializers.ModelSerializer[RunMessage]):
     def get_delivered(self, message: RunMessage) -> bool:
         return message.delivered_at is not None
 
+    def get_note(self, message: RunMessage) -> str:
+        return run_message_note(message=message)
+
 
 class RunMessageCreateSerializer(serializers.Serializer[Any]):
     body = StrictCharField(
         max_length=RUN_MESSAGE_MAX_LENGTH,
         trim_whitespace=True,
-        help_text="What the Coder should know: it reads it at its next turn (its next round if it is not working).",
+        help_text="What the agents should know: the agent at work reads it at its next turn (the run's next "
+        "round if it is not working).",
     )

@@ -289,7 +289,7 @@ class RunLineCommentDetailApi(ApiView):
 class RunMessageListApi(ApiView):
     @extend_schema(
         operation_id="runs_messages_list",
-        summary="The messages sent to the run's Coder, oldest first, read or waiting",
+        summary="The messages sent to the run's agents, oldest first, read or waiting (each with its note)",
         responses={200: RunMessageSerializer(many=True), **error_responses(401, 404)},
     )
     def get(self, request: Request, run_id: str) -> Response:
@@ -298,10 +298,11 @@ class RunMessageListApi(ApiView):
 
     @extend_schema(
         operation_id="runs_messages_create",
-        summary="Send the run's Coder a message",
-        description="The Coder reads it at its next turn while it works; a run that is queued, paused or "
-        "awaiting approval keeps it for the Coder's next round. The Claude CLI's agent reads messages as it "
-        "starts, so one sent while it works waits for its next round.",
+        summary="Send the run's agents a message",
+        description="The agent at work reads it at its next turn (the Coder in its editing loop, the Planner or "
+        "Reviewer at its next call); a run that is queued, paused or awaiting approval keeps it for its next "
+        "round. The Claude CLI's Coder works as one call and reads messages as it starts, so one sent while it "
+        "works waits for its next round (`delivered_at` null, said in `note`).",
         request=RunMessageCreateSerializer,
         responses={
             201: RunMessageSerializer,

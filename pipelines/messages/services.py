@@ -1,15 +1,19 @@
-"""Messages to a run: a person talks to the working Coder.
+"""Messages to a run: a person talks to the working agent.
 
 A message is sent while the run is active (queued, working, paused, awaiting approval);
-the Coder reads it at its next turn — now if it is working, at its next round otherwise
-(after a request for changes or a retry). Each message is read once: taken by the turn
-that reads it (compare-and-set on ``delivered_at``), and handed again to that same turn
-when the phase is resumed after its worker died, so the replies already bought are
-reused (pipelines/runs/recovery.py) and nothing is read twice or lost.
+the agent working reads it at its next turn (the Coder in its editing loop, the Planner
+or Reviewer at its next call) — now if the run is working, at its next round otherwise
+(after a request for changes or a retry). The Claude CLI's Coder works as one call: it
+reads what waits as it starts, and a message sent meanwhile waits for the next round.
+Each message is read once: taken by the turn that reads it (compare-and-set on
+``delivered_at``), and handed again to that same turn when the phase is resumed after
+its worker died, so the replies already bought are reused (pipelines/runs/recovery.py)
+and nothing is read twice or lost.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -56,42 +60,65 @@ def run_message_send(*, run: PipelineRun, author: User | None, body: str) -> Run
 
 @dataclass(frozen=True)
 class Delivered:
+    pk: int
     body: str
     author: str
 
 
-def run_messages_take(*, run: PipelineRun, phase_entry: int | None, turn: int) -> list[Delivered]:
-    """The messages the Coder reads at ``turn`` of the phase entered by ``phase_entry``:
-    those that turn already took (a resumed phase), then those not yet read, oldest
-    first, now marked read by it."""
+def run_messages_take(
+    *,
+    run: PipelineRun,
+    agent: str,
+    phase_entry: int | None,
+    turn: int,
+    replaying: bool = False,
+    heard: Collection[int] = (),
+) -> list[Delivered]:
+    """The messages ``agent`` reads at ``turn`` of the phase entered by ``phase_entry``,
+    oldest first; ``heard``: those this attempt at the phase has read already.
+
+    Each message is read once: taken with a compare-and-set on ``delivered_at``, so two
+    workers never both take it. A phase resumed after its worker died is handed again
+    what the dead worker had taken: while it is ``replaying`` (reusing the replies it
+    bought, which compare the prompt's text) only what that turn took before, so the
+    prompt is the same; once it buys again, all it took and has not heard yet (a resumed
+    conversation that went another way still reads them), then what is waiting."""
     if phase_entry is None:
         return []
+    mine = RunMessage.objects.filter(run=run, delivered_entry=phase_entry, delivered_agent=agent).exclude(
+        pk__in=list(heard)
+    )
     with transaction.atomic():
+        if replaying:
+            return [_delivered(message) for message in mine.filter(delivered_turn=turn).select_related("author")]
+        # Read now, at this turn: a later replay asks this turn's question with them.
+        mine.exclude(delivered_turn=turn).update(delivered_turn=turn)
         waiting = list(
-            RunMessage.objects.select_for_update()
-            .filter(run=run, delivered_at__isnull=True)
+            RunMessage.objects.filter(run=run, delivered_at__isnull=True)
+            .order_by("created_at", "id")
             .values_list("pk", flat=True)
         )
-        if waiting:
-            RunMessage.objects.filter(pk__in=waiting, delivered_at__isnull=True).update(
-                delivered_at=timezone.now(),
+        now = timezone.now()
+        newly = [
+            pk
+            for pk in waiting
+            # Compare-and-set: a message another worker took meanwhile is its own.
+            if RunMessage.objects.filter(pk=pk, delivered_at__isnull=True).update(
+                delivered_at=now,
                 delivered_entry=phase_entry,
                 delivered_turn=turn,
                 delivered_phase=run.status,
+                delivered_agent=agent,
             )
-        taken = list(
-            RunMessage.objects.filter(run=run, delivered_entry=phase_entry, delivered_turn=turn)
-            .select_related("author")
-            .order_by("created_at", "id")
-        )
-        for message in taken:
-            if message.pk in waiting:
-                event_publish(
-                    task=run.task,
-                    run=run,
-                    event=RunMessageChange(run_id=run.pk, message_id=message.pk, delivered=True),
-                )
-    return [Delivered(body=message.body, author=_name(message)) for message in taken]
+        ]
+        taken = list(mine.filter(delivered_turn=turn).select_related("author").order_by("created_at", "id"))
+        for pk in newly:
+            event_publish(task=run.task, run=run, event=RunMessageChange(run_id=run.pk, message_id=pk, delivered=True))
+    return [_delivered(message) for message in taken]
+
+
+def _delivered(message: RunMessage) -> Delivered:
+    return Delivered(pk=message.pk, body=message.body, author=_name(message))
 
 
 def _name(message: RunMessage) -> str:

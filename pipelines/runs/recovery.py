@@ -39,6 +39,11 @@ class BoughtCalls:
         calls = AgentCall.objects.filter(run=run, agent=agent_name, phase_entry=self.phase_entry)
         self._calls = deque(calls.filter(response__isnull=False).order_by("id") if self.phase_entry else ())
 
+    @property
+    def replaying(self) -> bool:
+        """Replies are left to reuse: the resumed phase is still asking what it asked."""
+        return bool(self._calls)
+
     def take(self, attempt: int, prompt: str) -> LLMResult | None:
         """The reply bought for this question (``prompt``: what the request about to be
         made tells the agent last), or None: buy it."""

@@ -10,7 +10,8 @@ from typing import Any
 from django import template
 from django.template import Context
 
-from pipelines.models import RunStatus
+from pipelines.messages.selectors import run_message_note
+from pipelines.models import RunMessage, RunStatus
 from pipelines.panel import panel_context
 from pipelines.runs.places import queue_place_label
 from tasks.models import Task
@@ -108,3 +109,9 @@ def line_comments_at(placed: dict[str, dict[int, list[Any]]], path: str, line: i
     if line is None:
         return []
     return (placed or {}).get(path, {}).get(line, [])
+
+
+@register.filter
+def message_note(message: RunMessage) -> str:
+    """Who read a person's message to the run, or when it will be read."""
+    return run_message_note(message=message)

@@ -26,6 +26,8 @@
   var REFRESH_TYPES = {
     "phase-change": 1, "run-update": 1, "subtask-change": 1, error: 1, "pipeline-complete": 1, "task-status": 1
   };
+  // A person's message to the run sent or read: the panel shows which (pipelines/messages/).
+  REFRESH_TYPES["run-message"] = 1;
 
   var lastId = Number(root.getAttribute("data-last-event-id")) || 0;
   var panelUrl = root.getAttribute("data-panel-url");

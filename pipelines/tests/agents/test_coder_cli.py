@@ -315,3 +315,32 @@ def test_the_test_command_the_cli_runs_sees_the_repository_read_only(
     assert base in call.response_text and "STATUS-OK" in call.response_text, call.response_text
     assert "gitdir: /.git-worktree" in call.response_text
     assert str(repo_root) not in call.response_text
+
+
+def test_the_cli_reads_messages_as_it_starts_and_one_sent_while_it_works_waits(
+    linked, repo_root, task, owner, monkeypatch
+) -> None:
+    from pipelines.messages.selectors import NOTE_CLI_NEXT_ROUND, run_message_note
+    from pipelines.messages.services import run_message_send
+    from pipelines.models import RunMessage
+
+    run = advance_to_coding(task, owner)
+    before = run_message_send(run=run, author=owner, body="Keep calc.py's docstrings.")
+    notes: list[str] = []
+    real = claude_cli.ClaudeCliProvider.edit_command
+
+    def person_types_while_the_cli_works(self, request, executable):  # type: ignore[no-untyped-def]
+        meanwhile = run_message_send(run=run, author=owner, body="Also rename add to plus.")
+        notes.append(run_message_note(message=meanwhile))
+        return real(self, request, executable)
+
+    monkeypatch.setattr(claude_cli.ClaudeCliProvider, "edit_command", person_types_while_the_cli_works)
+    run_advance(run_id=run.pk)  # the coding phase: one call of the CLI
+
+    assert "Keep calc.py's docstrings." in AgentCall.objects.get(run=run, agent=agents.CODER).prompt
+    assert "Also rename add to plus." not in AgentCall.objects.get(run=run, agent=agents.CODER).prompt
+    before.refresh_from_db()
+    assert (before.delivered_agent, before.delivered_turn) == (agents.CODER, 0)
+    # It could not be read mid-call: it waits (for the Reviewer now, or the Coder's next round).
+    assert RunMessage.objects.get(body="Also rename add to plus.").delivered_at is None
+    assert notes == [NOTE_CLI_NEXT_ROUND]

@@ -6,13 +6,11 @@ end-to-end tests through a real worker are in test_worker_e2e.py.
 
 from __future__ import annotations
 
-import threading
 import time
 from decimal import Decimal
 
 import pytest
 
-from core.workers import shutdown_requested
 from llm.providers.anthropic import KEY_REJECTED
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus, RunTransition
 from pipelines.phases import planning
@@ -36,7 +34,7 @@ from tests.fake_anthropic import (
 )
 from tests.fake_claude import fake_claude
 from tests.threads import DatabaseThread
-from tests.workers import drive_in_process
+from tests.workers import advance_until_the_worker_stops, drive_in_process
 
 pytestmark = pytest.mark.django_db
 
@@ -309,19 +307,7 @@ def test_a_phase_resumed_after_its_worker_stopped_reuses_the_calls_it_had_bought
     # stops while the corrected answer streams.
     fake_llm.script(ToolReply(input={"subtasks": [{"id": "s1"}]}), Hang(3))
 
-    def stop_the_worker() -> None:
-        deadline = time.monotonic() + 10
-        while len(fake_llm.requests) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        shutdown_requested.set()
-
-    stopper = threading.Thread(target=stop_the_worker)
-    stopper.start()
-    try:
-        run_advance(run_id=run.pk)
-    finally:
-        stopper.join()
-        shutdown_requested.clear()
+    advance_until_the_worker_stops(run.pk, when=lambda: len(fake_llm.requests) >= 2)
     run.refresh_from_db()
     assert run.status == RunStatus.PLANNING
     # Handed straight to the sweeper: the lease left run out, not merely released.
