@@ -55,10 +55,16 @@ class CandidateFilter:
     agent_in: tuple[str, ...] | None = None
     # Leaves out the memories this run wrote (Memory.source_run_id).
     not_from_run: int | None = None
+    # Memories about their cited files only (True), or for the whole project (False).
+    path_scoped: bool | None = None
+    # Of those, the ones citing any of these paths (Memory.cited_paths); a bare file
+    # name ("feature.py", as a task's text names a file) also matches it in any folder.
+    cited_paths_any: tuple[str, ...] | None = None
 
     def as_q(self) -> Q:
-        """The filter as a condition on live memories of the current embedding model."""
-        q = Q(is_deleted=False, embedding_model=EMBEDDING_MODEL)
+        """The filter as a condition on live memories of the current embedding model; a
+        stale one (its code is gone) is not live."""
+        q = Q(is_deleted=False, stale_at__isnull=True, embedding_model=EMBEDDING_MODEL)
         if self.owner_id is not None:
             q &= Q(owner_id=self.owner_id)
         if self.project_id is not None:
@@ -72,6 +78,15 @@ class CandidateFilter:
         if self.not_from_run is not None:
             # Django keeps the rows no run wrote (NULL): NOT (id = x AND id IS NOT NULL).
             q &= ~Q(source_run_id=self.not_from_run)
+        if self.path_scoped is not None:
+            q &= Q(path_scoped=self.path_scoped)
+        if self.cited_paths_any is not None:
+            cites = Q(pk__in=[])
+            for path in self.cited_paths_any:
+                cites |= Q(cited_paths__contains=f"\n{path}\n")
+                if "/" not in path:
+                    cites |= Q(cited_paths__contains=f"/{path}\n")
+            q &= cites
         for field, value in (
             ("agent", self.agent),
             ("personality", self.personality),

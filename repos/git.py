@@ -204,6 +204,14 @@ def git_succeeds(args: list[str], *, cwd: Path, access: GitAccess | None = None)
     return run_git(args, cwd=cwd, access=access, check=False).returncode == 0
 
 
+def git_run_bytes(
+    args: list[str], *, cwd: Path, access: GitAccess | None = None, input: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """run_git with bytes in and out, unchecked: for output whose sizes count bytes
+    (``cat-file --batch``)."""
+    return _run(args, cwd=cwd, access=access, timeout=None, input=input, extra_env=None)
+
+
 def git_blob(spec: str, *, cwd: Path, access: GitAccess | None = None) -> bytes:
     """The bytes of a blob (``rev:path``), undecoded: binary files stay binary."""
     result = _run(["cat-file", "blob", spec], cwd=cwd, access=access, timeout=None, input=None, extra_env=None)

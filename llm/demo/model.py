@@ -10,6 +10,7 @@ that shows the memory markers at work. Every answer follows from the request alo
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from llm.demo.coder import coder_reply
 from llm.demo.coder_reading import EDITOR_TOOL_NAME
@@ -85,7 +86,7 @@ def _agent_reply(request: MessagesRequest, delay: float) -> DemoReply:
     if tool == "record_lessons":
         return ToolReply(
             text="Keeping what holds beyond this change.\n",
-            input={"lessons": _lessons_said(request)},
+            input=_lessons_said(request),
             chunk_delay=delay,
         )
     return TextReply(text=_chat_answer(request), chunk_delay=delay)
@@ -110,11 +111,22 @@ def _plan(request: MessagesRequest) -> list[dict[str, str | int]]:
     ]
 
 
-def _lessons_said(request: MessagesRequest) -> list[str]:
+_ABOUT_FILES = re.compile(r"\s*\[about ([^\]]+)\]$")
+
+
+def _lessons_said(request: MessagesRequest) -> dict[str, list[Any]]:
     """The demo's distillation: what was said (the prompt's bullet lines), at most three,
-    as sentences."""
-    said = [line[2:].strip() for line in request.message_texts[-1].splitlines() if line.startswith("- ")]
-    return [(text if text.endswith(".") else f"{text}.")[:400] for text in said if text][:3]
+    as sentences, each about the files it was said about."""
+    lessons: list[str] = []
+    files: list[list[str]] = []
+    for line in request.message_texts[-1].splitlines():
+        text = line[2:].strip() if line.startswith("- ") else ""
+        about = _ABOUT_FILES.search(text)
+        text = text[: about.start()] if about else text
+        if text and len(lessons) < 3:
+            lessons.append((text if text.endswith(".") else f"{text}.")[:400])
+            files.append([path.strip() for path in about.group(1).split(",")] if about else [])
+    return {"lessons": lessons, "files": files}
 
 
 def _first_file_listed(request: MessagesRequest) -> str | None:

@@ -63,6 +63,21 @@ class Memory(models.Model):
     # (ARCHITECTURE.md, "Apps as layers").
     source_run_id = models.PositiveBigIntegerField(null=True, blank=True)
     source_note = models.CharField(max_length=SOURCE_NOTE_MAX_LENGTH, blank=True)
+    # Where in the code a lesson came from (memory.citations.Citation.as_dict: path,
+    # lines, the cited text and its hash, the commit), checked against a run's base
+    # commit before the memory is given to it (memory.services.semantic.memory_citations_check).
+    citations = models.JSONField(default=list, blank=True)
+    # About its cited files only: recalled for a task touching one of them, never as a
+    # rule for the whole project (until a person generalises it).
+    path_scoped = models.BooleanField(default=False)
+    # The cited paths, one per line between newlines ("\na.py\nb/c.py\n"), so that a
+    # search can admit the memories citing a task's files with a plain LIKE.
+    cited_paths = models.TextField(blank=True, editable=False)
+    # The last commit its citations were checked against (checked once per commit).
+    checked_commit = models.CharField(max_length=64, blank=True, editable=False)
+    # Stale: the code it cites is gone. Never recalled again; the Memory page says why.
+    stale_at = models.DateTimeField(null=True, blank=True)
+    stale_reason = models.CharField(max_length=SOURCE_NOTE_MAX_LENGTH, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

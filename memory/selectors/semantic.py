@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
@@ -44,6 +44,8 @@ class MemorySearchResult:
     similarity: float
     confidence: float
     score: float
+    # Recall: it cites a file the task touches (its score includes MEMORY_RECALL_PATH_BONUS).
+    path_match: bool = False
 
 
 def memory_confidence(*, memory: Memory, now: datetime | None = None) -> float:
@@ -263,6 +265,8 @@ class SearchFilters(TypedDict, total=False):
     project_or_global: int | None
     agent_in: tuple[str, ...] | None
     not_from_run: int | None
+    path_scoped: bool | None
+    cited_paths_any: tuple[str, ...] | None
     now: datetime | None
 
 
@@ -286,6 +290,8 @@ def memory_search_vector(
     project_or_global: int | None = None,
     agent_in: tuple[str, ...] | None = None,
     not_from_run: int | None = None,
+    path_scoped: bool | None = None,
+    cited_paths_any: tuple[str, ...] | None = None,
     now: datetime | None = None,
 ) -> list[MemorySearchResult]:
     """The user's live memories closest to ``query_vec``, ranked by similarity ×
@@ -305,6 +311,8 @@ def memory_search_vector(
         project_or_global=project_or_global,
         agent_in=agent_in,
         not_from_run=not_from_run,
+        path_scoped=path_scoped,
+        cited_paths_any=cited_paths_any,
     )
     hits = vector_search(query_vec, limit, candidate_filter)
     rows = Memory.objects.select_related("project").defer("embedding").in_bulk([hit.memory_id for hit in hits])
@@ -338,12 +346,18 @@ def memory_status(*, user: User) -> dict[str, object]:
 # --- Recall: the memories an agent is given before it is called -----------------------------
 
 
+# A task touching more files than this is matched on these many (sorted) only: the
+# condition is one LIKE per path.
+RECALL_PATHS_MAX = 200
+
+
 def memory_recall(
     *,
     user: User,
     project: Project | None,
     agent: str,
     query: str,
+    paths: Iterable[str] = (),
     limit: int | None = None,
     min_score: float | None = None,
     not_from_run: int | None = None,
@@ -355,25 +369,37 @@ def memory_recall(
     ``agent`` and the ones scoped to no agent. Ranked by similarity × confidence; a
     memory scoring under ``min_score`` (default MEMORY_RECALL_MIN_SCORE) or faded to
     nothing is left out; at most ``limit`` (default MEMORY_RECALL_LIMIT). Memories that
-    run ``not_from_run`` wrote are left out too: the run has what taught them in hand."""
+    run ``not_from_run`` wrote are left out too: the run has what taught them in hand.
+
+    A memory about some files only (``Memory.path_scoped``) is recalled only when the task
+    touches one of them (``paths``); then the file it cites is the evidence: it is not
+    held to ``min_score`` and ranks MEMORY_RECALL_PATH_BONUS higher. Stale ones never."""
     limit = settings.MEMORY_RECALL_LIMIT if limit is None else limit
     min_score = settings.MEMORY_RECALL_MIN_SCORE if min_score is None else min_score
     if limit <= 0 or not query.strip():
         return []
-    # One embedding and one search over the whole scope: the project's and the global
-    # memories, unscoped or the agent's.
+    # One embedding; the project's and the global memories, unscoped or the agent's.
     place: dict[str, Any] = {"is_global": True} if project is None else {"project_or_global": project.pk}
+    common: dict[str, Any] = {
+        "user": user,
+        "query_vec": embed_text(query),
+        "limit": limit,
+        "agent_in": ("", agent),
+        # Strictly above 0: a faded memory is not recalled, even at min_score 0.
+        "min_confidence": sys.float_info.min,
+        "not_from_run": not_from_run,
+        "now": now or timezone.now(),
+        **place,
+    }
     # Everything that is left out is left out by the query, so ``limit`` are found when
     # there are that many; ranked by score, the ones under ``min_score`` come last.
-    results = memory_search(
-        user=user,
-        query=query,
-        limit=limit,
-        agent_in=("", agent),
-        # Strictly above 0: a faded memory is not recalled, even at min_score 0.
-        min_confidence=sys.float_info.min,
-        not_from_run=not_from_run,
-        now=now or timezone.now(),
-        **place,
-    )
-    return [result for result in results if result.score >= min_score]
+    found = [result for result in memory_search_vector(path_scoped=False, **common) if result.score >= min_score]
+    touched = tuple(sorted({path for path in paths if path})[:RECALL_PATHS_MAX])
+    if touched:
+        bonus = settings.MEMORY_RECALL_PATH_BONUS
+        found += [
+            replace(result, score=result.score + bonus, path_match=True)
+            for result in memory_search_vector(path_scoped=True, cited_paths_any=touched, **common)
+        ]
+    found.sort(key=lambda result: (-result.score, -result.similarity, -result.memory.pk))
+    return found[:limit]

@@ -8,7 +8,7 @@ touch — so that the row says when it last changed (the admin, the API).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -20,6 +20,15 @@ from django.utils import timezone
 
 from accounts.models import User
 from core.exceptions import ApplicationError
+from memory.citations import (
+    Citation,
+    CitationCheck,
+    CitationStatus,
+    citation_check,
+    citation_of_file,
+    citations_from_json,
+    cited_paths_column,
+)
 from memory.embeddings import EMBEDDING_MODEL, embed_text
 from memory.models.semantic import (
     MEMORY_MAX_LENGTH,
@@ -39,6 +48,8 @@ BAD_HALF_LIFE = "The half-life must be more than 0 hours."
 CONTENT_TOO_LONG = f"A memory is at most {MEMORY_MAX_LENGTH:,} characters."
 CANNOT_EDIT_DELETED = "A deleted memory cannot be edited."
 CANNOT_PIN_DELETED = "A deleted memory cannot be pinned or unpinned."
+CANNOT_GENERALISE_DELETED = "A deleted memory cannot be changed."
+STALE_REASON = "The code it cites is gone at {commit}: {what}."
 
 
 class InvalidOperation(ApplicationError):
@@ -72,19 +83,43 @@ def _same_scope(
     )
 
 
-def _reinforce_existing(memory: Memory, *, now: datetime) -> Memory:
+def _reinforce_existing(
+    memory: Memory, *, now: datetime, citations: Sequence[Citation] = (), path_scoped: bool = False
+) -> Memory:
+    """The same lesson learned again: its clock starts again, and where it was learned is
+    added to its citations. It stays about its files only while every time it was learned
+    it was (a lesson said once for the whole project is for the whole project)."""
     if memory.decay_policy != DecayPolicy.PERMANENT:
         Memory.objects.filter(pk=memory.pk, is_deleted=False).update(
             last_reinforced_at=now, reinforce_count=F("reinforce_count") + 1, updated_at=now
         )
-        memory.refresh_from_db()
+    known = citations_from_json(memory.citations)
+    added = [c for c in citations if not any((c.path, c.hash) == (k.path, k.hash) for k in known)]
+    if added or (memory.path_scoped and not path_scoped):
+        merged = [*known, *added]
+        Memory.objects.filter(pk=memory.pk).update(
+            citations=[citation.as_dict() for citation in merged],
+            cited_paths=cited_paths_column(merged),
+            path_scoped=memory.path_scoped and path_scoped,
+            updated_at=now,
+        )
+    memory.refresh_from_db()
     return memory
 
 
-def _consolidate(memory: Memory, *, content: str, digest: str, vector: np.ndarray, now: datetime) -> Memory:
+def _consolidate(
+    memory: Memory,
+    *,
+    content: str,
+    digest: str,
+    vector: np.ndarray,
+    now: datetime,
+    citations: Sequence[Citation],
+    path_scoped: bool,
+) -> Memory:
     """A near-duplicate was written: reinforce ``memory``, keeping the newer wording
     when it says more (its embedding comes with it)."""
-    memory = _reinforce_existing(memory, now=now)
+    memory = _reinforce_existing(memory, now=now, citations=citations, path_scoped=path_scoped)
     if len(content) > len(memory.content):
         Memory.objects.filter(pk=memory.pk).update(
             content=content, content_hash=digest, embedding=vector, embedding_model=EMBEDDING_MODEL, updated_at=now
@@ -116,6 +151,8 @@ def memory_create(
     source: str = MemorySource.PERSON,
     source_run_id: int | None = None,
     source_note: str = "",
+    citations: Sequence[Citation] = (),
+    path_scoped: bool = False,
     now: datetime | None = None,
 ) -> MemoryWrite:
     """Store a memory — the one way memories are written (page, API, pipeline).
@@ -125,9 +162,13 @@ def memory_create(
     memory of that scope and type at least MEMORY_CONSOLIDATE_SIMILARITY similar in
     meaning: it takes the new wording if that is longer. Its source stays the first one's.
 
+    ``citations``: where in the code it was learned (memory.citations); ``path_scoped``:
+    it is about those files only (a memory without citations cannot be).
+
     ``project`` must already be checked to be the owner's. A ``source_note`` over
     SOURCE_NOTE_MAX_LENGTH is shortened, not refused: a run never fails for its note.
     """
+    path_scoped = path_scoped and bool(citations)
     fixed_clock = now is not None
     now = now or timezone.now()
     content = content.strip()
@@ -141,9 +182,10 @@ def memory_create(
     digest = content_hash(content)
     scope: dict[str, Any] = {"agent": agent, "personality": personality, "project": project, "is_global": is_global}
 
+    cited: dict[str, Any] = {"citations": citations, "path_scoped": path_scoped}
     existing = _same_scope(owner=owner, digest=digest, **scope)
     if existing is not None:
-        return MemoryWrite(_reinforce_existing(existing, now=now), created=False)
+        return MemoryWrite(_reinforce_existing(existing, now=now, **cited), created=False)
 
     # Embedding is slow CPU work: done before the transaction, never holding a lock.
     vector = embed_text(content)
@@ -156,7 +198,7 @@ def memory_create(
         User.objects.select_for_update().filter(pk=owner.pk).first()
         existing = _same_scope(owner=owner, digest=digest, **scope)
         if existing is not None:
-            return MemoryWrite(_reinforce_existing(existing, now=now), created=False)
+            return MemoryWrite(_reinforce_existing(existing, now=now, **cited), created=False)
         similar = memory_most_similar(
             owner=owner,
             vector=vector,
@@ -166,7 +208,7 @@ def memory_create(
             **scope,
         )
         if similar is not None:
-            memory = _consolidate(similar, content=content, digest=digest, vector=vector, now=now)
+            memory = _consolidate(similar, content=content, digest=digest, vector=vector, now=now, **cited)
             return MemoryWrite(memory, created=False, consolidated=True)
         memory = Memory(
             owner=owner,
@@ -181,6 +223,9 @@ def memory_create(
             source=source,
             source_run_id=source_run_id,
             source_note=source_note,
+            citations=[citation.as_dict() for citation in citations],
+            cited_paths=cited_paths_column(citations),
+            path_scoped=path_scoped,
             **scope,
         )
         if half_life_hours is not None:
@@ -217,11 +262,11 @@ def memory_reinforce(*, owner: User, memory_id: int, now: datetime | None = None
 
 def memory_reinforce_many(*, owner: User, memory_ids: Iterable[int], now: datetime | None = None) -> int:
     """Reinforce the owner's live, fading memories among ``memory_ids`` (a run that was
-    given them was approved); deleted and permanent ones are left as they are. Returns
-    how many were reinforced."""
+    given them was approved); deleted, stale and permanent ones are left as they are.
+    Returns how many were reinforced."""
     now = now or timezone.now()
     return (
-        Memory.objects.filter(pk__in=set(memory_ids), owner=owner, is_deleted=False)
+        Memory.objects.filter(pk__in=set(memory_ids), owner=owner, is_deleted=False, stale_at__isnull=True)
         .exclude(decay_policy=DecayPolicy.PERMANENT)
         .update(last_reinforced_at=now, reinforce_count=F("reinforce_count") + 1, updated_at=now)
     )
@@ -304,3 +349,131 @@ def memory_uses_record(
             MemoryUse(memory_id=pk, run_id=run_id, agent=agent[:50], used_at=now) for pk in sorted(ids)
         )
     return len(ids)
+
+
+def memory_generalise(*, owner: User, memory_id: int, now: datetime | None = None) -> Memory:
+    """A person says a lesson learned on some files applies to the whole project: it is
+    recalled for any task, no longer only for those touching its files. A stale one is
+    given again: its citations, whose code is gone, are dropped."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        memory = Memory.objects.select_for_update().filter(pk=memory_id, owner=owner).first()
+        if memory is None:
+            raise MemoryNotFound(MEMORY_NOT_FOUND)
+        if memory.is_deleted:
+            raise InvalidOperation(CANNOT_GENERALISE_DELETED)
+        changes: dict[str, Any] = {"path_scoped": False, "updated_at": now}
+        if memory.stale_at is not None:
+            changes.update(stale_at=None, stale_reason="", citations=[], cited_paths="", checked_commit="")
+            if memory.decay_policy == DecayPolicy.REINFORCEABLE:
+                # Given again from now: it fades from here, not from before it went stale.
+                changes["last_reinforced_at"] = now
+        Memory.objects.filter(pk=memory.pk).update(**changes)
+        memory.refresh_from_db()
+    return memory
+
+
+# What a citation check told about one memory (memory_citations_verify).
+MemoryCheck = str  # a CitationStatus: holds, moved/changed (re-anchored), gone (stale), unverified
+
+FileReader = Callable[[set[str]], dict[str, str | None]]
+CommitTest = Callable[[str], bool]
+
+
+def _memory_status(checks: list[CitationCheck]) -> str:
+    statuses = {check.status for check in checks}
+    if statuses == {CitationStatus.GONE}:
+        return CitationStatus.GONE
+    if statuses & {CitationStatus.MOVED, CitationStatus.CHANGED}:
+        return CitationStatus.CHANGED if CitationStatus.CHANGED in statuses else CitationStatus.MOVED
+    return CitationStatus.HOLDS
+
+
+def _gone_label(check: CitationCheck, present: bool) -> str:
+    return f"{check.citation.label} ({'text gone' if present else 'file gone'})"
+
+
+def memory_citations_verify(
+    *,
+    owner: User,
+    memories: Sequence[Memory],
+    commit: str,
+    read_files: FileReader,
+    contains: CommitTest,
+    now: datetime | None = None,
+) -> dict[int, str]:
+    """Check the citations of ``memories`` against ``commit`` and say, per memory id,
+    what was found (a CitationStatus): its code holds; it moved or changed, and the
+    citations now point at it (re-anchored); it is gone, and the memory is marked stale;
+    or it is gone from a commit that does not contain the one the citations were read at
+    (``contains`` says so: a change not merged there yet), which tells nothing, and the
+    memory is used as it is.
+
+    ``read_files(paths)`` gives each path's text at ``commit`` (None: no such file). A
+    memory is checked once per commit; memories without citations hold."""
+    now = now or timezone.now()
+    found: dict[int, str] = {}
+    to_check: list[tuple[Memory, list[Citation]]] = []
+    for memory in memories:
+        citations = citations_from_json(memory.citations)
+        if not citations or memory.checked_commit == commit:
+            found[memory.pk] = CitationStatus.HOLDS
+        else:
+            to_check.append((memory, citations))
+    if not to_check:
+        return found
+    texts = read_files({citation.path for _, citations in to_check for citation in citations})
+    for memory, citations in to_check:
+        checks = [citation_check(c, texts.get(c.path), commit=commit) for c in citations]
+        status = _memory_status(checks)
+        changes: dict[str, Any] = {"checked_commit": commit, "updated_at": now}
+        if status == CitationStatus.GONE:
+            if not all(c.commit == commit or contains(c.commit) for c in citations):
+                found[memory.pk] = CitationStatus.UNVERIFIED
+                continue
+            what = "; ".join(_gone_label(check, texts.get(check.citation.path) is not None) for check in checks)
+            reason = STALE_REASON.format(commit=commit[:10], what=what)
+            changes.update(stale_at=now, stale_reason=memory_text_shortened(reason, SOURCE_NOTE_MAX_LENGTH))
+        else:
+            # The gone ones stay as they were (the memory may be about them again later).
+            kept = [check.citation for check in checks]
+            changes.update(citations=[c.as_dict() for c in kept], cited_paths=cited_paths_column(kept))
+        found[memory.pk] = status
+        Memory.objects.filter(pk=memory.pk, owner=owner, is_deleted=False).update(**changes)
+    return found
+
+
+def memory_citations_land(
+    *, owner: User, memory_ids: Iterable[int], commit: str, read_files: FileReader, now: datetime | None = None
+) -> int:
+    """The change a run's lessons were learned on was accepted at ``commit``: their
+    citations (read on the code as it was when a person commented, before the round
+    that addressed it) move to the code that landed. Lines still there, moved or edited
+    are re-anchored; lines the change removed leave a citation of their file; a file it
+    removed leaves no citation, and a lesson left citing nothing is for the whole
+    project. Returns how many memories changed."""
+    now = now or timezone.now()
+    memories = [m for m in Memory.objects.filter(owner=owner, pk__in=set(memory_ids), is_deleted=False) if m.citations]
+    texts = read_files({c.path for m in memories for c in citations_from_json(m.citations)}) if memories else {}
+    changed = 0
+    for memory in memories:
+        landed: list[Citation] = []
+        for citation in citations_from_json(memory.citations):
+            text = texts.get(citation.path)
+            if text is None:
+                continue
+            check = citation_check(citation, text, commit=commit)
+            landed.append(
+                check.citation
+                if check.status != CitationStatus.GONE
+                else citation_of_file(path=citation.path, commit=commit)
+            )
+        Memory.objects.filter(pk=memory.pk).update(
+            citations=[c.as_dict() for c in landed],
+            cited_paths=cited_paths_column(landed),
+            path_scoped=memory.path_scoped and bool(landed),
+            checked_commit=commit,
+            updated_at=now,
+        )
+        changed += 1
+    return changed

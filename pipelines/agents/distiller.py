@@ -19,7 +19,7 @@ from llm.providers.base import ProviderError
 from pipelines.agents import prompts as agents
 from pipelines.agents.conversation import InvalidAgentOutput, call_agent
 from pipelines.agents.turns import BudgetExceeded
-from pipelines.learning.lessons import Learned, Moment, lessons_store
+from pipelines.learning.lessons import Learned, Moment, distilled_citations, lessons_store
 from pipelines.models import PipelineRun
 from pipelines.runs.leases import Lease
 
@@ -30,22 +30,28 @@ def learn(run: PipelineRun, lease: Lease, moment: Moment | None) -> Learned | No
     """Store what ``moment`` teaches, distilled when the project asks for it."""
     if moment is None:
         return None
-    texts, distilled = moment.texts, False
+    texts, distilled, cited = moment.texts, False, None
     if run.task.project.learn_distil:
         try:
             answer = call_agent(
                 run,
                 lease,
                 agents.DISTILLER,
-                agents.distiller_prompt(title=run.task.title, origin=moment.origin, texts=moment.texts),
+                agents.distiller_prompt(
+                    title=run.task.title,
+                    origin=moment.origin,
+                    texts=moment.texts,
+                    files=[[c.path for c in moment.citations_of(i)] for i in range(len(moment.texts))],
+                ),
                 bare=True,
                 max_tokens=settings.LEARN_DISTIL_MAX_TOKENS,
             )
             texts, distilled = [str(lesson) for lesson in answer.get("lessons", [])], True
+            cited = distilled_citations(moment, texts, answer.get("files"))
         except (ProviderError, BudgetExceeded, InvalidAgentOutput) as exc:
             logger.warning("Run %s: lessons kept as written, the distillation failed: %s", run.pk, exc)
     try:
-        return lessons_store(run, moment, texts, distilled=distilled)
+        return lessons_store(run, moment, texts, distilled=distilled, cited=cited)
     except Exception:
         logger.exception("Run %s: could not record what it learned", run.pk)
         return None

@@ -83,7 +83,14 @@ LESSONS_TOOL = Tool(
                 "type": "array",
                 "maxItems": LESSONS_MAX,
                 "items": {"type": "string", "minLength": 1, "maxLength": LESSON_TEXT_MAX_LENGTH},
-            }
+            },
+            "files": {
+                "type": "array",
+                "maxItems": LESSONS_MAX,
+                "description": "For each lesson, in the same order, the files it is about (from those "
+                "named in what was said); an empty list when it applies to the whole project.",
+                "items": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 1000}},
+            },
         },
         "required": ["lessons"],
     },
@@ -114,7 +121,9 @@ SYSTEM_PROMPTS = {
         f"write at most {LESSONS_MAX} lessons the team should apply on later tasks of the same project: "
         "conventions, preferences, recurring mistakes. Each lesson is one short imperative sentence that "
         "stands on its own (no 'this task', no line numbers). Leave out what mattered only for this one "
-        "change; an empty list is a fine answer. Answer only by calling record_lessons."
+        "change; an empty list is a fine answer. For each lesson give in files the files it is about when "
+        "what was said concerned particular files and the lesson holds for them only; give an empty list "
+        "when it is a rule for the whole project. Answer only by calling record_lessons."
     ),
 }
 
@@ -279,7 +288,13 @@ def reviewer_prompt(
     return "\n\n".join(parts)
 
 
-def distiller_prompt(*, title: str, origin: str, texts: list[str]) -> str:
-    """What the distiller reads: the task's title and what was said about the change."""
-    said = "\n".join(f"- {' '.join(text.split())}" for text in texts)
+def distiller_prompt(*, title: str, origin: str, texts: list[str], files: Sequence[Sequence[str]] = ()) -> str:
+    """What the distiller reads: the task's title and what was said about the change,
+    each with the files it was said about (``files``, same order)."""
+
+    def about(index: int) -> str:
+        named = files[index] if index < len(files) else ()
+        return f" [about {', '.join(named)}]" if named else ""
+
+    said = "\n".join(f"- {' '.join(text.split())}{about(index)}" for index, text in enumerate(texts))
     return f"# Task\nTitle: {title}\n\n# {origin[:1].upper() + origin[1:]}\n{said}\n\nRecord the lessons."

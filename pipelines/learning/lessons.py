@@ -10,6 +10,13 @@ Three moments, each learned once (its key is kept in ``PipelineRun.lessons``):
 - an approved run reinforces the memories it was given and adds a line to the Coder's
   notes naming what the run taught.
 
+What was said about some lines or a file (a comment on lines, a finding in a file) is a
+lesson about them: it keeps them as citations (memory.citations) and is recalled only for
+a task touching those files (``path_scoped``), unless the distillation says it applies to
+the whole project. A finding's lesson that cites its file is reinforceable instead of
+contextual: recall checks its code still holds, and a run that was given it and was
+approved renews it. On approval, the citations move to the code that landed.
+
 What is stored is either the texts as written or, when the project distils, what one
 short call of its model made of them (pipelines/agents/distiller.py makes that call: it is the
 part that needs an agent conversation). Learning helps a run and must never stop one:
@@ -26,11 +33,18 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from memory.citations import Citation, citation_of_file, citation_of_quote
 from memory.models.semantic import DecayPolicy, MemorySource
 from memory.selectors.semantic import memory_ids_used_by_run
 from memory.services.notes import notes_append
-from memory.services.semantic import memory_create, memory_reinforce_many, memory_text_shortened
+from memory.services.semantic import (
+    memory_citations_land,
+    memory_create,
+    memory_reinforce_many,
+    memory_text_shortened,
+)
 from pipelines.models import CODER, REVIEWER, PipelineRun
+from pipelines.runs.workspace import run_repository
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +78,11 @@ class Moment:
     half_life_hours: float | None = None
     # How the source note names where the texts came from, e.g. "the request for changes".
     origin: str = ""
+    # Per text (same order), where in the code it was said; () for a general one.
+    cited: tuple[tuple[Citation, ...], ...] = ()
+
+    def citations_of(self, index: int) -> tuple[Citation, ...]:
+        return self.cited[index] if index < len(self.cited) else ()
 
 
 @dataclass
@@ -98,13 +117,36 @@ def already_learned(run: PipelineRun, key: str) -> bool:
     return any(isinstance(entry, dict) and entry.get("key") == key for entry in run.lessons or [])
 
 
-def feedback_moment(run: PipelineRun, line_comment_texts: list[str] | None = None) -> Moment | None:
+def line_comment_citation(comment: dict[str, Any], *, commit: str) -> tuple[Citation, ...]:
+    """Where a comment on lines (pipelines.review.selectors.line_comments_for_coder) was:
+    its lines and their quoted text, on the branch's head when it was written."""
+    path = str(comment.get("path") or "")
+    if not path:
+        return ()
+    start = int(comment.get("line_start") or 0)
+    quote = str(comment.get("quote") or "")
+    if start and quote:
+        return (citation_of_quote(path=path, start=start, end=start, quote=quote, commit=commit),)
+    return (citation_of_file(path=path, commit=commit),)
+
+
+def feedback_moment(
+    run: PipelineRun, line_comment_texts: list[str] | None = None, line_comments: list[dict[str, Any]] | None = None
+) -> Moment | None:
     """The person's request for changes the run is working on, with what its comments on
-    lines said (pipelines.review.selectors.line_comment_lesson_texts), unless already learned."""
+    lines said (pipelines.review.selectors.line_comment_lesson_texts, same order as
+    ``line_comments``, which give their citations), unless already learned."""
     feedback = (run.feedback or "").strip()
     if not feedback:
         return None
-    texts = [feedback, *(text for text in line_comment_texts or [] if text.strip())]
+    texts: list[str] = [feedback]
+    cited: list[tuple[Citation, ...]] = [()]
+    comments = line_comments or []
+    for index, text in enumerate(line_comment_texts or []):
+        if text.strip():
+            texts.append(text)
+            comment = comments[index] if index < len(comments) else {}
+            cited.append(line_comment_citation(comment, commit=run.head_commit or run.base_commit))
     key = f"feedback:{_digest(chr(10).join(texts))}"
     if already_learned(run, key):
         return None
@@ -116,6 +158,7 @@ def feedback_moment(run: PipelineRun, line_comment_texts: list[str] | None = Non
         source=MemorySource.FEEDBACK,
         decay_policy=DecayPolicy.REINFORCEABLE,
         origin="the request for changes",
+        cited=tuple(cited),
     )
 
 
@@ -148,12 +191,17 @@ def _finding_text(finding: dict[str, Any]) -> str:
 
 
 def findings_moment(run: PipelineRun, history: list[dict[str, Any]], *, half_life_hours: float | None) -> Moment | None:
-    """The findings fix rounds fixed before the review in ``history``'s last entry passed."""
+    """The findings fix rounds fixed before the review in ``history``'s last entry passed,
+    each citing its file (not its line: that was the line in a version the fix rounds
+    rewrote) as the passing head has it."""
     texts: list[str] = []
+    cited: list[tuple[Citation, ...]] = []
     for finding in fixed_findings(history):
         text = _finding_text(finding)
         if text not in texts:
             texts.append(text)
+            where = str(finding.get("file") or "").strip().removeprefix("./")
+            cited.append((citation_of_file(path=where, commit=run.head_commit),) if where and run.head_commit else ())
     key = f"review:{len(history)}"
     if not texts or already_learned(run, key):
         return None
@@ -166,6 +214,7 @@ def findings_moment(run: PipelineRun, history: list[dict[str, Any]], *, half_lif
         decay_policy=DecayPolicy.CONTEXTUAL,
         half_life_hours=half_life_hours,
         origin="review findings a fix round fixed",
+        cited=tuple(cited),
     )
 
 
@@ -175,42 +224,75 @@ def _source_note(run: PipelineRun, moment: Moment, *, distilled: bool) -> str:
     return f"{how} {moment.origin} in run {run.number} of task #{task.pk} “{task.title}”."
 
 
-def lessons_store(run: PipelineRun, moment: Moment, texts: list[str], *, distilled: bool) -> Learned:
+def distilled_citations(moment: Moment, lessons: list[str], files: object) -> list[tuple[Citation, ...]]:
+    """Where each distilled lesson applies: the citations of what was said about the files
+    the distillation names for it; none (the whole project) for a lesson it names no file
+    for, and for every lesson of an answer that does not say (the distiller is asked to:
+    a rule it wrote without files is one it generalised)."""
+    everything = [citation for index in range(len(moment.texts)) for citation in moment.citations_of(index)]
+    named = files if isinstance(files, list) else []
+    cited = []
+    for index in range(len(lessons)):
+        paths = named[index] if index < len(named) and isinstance(named[index], list) else []
+        wanted = {str(path).strip().removeprefix("./") for path in paths}
+        cited.append(tuple(citation for citation in everything if citation.path in wanted))
+    return cited
+
+
+def lessons_store(
+    run: PipelineRun,
+    moment: Moment,
+    texts: list[str],
+    *,
+    distilled: bool,
+    cited: list[tuple[Citation, ...]] | None = None,
+) -> Learned:
     """Write ``texts`` as the moment's memories (one per text and agent; near-duplicates
-    consolidate into the memory they repeat) and record the moment on the run."""
+    consolidate into the memory they repeat) and record the moment on the run. ``cited``
+    (same order as ``texts``; the moment's own when they are its texts) makes a lesson
+    about those files only."""
     project = run.task.project
     learned = Learned(key=moment.key, kind=moment.kind, distilled=distilled)
     source = MemorySource.DISTILLED if distilled else moment.source
     note = _source_note(run, moment, distilled=distilled)
-    for text in texts:
+    if cited is None:
+        cited = [moment.citations_of(index) for index in range(len(texts))]
+    for index, text in enumerate(texts):
         content = memory_text_shortened(" ".join(text.split()), LESSON_MAX_CHARS)
         if not content:
             continue
+        citations = cited[index] if index < len(cited) else ()
+        # A cited finding is checked against the code at every recall: it need not fade
+        # with time, only when unused (see the module).
+        policy = DecayPolicy.REINFORCEABLE if citations else moment.decay_policy
         for agent in moment.agents:
             try:
                 write = memory_create(
                     owner=project.owner,
                     content=content,
                     memory_type=LESSON_MEMORY_TYPE,
-                    decay_policy=moment.decay_policy,
+                    decay_policy=policy,
                     half_life_hours=moment.half_life_hours,
                     agent=agent,
                     project=project,
                     source=source,
                     source_run_id=run.pk,
                     source_note=note,
+                    citations=citations,
+                    path_scoped=bool(citations),
                 )
             except Exception:
                 logger.exception("Run %s: could not store a lesson for the %s", run.pk, agent)
                 continue
-            learned.memories.append(
-                {
-                    "id": write.memory.pk,
-                    "agent": agent,
-                    "content": write.memory.content,
-                    "how": "new" if write.created else "reinforced",
-                }
-            )
+            stored: dict[str, Any] = {
+                "id": write.memory.pk,
+                "agent": agent,
+                "content": write.memory.content,
+                "how": "new" if write.created else "reinforced",
+            }
+            if citations:
+                stored["about"] = [citation.label for citation in citations]
+            learned.memories.append(stored)
     lessons_record(run, learned)
     return learned
 
@@ -225,6 +307,32 @@ def lessons_record(run: PipelineRun, learned: Learned) -> None:
     run.lessons = entries
 
 
+def _citations_land(run: PipelineRun) -> None:
+    """The lessons this run learned from comments and findings now cite the code as it
+    was approved (memory.services.semantic.memory_citations_land)."""
+    ids = [
+        memory["id"]
+        for entry in run.lessons or []
+        if isinstance(entry, dict) and entry.get("kind") in (LessonKind.FEEDBACK, LessonKind.FINDINGS)
+        for memory in entry.get("memories") or []
+        if isinstance(memory, dict) and isinstance(memory.get("id"), int)
+    ]
+    repository = run_repository(run) if ids and run.head_commit else None
+    if repository is None:
+        return
+    from repos.services.reading import files_at_commit
+
+    try:
+        memory_citations_land(
+            owner=run.task.project.owner,
+            memory_ids=ids,
+            commit=run.head_commit,
+            read_files=lambda paths: files_at_commit(repository=repository, commit=run.head_commit, paths=paths),
+        )
+    except Exception:
+        logger.exception("Run %s: could not move its lessons' citations to the approved code", run.pk)
+
+
 def _quoted(contents: list[str], limit: int = 3) -> str:
     shown = [f"“{content if len(content) <= 120 else content[:119] + '…'}”" for content in contents[:limit]]
     more = len(contents) - len(shown)
@@ -237,6 +345,7 @@ def lessons_on_approval(run: PipelineRun) -> Learned | None:
     if already_learned(run, LessonKind.APPROVAL):
         return None
     owner = run.task.project.owner
+    _citations_land(run)
     try:
         given = memory_ids_used_by_run(owner=owner, run_id=run.pk)
         reinforced = memory_reinforce_many(owner=owner, memory_ids=given) if given else 0

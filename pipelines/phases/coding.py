@@ -41,7 +41,7 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     # A person asked for changes: the next tasks of the project learn it now, not only
     # once this run ends (it may never pass).
     line_comments = line_comments_for_coder(run=run) if run.feedback else []
-    learn(run, lease, feedback_moment(run, line_comment_lesson_texts(line_comments)))
+    learn(run, lease, feedback_moment(run, line_comment_lesson_texts(line_comments), line_comments))
     findings = run.review_findings if run.status == RunStatus.FIXING else []
     task = run.task
     prompt = agents.coder_editing_prompt(

@@ -114,12 +114,20 @@ def run_feedback_round(*, run: PipelineRun) -> int:
 
 def line_comments_for_coder(*, run: PipelineRun) -> list[dict[str, Any]]:
     """The comments the latest request for changes sent, as the Coder's prompt and the
-    lesson read them: ``{"path", "lines" ("line 7", "lines 7–9"), "quote", "body"}``."""
+    lesson read them: ``{"path", "lines" ("line 7", "lines 7–9"), "line_start", "line_end",
+    "quote", "body"}``."""
     feedback_round = run_feedback_round(run=run)
     if not feedback_round:
         return []
     return [
-        {"path": comment.path, "lines": comment.lines_phrase, "quote": comment.quote, "body": comment.body}
+        {
+            "path": comment.path,
+            "lines": comment.lines_phrase,
+            "line_start": comment.line_start,
+            "line_end": comment.line_end,
+            "quote": comment.quote,
+            "body": comment.body,
+        }
         for comment in line_comments_for_run(run=run).filter(feedback_round=feedback_round)
     ]
 

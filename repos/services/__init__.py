@@ -6,7 +6,8 @@
 - ``forge``: the push remote and forge of pull requests, and the push;
 - ``worktrees``: a run's worktree made and removed;
 - ``commits``: what a run commits from its worktree;
-- ``branches``: a run's branch against the base: files, diff, merge, patch, deletion.
+- ``branches``: a run's branch against the base: files, diff, merge, patch, deletion;
+- ``reading``: files at a commit, whether a commit contains another, a branch's paths.
 
 Import from the module. The names below are also exported here because pipelines/ calls
 them by this path.

@@ -67,6 +67,10 @@ MEMORY_RECALL_LIMIT = env_int("MEMORY_RECALL_LIMIT", default=8)
 # while three in four unrelated pairs score under 0.1 (a few reach ~0.22). A lesson
 # missed is lost silently; a stray one costs a line, and the best come first anyway.
 MEMORY_RECALL_MIN_SCORE = env_float("MEMORY_RECALL_MIN_SCORE", default=0.1, minimum=0.0, maximum=1.0)
+# A lesson learned on some files (a comment on their lines, a finding in them) is
+# recalled only for a task touching one of them, and then ranks this much higher than
+# its similarity × confidence: the file it cites says it applies.
+MEMORY_RECALL_PATH_BONUS = env_float("MEMORY_RECALL_PATH_BONUS", default=0.25, minimum=0.0, maximum=1.0)
 # A new memory this similar (cosine, MiniLM) to a live one in the same scope reinforces
 # that one instead of being stored beside it (memory.services.semantic.memory_create).
 # 1 turns it off but for identical wording; 0.90 joins rephrasings, not related facts.
