@@ -26,6 +26,7 @@ from memory.selectors.semantic import (
 from memory.services.semantic import (
     memory_create,
     memory_delete,
+    memory_generalise,
     memory_pin,
     memory_reinforce,
     memory_update_content,
@@ -190,6 +191,22 @@ class MemoryReinforceApi(ApiView):
         memory = memory_get_for_user(user=user, memory_id=memory_id)
         memory = memory_reinforce(owner=user, memory_id=memory.pk)
         return Response(MemorySerializer(memory).data)
+
+
+class MemoryGeneraliseApi(ApiView):
+    @extend_schema(
+        operation_id="memory_memories_generalise",
+        summary="Make a memory the whole project's: given to any task, not only to those touching its files",
+        description="A stale memory (its code is gone) is given again, without its citations. A deleted one: "
+        "400, `invalid_operation`.",
+        request=None,
+        parameters=[MEMORY_ID],
+        responses={200: MemorySerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def post(self, request: Request, memory_id: str) -> Response:
+        user = request_user(request)
+        memory = memory_get_for_user(user=user, memory_id=memory_id)
+        return Response(MemorySerializer(memory_generalise(owner=user, memory_id=memory.pk)).data)
 
 
 class _MemoryPinnedApi(ApiView):

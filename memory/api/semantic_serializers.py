@@ -31,6 +31,14 @@ class MemoryUseSerializer(serializers.Serializer):
     used_at = serializers.DateTimeField()
 
 
+class CitationSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="A file of the project's repository.")
+    start = serializers.IntegerField(help_text="First cited line (1-based); 0: the whole file.")
+    end = serializers.IntegerField(help_text="Last cited line; 0: the whole file.")
+    text = serializers.CharField(help_text="The cited lines as they read at `commit`.", allow_blank=True)
+    commit = serializers.CharField(help_text="The commit they were read (or last checked and re-anchored) at.")
+
+
 class MemorySerializer(serializers.ModelSerializer[Memory]):
     """Needs nothing in its context; a list passes ``uses`` (memory id → MemoryUses) so
     that its rows cost no query each."""
@@ -42,6 +50,17 @@ class MemorySerializer(serializers.ModelSerializer[Memory]):
     )
     pinned = serializers.SerializerMethodField(help_text="Permanent: it never fades.")
     use_count = serializers.SerializerMethodField(help_text="How many times runs were given this memory.")
+    citations = CitationSerializer(
+        many=True,
+        read_only=True,
+        help_text="Where in the code it was learned; checked against a run's base commit before it is given.",
+    )
+    path_scoped = serializers.BooleanField(
+        read_only=True,
+        help_text="About its cited files only: given to a task touching one of them, not as a rule for the whole "
+        "project (`POST …/generalise` makes it the whole project's).",
+    )
+    stale = serializers.SerializerMethodField(help_text="The code it cites is gone: it is never given again.")
     latest_uses = serializers.SerializerMethodField(help_text="The latest few of those, newest first.")
 
     class Meta:
@@ -69,6 +88,11 @@ class MemorySerializer(serializers.ModelSerializer[Memory]):
             "last_reinforced_at",
             "is_deleted",
             "deleted_at",
+            "citations",
+            "path_scoped",
+            "stale",
+            "stale_at",
+            "stale_reason",
         )
         read_only_fields: tuple[str, ...] = fields
 
@@ -79,6 +103,9 @@ class MemorySerializer(serializers.ModelSerializer[Memory]):
     def get_fades_at(self, memory: Memory) -> str | None:
         moment = memory_fades_at(memory=memory)
         return None if moment is None else serializers.DateTimeField().to_representation(moment)
+
+    def get_stale(self, memory: Memory) -> bool:
+        return memory.stale_at is not None
 
     def get_pinned(self, memory: Memory) -> bool:
         return memory.decay_policy == DecayPolicy.PERMANENT

@@ -9,6 +9,9 @@ urlpatterns = [
     path("memories/search", semantic.MemorySearchApi.as_view(), name="semantic-memory-search"),
     path("memories/<str:memory_id>", semantic.MemoryDetailApi.as_view(), name="semantic-memory-detail"),
     path("memories/<str:memory_id>/reinforce", semantic.MemoryReinforceApi.as_view(), name="semantic-memory-reinforce"),
+    path(
+        "memories/<str:memory_id>/generalise", semantic.MemoryGeneraliseApi.as_view(), name="semantic-memory-generalise"
+    ),
     path("memories/<str:memory_id>/pin", semantic.MemoryPinApi.as_view(), name="semantic-memory-pin"),
     path("memories/<str:memory_id>/unpin", semantic.MemoryUnpinApi.as_view(), name="semantic-memory-unpin"),
     path("status", semantic.MemoryStatusApi.as_view(), name="semantic-memory-status"),

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.selectors import request_user
 from core.exceptions import ApplicationError
+from memory.citations import citations_from_json
 from memory.forms.semantic import QUERY_MAX_LENGTH, MemoryEditForm, MemoryForm, RecallSearchForm
 from memory.models.semantic import DecayPolicy, Memory
 from memory.selectors.semantic import (
@@ -35,6 +36,7 @@ from memory.services.semantic import (
     InvalidOperation,
     memory_create,
     memory_delete,
+    memory_generalise,
     memory_pin,
     memory_reinforce,
     memory_update_content,
@@ -70,6 +72,7 @@ def _annotate(rows: list[dict[str, Any]]) -> None:
         row["fades_at"] = memory_fades_at(memory=memory)
         row["source_label"] = memory_source_label(memory=memory, run_names=run_names)
         row["source_url"] = run_page_url(memory.source_run_id) if memory.source_run_id else None
+        row["about"] = [citation.label for citation in citations_from_json(memory.citations)]
         row["use_count"] = uses[memory.pk].count
         row["latest_uses"] = [
             {
@@ -198,6 +201,21 @@ def recall_pin(request: HttpRequest, memory_id: int) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, "Pinned: it never fades." if pinned else "Unpinned: it fades by its policy again.")
+    return _back(request)
+
+
+@login_required
+@require_POST
+def recall_generalise(request: HttpRequest, memory_id: int) -> HttpResponse:
+    """The memory applies to the whole project (a stale one is given again)."""
+    user = request_user(request)
+    pk = memory_get_for_user(user=user, memory_id=memory_id).pk
+    try:
+        memory_generalise(owner=user, memory_id=pk)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "It now applies to the whole project: any task of it may be given it.")
     return _back(request)
 
 
