@@ -40,7 +40,16 @@ class MemoryAdmin(admin.ModelAdmin):
         "created_at",
     )
     list_select_related = ("owner", "project")
-    list_filter = ("source", "decay_policy", "is_deleted", "is_global", "memory_type", "created_at")
+    list_filter = (
+        "source",
+        "decay_policy",
+        "is_deleted",
+        ("stale_at", admin.EmptyFieldListFilter),
+        "path_scoped",
+        "is_global",
+        "memory_type",
+        "created_at",
+    )
     search_fields = ("content", "source_note", "owner__email", "agent", "personality", "project__name")
     raw_id_fields = ("owner", "project")
     exclude = ("embedding",)
@@ -53,6 +62,14 @@ class MemoryAdmin(admin.ModelAdmin):
         "unpinned_policy",
         "deleted_at",
         "updated_at",
+        # Kept in step with each other by memory.services.semantic (the Memory page's
+        # "Apply to the whole project" changes them).
+        "citations",
+        "cited_paths",
+        "path_scoped",
+        "checked_commit",
+        "stale_at",
+        "stale_reason",
     )
     date_hierarchy = "created_at"
 
