@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0004_memory_embedding_vector'),
+        ('memory', '0005_agent_note_project'),
     ]
 
     operations = [
