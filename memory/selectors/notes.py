@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from core.converters import MAX_ID
 from memory.models import AgentNote, DailyLogEntry, Memory
 from memory.references import MEMORY_REFERENCE, referenced_memory_ids
 from memory.selectors.semantic import memory_confidence
@@ -62,7 +63,7 @@ def notes_memories_live(
     owner's, not deleted, not faded to confidence 0 and, given ``project``, not scoped
     to another project (global memories and those of no project are in every one). The
     others are left out: a note drops what refers to them."""
-    ids = set(memory_ids)
+    ids = {memory_id for memory_id in memory_ids if 0 < memory_id <= MAX_ID}
     if not ids:
         return {}
     memories = Memory.objects.filter(owner=owner, is_deleted=False, pk__in=ids).only(
