@@ -21,11 +21,16 @@ class AgentNoteRevisionInline(admin.TabularInline):
 
 @admin.register(AgentNote)
 class AgentNoteAdmin(admin.ModelAdmin):
-    list_display = ("agent_id", "owner", "updated_at")
-    list_filter = ("agent_id",)
-    search_fields = ("agent_id", "owner__email", "content")
-    list_select_related = ("owner",)
-    raw_id_fields = ("owner",)
+    list_display = ("agent_id", "owner", "project_or_global", "updated_at")
+    list_filter = ("agent_id", ("project", admin.EmptyFieldListFilter), ("project", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("agent_id", "owner__email", "project__name", "content")
+    list_select_related = ("owner", "project")
+    raw_id_fields = ("owner", "project")
+
+    @admin.display(description="project", ordering="project__name")
+    def project_or_global(self, note: AgentNote) -> str:
+        return note.project.name if note.project else "every project (global)"
+
     inlines = [AgentNoteRevisionInline]
 
 

@@ -1,4 +1,8 @@
-"""Agent notes and daily logs over REST; both export markdown with ``?format=markdown``."""
+"""Agent notes and daily logs over REST; both export markdown with ``?format=markdown``.
+
+An agent's notes are its global notes (no ``project``) or its notes in one of the user's
+projects (``?project=<id>``, or ``project`` in a body); a project that is not the user's
+is a 404, like one that does not exist."""
 
 from __future__ import annotations
 
@@ -16,14 +20,19 @@ from rest_framework.response import Response
 from accounts.models import User
 from accounts.selectors import request_user
 from core.api import ApiView, StrictCharField, error_responses
+from core.converters import MAX_ID
 from memory.models import DailyLogEntry
+from memory.references import MEMORY_REFERENCE
 from memory.selectors.notes import (
     daily_log_for_user,
     daily_log_markdown,
     notes_get_for_user,
     notes_markdown,
+    notes_memories_live,
 )
 from memory.services.notes import PROMOTE_NEEDS_ONE, notes_append, notes_promote
+from projects.models import Project
+from projects.selectors import project_get_for_user
 
 NOTE_TEXT_MAX = 20_000
 BAD_DATE = "Expected a date as YYYY-MM-DD."
@@ -61,18 +70,48 @@ class _MarkdownExportApi(ApiView):
     renderer_classes = [JSONRenderer, MarkdownRenderer]
 
 
+PROJECT = OpenApiParameter(
+    "project", int, OpenApiParameter.QUERY, description="One of your projects; absent: the notes for every project."
+)
+
+
+def _project_field() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=MAX_ID,
+        help_text="One of your projects (404 if not); absent or null: the agent's notes for every project.",
+    )
+
+
+class NotesQuerySerializer(serializers.Serializer):
+    project = _project_field()
+
+
+class ReferenceSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    content = serializers.CharField(
+        allow_null=True, help_text="The memory's text now; null when it is deleted or faded (left out of prompts)."
+    )
+
+
 class NotesSerializer(serializers.Serializer):
     agent_id = serializers.CharField()
-    content = serializers.CharField(help_text="Markdown.")
+    project = serializers.IntegerField(allow_null=True, help_text="The project, or null: the notes for every project.")
+    content = serializers.CharField(help_text="Markdown; `[memory:<id>]` refers to a memory (see `references`).")
+    references = ReferenceSerializer(many=True, help_text="The memories the notes refer to, in order.")
     updated_at = serializers.DateTimeField(allow_null=True)
     revisions = serializers.IntegerField(help_text="Earlier versions kept (one per summary).")
 
 
 class NotesAppendSerializer(serializers.Serializer):
     text = StrictCharField(max_length=NOTE_TEXT_MAX, help_text="Markdown added under `## Updates`.")
+    project = _project_field()
 
 
 class PromoteSerializer(serializers.Serializer):
+    project = _project_field()
     entry_id = serializers.IntegerField(required=False, help_text="A daily log entry of this agent.")
     text = StrictCharField(max_length=NOTE_TEXT_MAX, required=False, help_text="Or an insight as text.")
 
@@ -108,11 +147,26 @@ class DailyLogSerializer(serializers.Serializer):
     entries = DailyEntrySerializer(many=True)
 
 
-def _notes_body(user: User, agent_id: str) -> dict[str, Any]:
-    note = notes_get_for_user(user=user, agent_id=agent_id)
+def _project(user: User, project_id: int | None) -> Project | None:
+    return None if project_id is None else project_get_for_user(user=user, project_id=project_id)
+
+
+def _query_project(request: Request) -> Project | None:
+    query = NotesQuerySerializer(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return _project(request_user(request), query.validated_data.get("project"))
+
+
+def _notes_body(user: User, agent_id: str, project: Project | None) -> dict[str, Any]:
+    note = notes_get_for_user(user=user, agent_id=agent_id, project=project)
+    content = note.content if note else ""
+    ids = list(dict.fromkeys(int(found) for found in MEMORY_REFERENCE.findall(content)))
+    live = notes_memories_live(owner=user, memory_ids=ids, project=project)
     return {
         "agent_id": agent_id,
-        "content": note.content if note else "",
+        "project": project.pk if project else None,
+        "content": content,
+        "references": [{"id": memory_id, "content": live.get(memory_id)} for memory_id in ids],
         "updated_at": note.updated_at if note else None,
         "revisions": note.revision_count if note else 0,  # type: ignore[attr-defined]
     }
@@ -122,16 +176,21 @@ class AgentNotesApi(_MarkdownExportApi):
     @extend_schema(
         operation_id="memory_agents_notes_retrieve",
         summary="An agent's notes",
-        description="An agent without notes yet has empty content.",
-        parameters=[AGENT_ID, FORMAT],
-        responses={200: NotesSerializer, **error_responses(401, 404)},
+        description="The agent's notes for every project, or with `project` its notes in that project. "
+        "An agent without notes yet has empty content. A reference `[memory:<id>]` is listed in "
+        "`references` with the memory's text now; the markdown export shows that text.",
+        parameters=[AGENT_ID, PROJECT, FORMAT],
+        responses={200: NotesSerializer, **error_responses(400, 401, 404)},
     )
     def get(self, request: Request, agent_id: str) -> Response:
         user = request_user(request)
+        project = _query_project(request)
         if _wants_markdown(request):
-            text = notes_markdown(agent_id=agent_id, note=notes_get_for_user(user=user, agent_id=agent_id))
-            return _markdown(text, f"{agent_id}-notes.md")
-        return Response(NotesSerializer(_notes_body(user, agent_id)).data)
+            note = notes_get_for_user(user=user, agent_id=agent_id, project=project)
+            text = notes_markdown(agent_id=agent_id, note=note, project=project)
+            suffix = f"-project-{project.pk}" if project else ""
+            return _markdown(text, f"{agent_id}{suffix}-notes.md")
+        return Response(NotesSerializer(_notes_body(user, agent_id, project)).data)
 
     @extend_schema(
         operation_id="memory_agents_notes_append",
@@ -143,8 +202,10 @@ class AgentNotesApi(_MarkdownExportApi):
         user = request_user(request)
         serializer = NotesAppendSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        notes_append(owner=user, agent_id=agent_id[:50], text=serializer.validated_data["text"])
-        return Response(NotesSerializer(_notes_body(user, agent_id[:50])).data, status=status.HTTP_201_CREATED)
+        project = _project(user, serializer.validated_data.get("project"))
+        notes_append(owner=user, agent_id=agent_id[:50], text=serializer.validated_data["text"], project=project)
+        body = _notes_body(user, agent_id[:50], project)
+        return Response(NotesSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
 class AgentPromoteApi(ApiView):
@@ -160,8 +221,11 @@ class AgentPromoteApi(ApiView):
         serializer = PromoteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        notes_promote(owner=user, agent_id=agent_id[:50], entry_id=data.get("entry_id"), text=data.get("text"))
-        return Response(NotesSerializer(_notes_body(user, agent_id[:50])).data)
+        project = _project(user, data.get("project"))
+        notes_promote(
+            owner=user, agent_id=agent_id[:50], entry_id=data.get("entry_id"), text=data.get("text"), project=project
+        )
+        return Response(NotesSerializer(_notes_body(user, agent_id[:50], project)).data)
 
 
 class AgentDailyLogApi(_MarkdownExportApi):

@@ -5,20 +5,42 @@ from django.db import models
 
 
 class AgentNote(models.Model):
-    """An agent's long-term notes (markdown), one per user and agent."""
+    """An agent's long-term notes (markdown): per user and agent, one for all projects
+    (``project`` null, the global notes) and one per project.
+
+    A line may refer to a memory by a token (memory.references) instead of copying its
+    text: the token is read at every use, so a memory edited or deleted is edited or gone
+    in the notes too.
+    """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_notes")
     agent_id = models.CharField(max_length=50)
+    project = models.ForeignKey(
+        "projects.Project",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="agent_notes",
+        help_text="Empty: the agent's global notes, given in every project.",
+    )
     content = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["agent_id"]
-        constraints = [models.UniqueConstraint(fields=["owner", "agent_id"], name="memory_agent_note_unique")]
+        ordering = ["agent_id", "project_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "agent_id", "project"], name="memory_agent_note_unique_project"),
+            # NULLs are distinct in a unique index: the global notes need their own.
+            models.UniqueConstraint(
+                fields=["owner", "agent_id"],
+                condition=models.Q(project__isnull=True),
+                name="memory_agent_note_unique_global",
+            ),
+        ]
 
     def __str__(self) -> str:
-        return f"Notes of {self.agent_id}"
+        return f"Notes of {self.agent_id}" + (f" in project {self.project_id}" if self.project_id else "")
 
 
 class AgentNoteRevision(models.Model):

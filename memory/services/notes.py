@@ -1,4 +1,5 @@
-"""Agent notes (long-term markdown per user and agent) and daily logs of agent calls."""
+"""Agent notes (long-term markdown per user and agent: global, and per project) and
+daily logs of agent calls."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from core.jobs import enqueue_on_commit
 from llm.providers import provider_for
 from llm.providers.base import LLMRequest, ProviderError
 from memory.models import AgentNote, AgentNoteRevision, DailyLogEntry
+from memory.references import referenced_memory_ids
+from projects.selectors import PROJECT_NOT_FOUND
 
 if TYPE_CHECKING:
     from accounts.models import User
+    from projects.models import Project
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +38,9 @@ SUMMARY_SYSTEM = (
     "You maintain an AI coding agent's long-term notes. Rewrite the notes you are given as "
     "concise markdown that keeps every durable insight, decision, convention and pitfall, "
     "drops repetition and one-off details, and ends with a '## Updates' section. "
+    "A token like [memory:12] stands for a memory the team keeps, shown in its current "
+    "wording wherever the notes are read: copy every such token verbatim, on a line of its "
+    "own kind (e.g. '- Learned: [memory:12]'), never change its number, never invent one. "
     "Answer with the notes only."
 )
 
@@ -59,14 +66,25 @@ def _summarise_on_commit(note: AgentNote) -> None:
         enqueue_on_commit("memory.tasks.memory_summarise_note", note.pk)
 
 
-def notes_append(*, owner: User, agent_id: str, text: str, source: str = "") -> AgentNote:
-    """Add ``text`` under "## Updates" with a timestamp heading. Notes that grow past
+def _check_project(owner: User, project: Project | None) -> None:
+    # Callers look the project up among the owner's; this keeps a note out of another
+    # user's project whatever the caller.
+    if project is not None and project.owner_id != owner.pk:
+        raise NotFound(PROJECT_NOT_FOUND)
+
+
+def notes_append(
+    *, owner: User, agent_id: str, text: str, source: str = "", project: Project | None = None
+) -> AgentNote:
+    """Add ``text`` under "## Updates" with a timestamp heading, to the agent's global
+    notes or to its notes in ``project`` (one of the owner's). Notes that grow past
     AGENT_NOTES_MAX_CHARS are summarised by a Celery job queued on commit."""
     if not text or not text.strip():
         raise ValidationError({"text": [TEXT_REQUIRED]})
+    _check_project(owner, project)
     heading = timezone.now().strftime("%Y-%m-%d %H:%M UTC") + (f" · {source}" if source else "")
     with transaction.atomic():
-        note, _ = AgentNote.objects.get_or_create(owner=owner, agent_id=agent_id)
+        note, _ = AgentNote.objects.get_or_create(owner=owner, agent_id=agent_id, project=project)
         note = AgentNote.objects.select_for_update().get(pk=note.pk)
         note.content = _append_update(note.content, text, heading)
         note.save(update_fields=["content", "updated_at"])
@@ -83,14 +101,22 @@ def _entry_insight(entry: DailyLogEntry) -> str:
     return what
 
 
-def notes_promote(*, owner: User, agent_id: str, entry_id: int | None = None, text: str | None = None) -> AgentNote:
-    """Move an insight from the daily log into the notes: a daily log entry (marked
-    promoted, once) or free text."""
+def notes_promote(
+    *,
+    owner: User,
+    agent_id: str,
+    entry_id: int | None = None,
+    text: str | None = None,
+    project: Project | None = None,
+) -> AgentNote:
+    """Move an insight from the daily log into the notes (global, or ``project``'s): a
+    daily log entry (marked promoted, once) or free text."""
     if (entry_id is None) == (not text):
         raise ApplicationError(PROMOTE_NEEDS_ONE)
+    _check_project(owner, project)
     with transaction.atomic():
         if entry_id is None:
-            return notes_append(owner=owner, agent_id=agent_id, text=text or "", source="promoted")
+            return notes_append(owner=owner, agent_id=agent_id, text=text or "", source="promoted", project=project)
         entry = DailyLogEntry.objects.select_for_update().filter(owner=owner, agent_id=agent_id, pk=entry_id).first()
         if entry is None:
             raise NotFound(ENTRY_NOT_FOUND)
@@ -99,23 +125,37 @@ def notes_promote(*, owner: User, agent_id: str, entry_id: int | None = None, te
         entry.promoted = True
         entry.save(update_fields=["promoted"])
         return notes_append(
-            owner=owner, agent_id=agent_id, text=text or _entry_insight(entry), source=f"promoted from {entry.date}"
+            owner=owner,
+            agent_id=agent_id,
+            text=text or _entry_insight(entry),
+            source=f"promoted from {entry.date}",
+            project=project,
         )
+
+
+def _without_invented_references(summary: str, original: str) -> str:
+    """The summary without the lines that name a memory the notes never named: a
+    reference the model made up would put an unrelated memory into every prompt."""
+    named = referenced_memory_ids(original)
+    return "\n".join(line for line in summary.splitlines() if referenced_memory_ids(line) <= named)
 
 
 def notes_summarise(*, note_id: int) -> bool:
     """Replace notes longer than AGENT_NOTES_MAX_CHARS by an LLM summary, keeping the
-    original as a revision. Idempotent: short (or already summarised) notes are left
+    original as a revision. Each note (global, or one project's) is summarised on its
+    own, so a project's lessons never move into another's notes; references to
+    memories are kept as tokens. Idempotent: short (or already summarised) notes are left
     alone. A provider error leaves the notes unchanged and is logged."""
     limit = settings.AGENT_NOTES_MAX_CHARS
-    note = AgentNote.objects.filter(pk=note_id).first()
+    note = AgentNote.objects.select_related("project").filter(pk=note_id).first()
     if note is None or len(note.content) <= limit:
         return False
     original = note.content
+    which = f"in the project “{note.project.name}”" if note.project is not None else "for every project"
     provider = provider_for()
     request = LLMRequest(
         system=SUMMARY_SYSTEM,
-        messages=[{"role": "user", "content": f"Notes of the {note.agent_id} agent:\n\n{original}"}],
+        messages=[{"role": "user", "content": f"Notes of the {note.agent_id} agent {which}:\n\n{original}"}],
         model=settings.LLM_MODEL,
         max_tokens=min(settings.LLM_MAX_TOKENS, 8192),
     )
@@ -126,7 +166,7 @@ def notes_summarise(*, note_id: int) -> bool:
         # SandboxUnavailable: the Claude CLI provider runs every call sandboxed.
         logger.warning("Notes %s of %s: summary failed, notes kept: %s", note.pk, note.agent_id, exc.message)
         return False
-    summary = result.text.strip()
+    summary = _without_invented_references(result.text, original).strip()
     if not summary:
         logger.warning("Notes %s of %s: the summary was empty, notes kept", note.pk, note.agent_id)
         return False

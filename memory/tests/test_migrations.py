@@ -6,20 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL
+from tests.migrations import migrate, migrate_to_latest
 
 BEFORE = [("memory", "0003_memory_source_and_uses")]
 AFTER = [("memory", "0004_memory_embedding_vector")]
-
-
-def migrate(targets: list[tuple[str, str]]):  # type: ignore[no-untyped-def]
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)
@@ -64,4 +57,5 @@ def test_stored_bytes_become_vectors_and_back(django_user_model) -> None:  # typ
         for pk, vector in zip(kept, vectors, strict=True):
             assert bytes(BackMemory.objects.get(pk=pk).embedding) == vector.tobytes()
     finally:
-        migrate(AFTER)
+        # Later migrations (memory's and those depending on it) were unapplied too.
+        migrate_to_latest()

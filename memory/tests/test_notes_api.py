@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 from django.utils import timezone
+from django.utils.html import escape
 
 from memory.models import AgentNote, AgentNoteRevision
 from memory.services.notes import daily_log_record, notes_append
+from memory.services.semantic import memory_create, memory_delete
 from tests.api_helpers import assert_error, field_errors
+from tests.factories import ProjectFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +30,14 @@ def _entry(owner, **kwargs):
 def test_notes_get_empty_then_append(owner_client) -> None:
     empty = owner_client.get("/api/memory/agents/coder/notes")
     assert empty.status_code == 200
-    assert empty.json() == {"agent_id": "coder", "content": "", "updated_at": None, "revisions": 0}
+    assert empty.json() == {
+        "agent_id": "coder",
+        "project": None,
+        "content": "",
+        "references": [],
+        "updated_at": None,
+        "revisions": 0,
+    }
     created = owner_client.post("/api/memory/agents/coder/notes", {"text": "Keep it small."}, format="json")
     assert created.status_code == 201
     body = created.json()
@@ -181,3 +191,107 @@ def test_a_markdown_export_of_an_odd_agent_id_has_a_safe_file_name(owner_client)
     response = owner_client.get("/api/memory/agents/co%0Ader%22x/notes?format=markdown")
     assert response.status_code == 200
     assert response["Content-Disposition"] == 'inline; filename="co_der_x-notes.md"'
+
+
+# --- Notes per project, references to memories ------------------------------------------------
+
+
+def test_a_projects_notes_over_the_api_apart_from_the_global_ones(owner, project, owner_client) -> None:
+    url = "/api/memory/agents/coder/notes"
+    created = owner_client.post(url, {"text": "Orders use cursors.", "project": project.pk}, format="json")
+    assert created.status_code == 201 and created.json()["project"] == project.pk
+    owner_client.post(url, {"text": "Keep commits small."}, format="json")
+    in_project = owner_client.get(url, {"project": project.pk}).json()
+    assert "Orders use cursors." in in_project["content"] and "Keep commits small." not in in_project["content"]
+    everywhere = owner_client.get(url).json()
+    assert everywhere["project"] is None
+    assert "Keep commits small." in everywhere["content"] and "Orders use cursors." not in everywhere["content"]
+    promoted = owner_client.post(
+        "/api/memory/agents/coder/promote", {"text": "A lesson", "project": project.pk}, format="json"
+    )
+    assert promoted.status_code == 200 and "A lesson" in promoted.json()["content"]
+    assert AgentNote.objects.filter(owner=owner, agent_id="coder").count() == 2
+
+
+def test_references_are_listed_with_the_memorys_text_now_and_exported_as_it(owner, project, owner_client) -> None:
+    kept = memory_create(owner=owner, content="Name fields in snake_case", project=project)[0]
+    gone = memory_create(owner=owner, content="A lesson taken back", project=project)[0]
+    memory_delete(owner=owner, memory_id=gone.pk)
+    notes_append(
+        owner=owner,
+        agent_id="coder",
+        project=project,
+        text=f"- Learned: [memory:{kept.pk}]\n- Learned: [memory:{gone.pk}]",
+    )
+    body = owner_client.get("/api/memory/agents/coder/notes", {"project": project.pk}).json()
+    assert body["references"] == [
+        {"id": kept.pk, "content": "Name fields in snake_case"},
+        {"id": gone.pk, "content": None},
+    ]
+    export = owner_client.get("/api/memory/agents/coder/notes", {"project": project.pk, "format": "markdown"})
+    text = export.content.decode()
+    assert text.startswith(f"# Notes of coder in {project.name}")
+    assert "- Learned: “Name fields in snake_case”" in text and "- Learned: ~~(memory deleted)~~" in text
+    assert "A lesson taken back" not in text
+    assert export["Content-Disposition"] == f'inline; filename="coder-project-{project.pk}-notes.md"'
+
+
+def test_another_users_project_is_a_404(owner, other_user, owner_client) -> None:
+    theirs = ProjectFactory(owner=other_user)
+    url = "/api/memory/agents/coder/notes"
+    assert_error(owner_client.get(url, {"project": theirs.pk}), 404, "not_found")
+    assert_error(owner_client.get(url, {"project": 999_999}), 404, "not_found")
+    assert_error(owner_client.post(url, {"text": "x", "project": theirs.pk}, format="json"), 404, "not_found")
+    promote = owner_client.post("/api/memory/agents/coder/promote", {"text": "x", "project": theirs.pk}, format="json")
+    assert_error(promote, 404, "not_found")
+    assert not AgentNote.objects.exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", str(2**63), "1.5"])
+def test_a_bad_project_is_a_400_with_its_field_error(owner_client, value) -> None:
+    url = "/api/memory/agents/coder/notes"
+    assert list(field_errors(owner_client.get(url, {"project": value}))) == ["project"]
+    assert "project" in field_errors(owner_client.post(url, {"text": "x", "project": value}, format="json"))
+    promote = owner_client.post("/api/memory/agents/coder/promote", {"text": "x", "project": value}, format="json")
+    assert "project" in field_errors(promote)
+    assert not AgentNote.objects.exists()
+
+
+def test_the_page_shows_each_projects_notes_with_references_as_the_memorys_text(owner, project, client) -> None:
+    lesson = memory_create(owner=owner, content="Name fields in <b>snake_case</b>", project=project)[0]
+    gone = memory_create(owner=owner, content="A lesson taken back", project=project)[0]
+    memory_delete(owner=owner, memory_id=gone.pk)
+    notes_append(owner=owner, agent_id="coder", text="Hand-written for every project.")
+    notes_append(
+        owner=owner,
+        agent_id="coder",
+        project=project,
+        text=f"- Learned: [memory:{lesson.pk}]\n- Learned: [memory:{gone.pk}]",
+    )
+    client.force_login(owner)
+    html = client.get("/memory/agents/coder/").content.decode()
+    assert "For every project" in html and "Hand-written for every project." in html
+    start = html.index(f'data-testid="notes-project-{project.pk}"')
+    section = html[start : html.index("</section>", start)]
+    assert f"In {escape(project.name)}" in section
+    assert "“Name fields in &lt;b&gt;snake_case&lt;/b&gt;”</a>" in section and "/memory/recall?q=" in section
+    assert '<del class="notes-memory-gone"' in section and "(memory deleted)" in section
+    assert "A lesson taken back" not in html and "[memory:" not in html
+    assert f'<option value="{project.pk}">in {escape(project.name)}</option>' in html
+
+
+def test_the_page_appends_and_promotes_where_it_is_told(owner, other_user, project, client) -> None:
+    entry = _entry(owner)
+    client.force_login(owner)
+    response = client.post("/memory/agents/coder/append", {"text": "For the project", "project": str(project.pk)})
+    assert response.status_code == 302
+    assert "For the project" in AgentNote.objects.get(owner=owner, project=project).content
+    assert client.post(f"/memory/agents/coder/promote/{entry.pk}", {"project": ""}).status_code == 302
+    assert "changes in run-7" in AgentNote.objects.get(owner=owner, project__isnull=True).content
+
+    theirs = ProjectFactory(owner=other_user)
+    assert client.post("/memory/agents/coder/append", {"text": "x", "project": str(theirs.pk)}).status_code == 404
+    bad = client.post("/memory/agents/coder/append", {"text": "x", "project": "abc"})
+    assert bad.status_code == 400 and "Enter a whole number." in bad.content.decode()
+    assert not AgentNote.objects.filter(project=theirs).exists()
+    assert AgentNote.objects.filter(owner=owner).count() == 2

@@ -23,7 +23,7 @@ from typing import Any
 from django.conf import settings
 
 from memory.citations import CitationStatus
-from memory.selectors.notes import notes_get_for_user
+from memory.selectors.notes import notes_for_prompt
 from memory.selectors.semantic import MemorySearchResult, memory_recall
 from memory.services.semantic import memory_citations_verify, memory_uses_record
 from pipelines.agents import prompts as agents
@@ -39,7 +39,6 @@ MEMORIES_INTRO = (
     "Lessons from earlier work that fit this task, most relevant first. Follow them unless the task says otherwise."
 )
 NOTES_HEADING = "# Your notes"
-NOTES_CUT = "[…earlier notes left out]\n"
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,8 @@ class Recall:
     # [{"id", "content", "score", "path_match", "check"}], best first; ``check``: what
     # checking its citations found (a memory.citations.CitationStatus)
     memories: list[dict[str, Any]] = field(default_factory=list)
-    # {"agent_id", "chars", "cut"}, or None when the agent has no notes (or none are given)
+    # {"agent_id", "chars", "cut", "given": ["global", "project"], "project_id"}, or None
+    # when the agent has no notes (or none are given)
     notes: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
@@ -174,13 +174,18 @@ def recall_for_phase(run: PipelineRun, agent: str) -> Recall:
         lines = "\n".join(f"- {_one_line(result.memory.content)}" for result in found)
         sections.append(f"{MEMORIES_HEADING}\n{MEMORIES_INTRO}\n{lines}")
     notes = None
-    cap = settings.AGENT_NOTES_PROMPT_MAX_CHARS
-    note = notes_get_for_user(user=owner, agent_id=agent) if cap > 0 else None
-    content = note.content.strip() if note is not None else ""
-    if content:
-        # Notes grow at the end (and are summarised when too long): the newest part is kept.
-        cut = len(content) > cap
-        given = content[-cap:] if cut else content
-        notes = {"agent_id": agent, "chars": len(given), "cut": cut}
-        sections.append(f"{NOTES_HEADING}\n{NOTES_CUT if cut else ''}{given}")
+    # The global notes and this project's only: a lesson of another project never reaches
+    # this one through the notes. Resolved now, so a memory deleted since is not given.
+    given = notes_for_prompt(
+        owner=owner, agent_id=agent, project=project, max_chars=settings.AGENT_NOTES_PROMPT_MAX_CHARS
+    )
+    if given is not None:
+        notes = {
+            "agent_id": agent,
+            "chars": given.chars,
+            "cut": given.cut,
+            "given": list(given.given),
+            "project_id": project.pk,
+        }
+        sections.append(f"{NOTES_HEADING}\n{given.text}")
     return Recall(block="\n\n".join(sections), memories=memories, notes=notes)

@@ -27,7 +27,7 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
         help_text=(
             "Per agent: the memories its calls were given (id, content, best score, calls; where each came "
             "from: source, source_run_id, source_label, source_note, and deleted when a person deleted it "
-            "since) and its notes (agent_id, chars given, cut)."
+            "since) and its notes (agent_id, chars given, cut, given: which notes — global, project —, project_id)."
         )
     )
 

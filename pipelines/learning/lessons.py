@@ -7,8 +7,10 @@ Three moments, each learned once (its key is kept in ``PipelineRun.lessons``):
 - the review findings a fix round had to fix become lessons for the Coder and the
   Reviewer, contextual with the project's half-life: a finding matters while the code
   it was about is fresh;
-- an approved run reinforces the memories it was given and adds a line to the Coder's
-  notes naming what the run taught.
+- an approved run reinforces the memories it was given and adds a section to the
+  Coder's notes in the run's project naming what the run taught: references to the
+  memories (memory.references), not copies, so a lesson deleted or edited later is
+  deleted or edited in the notes too.
 
 What was said about some lines or a file (a comment on lines, a finding in a file) is a
 lesson about them: it keeps them as citations (memory.citations) and is recalled only for
@@ -35,6 +37,7 @@ from django.utils import timezone
 
 from memory.citations import Citation, citation_of_file, citation_of_quote
 from memory.models.semantic import DecayPolicy, MemorySource
+from memory.references import memory_reference
 from memory.selectors.semantic import memory_ids_used_by_run
 from memory.services.notes import notes_append
 from memory.services.semantic import (
@@ -333,33 +336,47 @@ def _citations_land(run: PipelineRun) -> None:
         logger.exception("Run %s: could not move its lessons' citations to the approved code", run.pk)
 
 
-def _quoted(contents: list[str], limit: int = 3) -> str:
-    shown = [f"“{content if len(content) <= 120 else content[:119] + '…'}”" for content in contents[:limit]]
-    more = len(contents) - len(shown)
-    return "; ".join(shown) + (f" and {more} more" if more > 0 else "")
+def coder_lesson_ids(lessons: list[Any] | None) -> list[int]:
+    """The ids of the Coder's memories a run's lessons (``PipelineRun.lessons``) wrote or
+    reinforced, once each, in the order learned."""
+    taught: list[int] = []
+    for entry in lessons or []:
+        for memory in entry.get("memories") or [] if isinstance(entry, dict) else []:
+            memory_id = memory.get("id") if isinstance(memory, dict) and memory.get("agent") == CODER else None
+            if isinstance(memory_id, int) and memory_id not in taught:
+                taught.append(memory_id)
+    return taught
+
+
+def approval_note(run: PipelineRun, *, taught: list[int], reinforced: int) -> tuple[str, str]:
+    """The section an approval adds to the Coder's notes, one bullet per lesson, and the
+    line the run's record keeps (the panel shows it: no references to resolve there)."""
+    task = run.task
+    line = f"Run {run.number} of task #{task.pk} “{task.title}” was approved."
+    if not taught:
+        line += " It taught nothing new."
+    if reinforced:
+        line += f" Reinforced {reinforced} memor{'y' if reinforced == 1 else 'ies'} it was given."
+    bullets = [f"- Learned: {memory_reference(memory_id)}" for memory_id in taught]
+    record = line + (f" It taught {len(taught)} lesson{'' if len(taught) == 1 else 's'}." if taught else "")
+    return "\n".join([line, *bullets]), record
 
 
 def lessons_on_approval(run: PipelineRun) -> Learned | None:
     """An approved run: reinforce the memories its agents were given (they helped make a
-    change a person accepted) and add a line to the Coder's notes naming what it taught."""
+    change a person accepted) and add to the Coder's notes in the run's project what it
+    taught, as references to the lessons' memories."""
     if already_learned(run, LessonKind.APPROVAL):
         return None
-    owner = run.task.project.owner
+    project = run.task.project
+    owner = project.owner
     _citations_land(run)
     try:
         given = memory_ids_used_by_run(owner=owner, run_id=run.pk)
         reinforced = memory_reinforce_many(owner=owner, memory_ids=given) if given else 0
-        taught = []
-        for entry in run.lessons or []:
-            for memory in entry.get("memories") or [] if isinstance(entry, dict) else []:
-                if memory.get("agent") == CODER and memory.get("content") not in taught:
-                    taught.append(memory.get("content"))
-        task = run.task
-        line = f"Run {run.number} of task #{task.pk} “{task.title}” was approved. "
-        line += f"Learned: {_quoted(taught)}." if taught else "It taught nothing new."
-        if reinforced:
-            line += f" Reinforced {reinforced} memor{'y' if reinforced == 1 else 'ies'} it was given."
-        notes_append(owner=owner, agent_id=CODER, text=line, source=f"run {run.pk}")
+        text, line = approval_note(run, taught=coder_lesson_ids(run.lessons), reinforced=reinforced)
+        # The project's notes: what one project's runs taught is not told to another's.
+        notes_append(owner=owner, agent_id=CODER, text=text, source=f"run {run.pk}", project=project)
     except Exception:
         logger.exception("Run %s: could not learn from its approval", run.pk)
         return None

@@ -47,7 +47,7 @@ def _recall_calls() -> QuerySet[AgentCall]:
 def run_recalled(*, run: PipelineRun) -> list[dict[str, Any]]:
     """Per agent of the run, in the order they were first called: the memories its calls
     were given (each once, with its best score and how many calls had it, best first) and
-    its notes as the latest call had them (``{"agent_id", "chars", "cut"}`` or None).
+    its notes as the latest call had them (``{"agent_id", "chars", "cut", "given", "project_id"}`` or None).
     Each memory says where it came from (``memory_sources``)."""
     calls = getattr(run, RECALL_CALLS_ATTR, None)
     if calls is None:

@@ -11,9 +11,10 @@ import pytest
 from django.urls import reverse
 
 from memory.models import AgentNote, ContextItem
+from memory.selectors.notes import GLOBAL_NOTES_HEADING, NOTES_CUT
 from memory.services.context import context_decode
 from memory.services.semantic import memory_create, memory_delete
-from pipelines.agents.recall import MEMORIES_HEADING, NOTES_CUT, NOTES_HEADING
+from pipelines.agents.recall import MEMORIES_HEADING, NOTES_HEADING
 from pipelines.models import AgentCall, PipelineRun, RunStatus
 from pipelines.runs.services import run_start
 from tasks.models import Task
@@ -142,13 +143,17 @@ def test_the_agents_notes_reach_its_prompt_capped_to_the_newest(fake_llm, projec
     prompts = systems(fake_llm)
 
     for system in prompts["coder"]:
-        assert f"{NOTES_HEADING}\n{NOTES_CUT}" in system
+        assert f"{NOTES_HEADING}\n{GLOBAL_NOTES_HEADING}\n{NOTES_CUT}" in system
         assert "NEWEST-NOTE" in system
         assert "OLDEST-NOTE" not in system
     for agent in ("planner", "reviewer"):
         assert NOTES_HEADING not in prompts[agent][0]
     for call in AgentCall.objects.filter(run=run):
-        expected = {"agent_id": "coder", "chars": 4000, "cut": True} if call.agent == "coder" else None
+        expected = (
+            {"agent_id": "coder", "chars": 4000, "cut": True, "given": ["global"], "project_id": project.pk}
+            if call.agent == "coder"
+            else None
+        )
         assert call.recalled["notes"] == expected
 
 
@@ -165,7 +170,13 @@ def test_the_run_panel_and_the_api_show_what_each_agent_recalled(
     assert coder["calls"] == 2
     assert {m["id"] for m in coder["memories"]} == {lessons[SNAKE_CASE], lessons[ISO_DATES], lessons[CURSOR_PAGINATION]}
     assert all(m["calls"] == 2 and m["content"] and m["score"] > 0 for m in coder["memories"])
-    assert api[2]["notes"] == {"agent_id": "reviewer", "chars": len("Check the tests first."), "cut": False}
+    assert api[2]["notes"] == {
+        "agent_id": "reviewer",
+        "chars": len("Check the tests first."),
+        "cut": False,
+        "given": ["global"],
+        "project_id": project.pk,
+    }
     listed = owner_client.get(f"/api/tasks/{task.pk}/runs").json()["results"][0]["recalled"]
     assert listed == api
     assert other_client.get(f"/api/runs/{run.pk}").status_code == 404

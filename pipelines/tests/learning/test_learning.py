@@ -1,6 +1,7 @@
 """Agents that learn: a request for changes and the findings a fix round fixed become
 memories the next tasks of the project recall; an approval reinforces what the run was
-given and adds a line to the Coder's notes; the distillation call is costed on the run."""
+given and adds to the Coder's notes in its project references to what it taught (read
+anew at every prompt); the distillation call is costed on the run."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import pytest
 from django.urls import reverse
 
 from memory.models import AgentNote, Memory
+from memory.services.notes import notes_append
+from memory.services.semantic import memory_delete, memory_update_content
+from pipelines.agents.recall import NOTES_HEADING
 from pipelines.learning.lessons import LESSON_MEMORY_TYPE
 from pipelines.models import AgentCall, PipelineRun, RunStatus
 from pipelines.review.services import run_approve, run_request_changes
@@ -226,9 +230,15 @@ def test_an_approval_reinforces_what_the_run_was_given_and_notes_what_it_taught(
         fake_llm, passing_run(fake_llm, api_task(project), owner), owner, lessons_reply(SNAKE_LESSON)
     )
     run_approve(run=run, actor=owner)
-    note = AgentNote.objects.get(owner=owner, agent_id="coder")
-    assert "## Updates" in note.content
-    assert f"Run {run.number} of task #{run.task_id}" in note.content and SNAKE_LESSON in note.content
+    lesson = Memory.objects.get(owner=owner, memory_type=LESSON_MEMORY_TYPE)
+    # The run's project's notes, referring to the lesson rather than copying it.
+    note = AgentNote.objects.get(owner=owner, agent_id="coder", project=project)
+    assert not AgentNote.objects.filter(owner=owner, project__isnull=True).exists()
+    assert "## Updates" in note.content and f" · run {run.pk}\n" in note.content
+    assert f"Run {run.number} of task #{run.task_id}" in note.content
+    assert f"was approved.\n- Learned: [memory:{lesson.pk}]\n" in note.content
+    assert SNAKE_LESSON not in note.content
+    assert run.lessons[-1]["note"].endswith("It taught 1 lesson.")
 
     fake_llm.reset()
     second = passing_run(
@@ -310,3 +320,61 @@ def test_the_next_runs_page_shows_the_lesson_its_coder_was_given_and_where_it_ca
         entry for entry in owner_client.get(f"/api/runs/{run.pk}").json()["recalled"] if entry["agent"] == "coder"
     )
     assert coder["memories"][0]["deleted"] is True
+
+
+def coder_notes(fake_llm) -> list[str]:
+    """The notes part of each of the Coder's system prompts."""
+    systems = [request.system_text for request in requests_of(fake_llm, EDITOR)]
+    assert systems
+    return [system[system.index(NOTES_HEADING) :] if NOTES_HEADING in system else "" for system in systems]
+
+
+def approved_with_a_lesson(fake_llm, project, owner) -> Memory:
+    """A run of ``project`` whose request for changes taught SNAKE_LESSON, approved."""
+    run = with_changes_requested(
+        fake_llm, passing_run(fake_llm, api_task(project), owner), owner, lessons_reply(SNAKE_LESSON)
+    )
+    run_approve(run=run, actor=owner)
+    fake_llm.reset()
+    return Memory.objects.get(owner=owner, memory_type=LESSON_MEMORY_TYPE)
+
+
+def test_a_persons_global_note_reaches_every_project_a_projects_lesson_only_its_own(fake_llm, project, owner) -> None:
+    notes_append(owner=owner, agent_id="coder", text="Hand-written: keep commits small.")
+    approved_with_a_lesson(fake_llm, project, owner)
+
+    passing_run(fake_llm, api_task(project, "customers"), owner, "app/customers.py", "x = 1\n")
+    for notes in coder_notes(fake_llm):
+        assert "Hand-written: keep commits small." in notes
+        assert f"- Learned: “{SNAKE_LESSON}”" in notes
+
+    fake_llm.reset()
+    elsewhere = ProjectFactory(owner=owner)
+    passing_run(fake_llm, api_task(elsewhere, "customers"), owner, "app/customers.py", "x = 1\n")
+    for notes in coder_notes(fake_llm):
+        assert "Hand-written: keep commits small." in notes
+    assert all(SNAKE_LESSON not in request.system_text for request in fake_llm.requests)
+    call = AgentCall.objects.filter(run__task__project=elsewhere, agent="coder").first()
+    assert call is not None and call.recalled["notes"]["given"] == ["global"]
+
+
+def test_a_lesson_deleted_after_its_approval_is_in_no_later_prompt(fake_llm, project, owner) -> None:
+    lesson = approved_with_a_lesson(fake_llm, project, owner)
+    memory_delete(owner=owner, memory_id=lesson.pk)
+
+    passing_run(fake_llm, api_task(project, "customers"), owner, "app/customers.py", "x = 1\n")
+    assert all(SNAKE_LESSON not in request.system_text for request in fake_llm.requests)
+    # Its bullet went with it; the approval's own line stays.
+    for notes in coder_notes(fake_llm):
+        assert "was approved." in notes and "Learned" not in notes and "[memory:" not in notes
+
+
+def test_a_lesson_edited_after_its_approval_is_given_in_its_new_wording_only(fake_llm, project, owner) -> None:
+    lesson = approved_with_a_lesson(fake_llm, project, owner)
+    reworded = "Name every API response field in snake_case, nested ones too."
+    memory_update_content(owner=owner, memory_id=lesson.pk, content=reworded)
+
+    passing_run(fake_llm, api_task(project, "customers"), owner, "app/customers.py", "x = 1\n")
+    assert all(SNAKE_LESSON not in request.system_text for request in fake_llm.requests)
+    for notes in coder_notes(fake_llm):
+        assert f"- Learned: “{reworded}”" in notes
