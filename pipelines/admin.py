@@ -52,7 +52,7 @@ class AgentCallInline(_ReadOnlyInline):
 
 class RunLineCommentInline(_ReadOnlyInline):
     model = RunLineComment
-    fields = ("created_at", "author", "path", "line_start", "line_end", "body", "feedback_round")
+    fields = ("created_at", "author", "path", "line_start", "line_end", "body", "feedback_round", "addressed", "reply")
     readonly_fields = fields
     show_change_link = False
 

@@ -320,6 +320,16 @@ class ForgeDelivery(models.Model):
         return self.delivery_id or self.body_sha256
 
 
+class LineCommentAddressed(models.TextChoices):
+    """What the Coder's round did about a line comment it was sent, judged from git
+    (pipelines/review/selectors.py ``line_comments_verdicts``), never assumed."""
+
+    CHANGED = "changed", "Changed"
+    # Its lines were left as they were, and the Coder said why.
+    EXPLAINED = "explained", "Not changed, explained"
+    UNCHANGED = "unchanged", "Not changed"
+
+
 class RunLineComment(TimeStampedModel):
     """A person's comment on lines of a run's diff, collected while the run awaits
     approval and sent to the Coder with the next request for changes.
@@ -327,6 +337,10 @@ class RunLineComment(TimeStampedModel):
     Lines are the new file's (as the diff numbers them) and ``quote`` keeps the code as
     it read when the comment was written: the Coder's next round rewrites the file, and
     the review history must still show what the comment was about.
+
+    Once the Coder's round has committed, ``addressed`` says whether it changed those
+    lines, comparing the file at ``made_on_commit`` with the round's head
+    (``judged_at_commit``); ``reply`` is what the Coder said about the comment.
     """
 
     run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="line_comments")
@@ -340,6 +354,15 @@ class RunLineComment(TimeStampedModel):
     # null while pending: only pending comments can be edited or deleted.
     feedback_round = models.PositiveSmallIntegerField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+    made_on_commit = models.CharField(
+        max_length=64, blank=True, help_text="The run's head commit whose lines the comment numbers."
+    )
+    # Blank until a Coder's round that was sent the comment has committed.
+    addressed = models.CharField(max_length=16, choices=LineCommentAddressed.choices, blank=True)
+    reply = models.TextField(blank=True, help_text="What the Coder said about the comment.")
+    judged_at_commit = models.CharField(
+        max_length=64, blank=True, help_text="The round's head commit ``addressed`` was judged at."
+    )
 
     class Meta:
         ordering = ["path", "line_start", "line_end", "created_at", "id"]

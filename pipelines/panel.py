@@ -17,6 +17,7 @@ from pipelines.models import (
     ACTIVE_STATUSES,
     MAX_REVIEW_ITERATIONS,
     WORKING_STATUSES,
+    LineCommentAddressed,
     PipelineRun,
     PullRequest,
     RunLineComment,
@@ -166,20 +167,44 @@ def _reviews(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _line_comment_rounds(comments: list[RunLineComment], reviews: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The sent line comments by the request for changes that carried them, newest
-    first, each round with the reviews that followed it (oldest first): the round that
-    addressed them and how its review went."""
+    first, each round with the reviews that followed it (oldest first), and each comment
+    with what the round did about it (``_addressed``)."""
     rounds: dict[int, list[RunLineComment]] = {}
     for comment in comments:
         if comment.feedback_round is not None:
             rounds.setdefault(comment.feedback_round, []).append(comment)
-    return [
-        {
-            "round": number,
-            "comments": rounds[number],
-            "reviews": [review for review in reversed(reviews) if review["after_feedback"] == number],
-        }
-        for number in sorted(rounds, reverse=True)
-    ]
+    shown = []
+    for number in sorted(rounds, reverse=True):
+        round_reviews = [review for review in reversed(reviews) if review["after_feedback"] == number]
+        shown.append(
+            {
+                "round": number,
+                "comments": [
+                    {"comment": comment, **_addressed(comment, number, reviewed=bool(round_reviews))}
+                    for comment in rounds[number]
+                ],
+                "reviews": round_reviews,
+            }
+        )
+    return shown
+
+
+def _addressed(comment: RunLineComment, feedback_round: int, *, reviewed: bool) -> dict[str, str]:
+    """What the panel says the Coder's round did about a comment: only what git found
+    (``RunLineComment.addressed``) and what the Coder said (``reply``), never that a
+    review followed. ``outcome`` '' while the round has not been judged."""
+    if comment.addressed == LineCommentAddressed.CHANGED:
+        outcome = f"Changed in round {feedback_round}"
+    elif comment.addressed == LineCommentAddressed.EXPLAINED:
+        outcome = "Not changed"
+    elif comment.addressed == LineCommentAddressed.UNCHANGED:
+        outcome = f"Not changed in round {feedback_round}"
+    elif reviewed:
+        # Sent before rounds were checked, or git could not compare its file.
+        return {"addressed": "unknown", "outcome": "Not checked against the round's changes", "reply": ""}
+    else:
+        return {"addressed": "", "outcome": "", "reply": ""}
+    return {"addressed": comment.addressed, "outcome": outcome, "reply": comment.reply}
 
 
 def _pending_by_line(comments: list[RunLineComment]) -> dict[str, dict[int, list[RunLineComment]]]:

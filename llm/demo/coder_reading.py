@@ -24,7 +24,8 @@ LINE_COMMENTS_HEADING = "# Comments on lines of your changes"
 BRANCH_DIFF_HEADING = "# Already changed on your branch (committed; the files hold it)\n"
 CLOSING = "\n\nMake the changes in the repository"
 LINE_COMMENT = re.compile(
-    r"^## (?P<path>[^\n]+?), lines? (?P<start>\d+)(?:–(?P<end>\d+))?\n(?P<fence>`{3,})\n(?P<quote>.*?)\n(?P=fence)\n"
+    r"^## (?P<path>[^\n]+?), lines? (?P<start>\d+)(?:–(?P<end>\d+))?(?: \(comment (?P<id>\d+)\))?\n"
+    r"(?P<fence>`{3,})\n(?P<quote>.*?)\n(?P=fence)\n"
     r"Comment: (?P<body>.*?)(?=\n\n## |" + re.escape(CLOSING) + r"|\Z)",
     re.DOTALL | re.MULTILINE,
 )

@@ -16,13 +16,15 @@ here: it says which subtask of the plan it begins, the run keeps it
 (``PipelineRun.current_subtask``, cleared by the next change of status), the task page
 marks it live (a ``subtask-change`` event) and the Coder's log says so. And ``remember``:
 a lesson for later tasks, stored like a ``[MEMORY: …]`` marker in its text
-(pipelines/agents/memories.py), which the summary is stripped of.
+(pipelines/agents/memories.py), which the summary is stripped of. And, in a round sent a
+person's comments on lines, ``reply_to_comment``: why it left a comment's lines as they
+were (pipelines/agents/replies.py), kept on the comment when the round ends.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from pipelines.agents import prompts as agents
 from pipelines.agents.conversation import agent_system_prompt
 from pipelines.agents.memories import PhaseMemories
 from pipelines.agents.recall import Recall
+from pipelines.agents.replies import REPLY_KEPT, REPLY_TO_COMMENT, CommentReplies
 from pipelines.agents.turns import AgentTurns, PhaseInterrupted, should_stop, stopped_between_turns
 from pipelines.events import AgentLogStream
 from pipelines.models import PipelineRun
@@ -95,13 +98,16 @@ class CoderConversation:
     finding: dict[str, Any] | None = None
     # Each tool call and what it answered, for the run's lineage.
     steps: list[dict[str, Any]] = field(default_factory=list)
+    # Why it left a line comment's lines as they were, by the comment's id.
+    replies: dict[int, str] = field(default_factory=dict)
 
 
 def code_in_worktree(
-    run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *, recall: Recall
+    run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *, recall: Recall, comment_ids: Collection[int] = ()
 ) -> CoderConversation:
     """Let the Coder edit ``worktree`` until it is done or out of turns; its summary.
-    ``recall`` (pipelines.agents.recall) goes into the system prompt of every turn."""
+    ``recall`` (pipelines.agents.recall) goes into the system prompt of every turn;
+    ``comment_ids``: the line comments the prompt sends it, which it may reply to."""
     from repos.coder_tools import CoderSession, coder_tools
 
     system = agent_system_prompt(run, agents.CODER, worktree, recall=recall, role=agents.CODER_EDITING_ROLE)
@@ -111,6 +117,9 @@ def code_in_worktree(
     client_tools = (*client_tools, REMEMBER)
     if run.plan:
         client_tools = (*client_tools, START_SUBTASK)
+    replies = CommentReplies(comment_ids)
+    if comment_ids:
+        client_tools = (*client_tools, REPLY_TO_COMMENT)
     test_command = repository_test_command(run)
     sandbox, masker = run_test_environment(run)
     session = CoderSession(
@@ -133,7 +142,9 @@ def code_in_worktree(
             log.write(f"\n[{message}]\n")
             log.flush()
             finding = {"file": "", "line": None, "severity": "major", "message": message}
-            return CoderConversation(summary="", out_of_turns=True, turns=taken, finding=finding, steps=steps)
+            return CoderConversation(
+                summary="", out_of_turns=True, turns=taken, finding=finding, steps=steps, replies=replies.by_comment
+            )
         # A person's messages to the run, read now: in this turn's question.
         messages = turns.hear(messages, turn=taken)
         request = LLMRequest(
@@ -159,7 +170,11 @@ def code_in_worktree(
             continue
         if not result.tool_calls:
             log.flush()
-            return CoderConversation(summary=turn.shown.strip(), out_of_turns=False, turns=taken, steps=steps)
+            # A reply written as the CLI's marker is a reply too (pipelines/agents/replies.py).
+            summary = replies.take_markers(turn.shown) if comment_ids else turn.shown.strip()
+            return CoderConversation(
+                summary=summary, out_of_turns=False, turns=taken, steps=steps, replies=replies.by_comment
+            )
         if stopped_between_turns(lease):
             log.flush()
             raise PhaseInterrupted
@@ -169,6 +184,8 @@ def code_in_worktree(
                 tool_results.append(_start_subtask(run, lease, call, log))
             elif call.name == REMEMBER.name:
                 tool_results.append(_remember(call, log, turns.memories, reused=turn.reused))
+            elif call.name == REPLY_TO_COMMENT.name and comment_ids:
+                tool_results.append(_reply_to_comment(call, log, replies))
             else:
                 tool_results.append(
                     _run_tool(
@@ -291,3 +308,15 @@ def _remember(call: ToolCall, log: AgentLogStream, memories: PhaseMemories, *, r
     if not memories.keep(lesson, reused=reused):
         return {**block, "content": LESSON_NOT_KEPT, "is_error": True}
     return {**block, "content": LESSON_KEPT}
+
+
+def _reply_to_comment(call: ToolCall, log: AgentLogStream, replies: CommentReplies) -> dict[str, Any]:
+    """The Coder answers a line comment: kept for the round's end, and in its log."""
+    tool_input = call.input or {}
+    log.write(f"\n→ {call.name} {json.dumps(tool_input, ensure_ascii=False)[:200]}\n")
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id}
+    problem = replies.take(tool_input.get("comment"), tool_input.get("reply"))
+    if problem:
+        log.write(f"  error: {problem}\n")
+        return {**block, "content": problem, "is_error": True}
+    return {**block, "content": REPLY_KEPT.format(comment=tool_input.get("comment"))}

@@ -7,12 +7,15 @@ the project's test command (llm/providers/claude_cli.py). Its events stream into
 Coder's live log; its result is recorded and costed like any agent call (one call: the
 CLI's summed usage and its own cost). Out of turns (``CODER_MAX_TURNS``) is the same
 finding as the API loop's. The caller commits what the worktree holds. A resumed phase
-runs the CLI again (the worktree was reset): its edits cannot be replayed.
+runs the CLI again (the worktree was reset): its edits cannot be replayed. Its replies
+to a person's line comments are ``[REPLY <comment>: …]`` markers in its summary
+(pipelines/agents/replies.py): it has no tool of ours to call.
 """
 
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Collection
 from pathlib import Path
 
 from django.conf import settings
@@ -24,6 +27,7 @@ from pipelines.agents import prompts as agents
 from pipelines.agents.coder import OUT_OF_TURNS, CoderConversation
 from pipelines.agents.conversation import agent_system_prompt
 from pipelines.agents.recall import Recall
+from pipelines.agents.replies import CommentReplies
 from pipelines.agents.turns import AgentTurns, PhaseInterrupted, stopped_between_turns
 from pipelines.models import PipelineRun
 from pipelines.runs.leases import Lease
@@ -67,8 +71,11 @@ def cli_written_paths(calls: list[ToolCall], worktree: Path) -> list[str]:
     return [path for path in (cli_written_path(call, worktree) for call in calls) if path]
 
 
-def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *, recall: Recall) -> CoderConversation:
-    """Let the provider's agent edit ``worktree`` until it is done or out of turns."""
+def code_with_cli(
+    run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *, recall: Recall, comment_ids: Collection[int] = ()
+) -> CoderConversation:
+    """Let the provider's agent edit ``worktree`` until it is done or out of turns;
+    ``comment_ids``: the line comments the prompt sends it, which it may reply to."""
     system = agent_system_prompt(run, agents.CODER, worktree, recall=recall, role=agents.CODER_CLI_EDITING_ROLE)
     # Replies bought by a worker that died are not reused: their edits went with the
     # worktree's reset. The phase's entry still groups this call with the phase.
@@ -106,13 +113,16 @@ def code_with_cli(run: PipelineRun, lease: Lease, prompt: str, worktree: Path, *
     workspace_record_written(run, cli_written_paths(result.tool_calls, worktree))
     # The recorded result keeps its markers; the summary (the commit message, the
     # lineage) does not.
-    shown = turn.shown
+    replies = CommentReplies(comment_ids)
+    shown = replies.take_markers(turn.shown) if comment_ids else turn.shown
     turns = int(result.extra.get("num_turns") or 0)
     if result.stop_reason == OUT_OF_TURNS_STOP:
         message = OUT_OF_TURNS.format(what="turns", limit=settings.CODER_MAX_TURNS)
         log.write(f"\n[{message}]\n")
         log.flush()
         finding = {"file": "", "line": None, "severity": "major", "message": message}
-        return CoderConversation(summary="", out_of_turns=True, turns=turns, finding=finding)
+        return CoderConversation(
+            summary="", out_of_turns=True, turns=turns, finding=finding, replies=replies.by_comment
+        )
     log.flush()
-    return CoderConversation(summary=shown.strip(), out_of_turns=False, turns=turns)
+    return CoderConversation(summary=shown.strip(), out_of_turns=False, turns=turns, replies=replies.by_comment)

@@ -226,11 +226,13 @@ def coder_editing_prompt(
     feedback: str,
     branch_diff: str,
     line_comments: Sequence[Mapping[str, Any]] = (),
+    reply_hint: str = "",
 ) -> str:
     """The Coder's task when it edits the worktree: the task, the plan, what the branch
     already changed, and in fix rounds the findings (failing tests included) and the
-    person's requested changes with their comments on lines (``{"path", "lines",
-    "quote", "body"}``, pipelines.review.selectors)."""
+    person's requested changes with their comments on lines (``{"id", "path", "lines",
+    "quote", "body"}``, pipelines.review.selectors), with ``reply_hint``: how this Coder
+    says why it leaves a comment's lines as they are (pipelines/agents/replies.py)."""
     parts = [_task_block(title, description), "# Plan\n" + json.dumps(plan, indent=2)]
     if branch_diff:
         parts.append("# Already changed on your branch (committed; the files hold it)\n" + branch_diff)
@@ -239,7 +241,7 @@ def coder_editing_prompt(
     if feedback:
         parts.append("# Changes requested by the person reviewing\n" + feedback)
     if line_comments:
-        parts.append(_line_comments_block(line_comments))
+        parts.append(_line_comments_block(line_comments, reply_hint))
     parts.append(
         "Make the changes in the repository, subtask by subtask: call start_subtask as you begin each "
         "one. Then answer with a short summary."
@@ -253,16 +255,22 @@ def _fence(code: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def _line_comments_block(comments: Sequence[Mapping[str, Any]]) -> str:
-    parts = [
+def _line_comments_block(comments: Sequence[Mapping[str, Any]], reply_hint: str = "") -> str:
+    intro = (
         "# Comments on lines of your changes, by the person reviewing\n"
         "Each names a file and lines of it as your branch had them when the comment was written, "
-        "quotes them, and says what to change there. Address every one."
-    ]
+        "quotes them, and says what to change there. Address every one. The person is shown, for each "
+        "comment, whether your round changed its lines."
+    )
+    parts = [f"{intro} {reply_hint}".strip()]
     for comment in comments:
         quote = str(comment.get("quote") or "")
         fence = _fence(quote)
-        parts.append(f"## {comment['path']}, {comment['lines']}\n{fence}\n{quote}\n{fence}\nComment: {comment['body']}")
+        # The number is the comment's id: what a reply names.
+        number = f" (comment {comment['id']})" if comment.get("id") is not None else ""
+        parts.append(
+            f"## {comment['path']}, {comment['lines']}{number}\n{fence}\n{quote}\n{fence}\nComment: {comment['body']}"
+        )
     return "\n\n".join(parts)
 
 

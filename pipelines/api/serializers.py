@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.api import StrictCharField
 from pipelines.messages.selectors import run_message_note
 from pipelines.messages.services import RUN_MESSAGE_MAX_LENGTH
-from pipelines.models import PipelineRun, PullRequest, RunLineComment, RunMessage, RunStatus
+from pipelines.models import LineCommentAddressed, PipelineRun, PullRequest, RunLineComment, RunMessage, RunStatus
 from pipelines.review.services import LINE_COMMENT_BODY_MAX_LENGTH
 from pipelines.runs.places import run_queue_position
 from pipelines.runs.selectors import run_allowed_actions, run_recalled
@@ -185,6 +186,12 @@ class LineCommentSerializer(serializers.ModelSerializer[RunLineComment]):
     lines = serializers.CharField(source="lines_label", read_only=True, help_text='"7" or "7–9".')
     author = serializers.SerializerMethodField(help_text="The email of who wrote it (null once they are deleted).")
     pending = serializers.SerializerMethodField(help_text="Not sent yet: it can still be edited or deleted.")
+    addressed = serializers.SerializerMethodField(
+        help_text="What the Coder's round did about it, read from git once the round committed: `changed` (the "
+        "round edited or removed its lines, or removed or moved its file), `explained` (its lines left as they "
+        "were, and the Coder said why: `reply`), `unchanged` (left as they were, nothing said); null until then, "
+        "and for comments sent before rounds were checked. A fix round after the request is judged again."
+    )
 
     class Meta:
         model = RunLineComment
@@ -200,6 +207,10 @@ class LineCommentSerializer(serializers.ModelSerializer[RunLineComment]):
             "pending",
             "feedback_round",
             "sent_at",
+            "made_on_commit",
+            "addressed",
+            "reply",
+            "judged_at_commit",
             "created_at",
             "updated_at",
         ]
@@ -207,8 +218,11 @@ class LineCommentSerializer(serializers.ModelSerializer[RunLineComment]):
         extra_kwargs = {
             "feedback_round": {
                 "help_text": "Which request for changes sent it to the Coder (1 = the run's first); "
-                "null while pending. The reviews after that feedback round checked it was addressed."
+                "null while pending. Whether the Coder's round changed its lines: `addressed`."
             },
+            "made_on_commit": {"help_text": "The run's head commit whose lines the comment numbers."},
+            "reply": {"help_text": "What the Coder said about the comment ('' when it said nothing)."},
+            "judged_at_commit": {"help_text": "The round's head commit `addressed` was judged at ('' until then)."},
             "quote": {"help_text": "The commented lines of the new file, as they read when it was written."},
         }
 
@@ -217,6 +231,10 @@ class LineCommentSerializer(serializers.ModelSerializer[RunLineComment]):
 
     def get_pending(self, comment: RunLineComment) -> bool:
         return comment.feedback_round is None
+
+    @extend_schema_field({"type": "string", "enum": [*LineCommentAddressed.values, None], "nullable": True})
+    def get_addressed(self, comment: RunLineComment) -> str | None:
+        return comment.addressed or None
 
 
 class LineCommentCreateSerializer(serializers.Serializer[Any]):

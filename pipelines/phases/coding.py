@@ -1,6 +1,8 @@
 """Coding and fixing: the Coder edits the run's worktree (its tools over the API, or the
 Claude CLI), learning first from a request for changes; then the commit and the
-branch's diff, and the run goes on to verify or review.
+branch's diff, what the round did about the person's line comments (changed their
+lines, or said why not: pipelines/review/selectors.py ``line_comments_verdicts``), and
+the run goes on to verify or review.
 """
 
 from __future__ import annotations
@@ -8,14 +10,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from django.db import transaction
+
 from pipelines.agents import prompts as agents
 from pipelines.agents.distiller import learn
 from pipelines.agents.lineage import context_record_agent_call
 from pipelines.agents.recall import recall_for_phase
+from pipelines.agents.replies import REPLY_MARKER_HINT, REPLY_TOOL_HINT
 from pipelines.agents.turns import PhaseInterrupted, run_provider
 from pipelines.learning.lessons import feedback_moment
 from pipelines.models import PipelineRun, RunStatus
-from pipelines.review.selectors import line_comment_lesson_texts, line_comments_for_coder
+from pipelines.review.selectors import line_comment_lesson_texts, line_comments_for_coder, line_comments_verdicts
+from pipelines.review.services import line_comments_record_verdicts
 from pipelines.runs import workspace
 from pipelines.runs.leases import Lease
 from pipelines.runs.services import run_transition
@@ -44,6 +50,8 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     learn(run, lease, feedback_moment(run, line_comment_lesson_texts(line_comments), line_comments))
     findings = run.review_findings if run.status == RunStatus.FIXING else []
     task = run.task
+    # The Claude CLI has only its own tools: it replies to a comment with a marker.
+    edits_itself = run_provider(run).edits_worktree
     prompt = agents.coder_editing_prompt(
         title=task.title,
         description=task.description,
@@ -52,11 +60,13 @@ def execute(run: PipelineRun, lease: Lease) -> None:
         feedback=run.feedback,
         branch_diff=workspace.workspace_diff_text(run),
         line_comments=line_comments,
+        reply_hint=REPLY_MARKER_HINT if edits_itself else REPLY_TOOL_HINT,
     )
     # Recalled once for the phase: the system prompt of every turn is the same cached prefix.
     recall = recall_for_phase(run, agents.CODER)
-    edit = code_with_cli if run_provider(run).edits_worktree else code_in_worktree
-    outcome = edit(run, lease, prompt, worktree, recall=recall)
+    edit = code_with_cli if edits_itself else code_in_worktree
+    comment_ids = [comment["id"] for comment in line_comments]
+    outcome = edit(run, lease, prompt, worktree, recall=recall, comment_ids=comment_ids)
     # The worktree is outside the transaction: a worker that lost its lease while the
     # Coder worked must not commit into the one its successor now uses.
     if not lease.confirm():
@@ -94,4 +104,10 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     if repository is not None and repository.test_command.strip():
         next_status = RunStatus.VERIFYING
     reason = f"{len(changes)} file change(s) on the branch" + (" (out of turns)" if coder_findings else "")
-    run_transition(run=run, to_status=next_status, reason=reason, fields=fields, held_by=lease.token)
+    # Whether the round changed each commented line is read from git, not assumed: the
+    # comment's commit against the round's head (git, so before the transaction).
+    verdicts = line_comments_verdicts(run=run, head=head, replies=outcome.replies) if line_comments else []
+    with transaction.atomic():
+        # With the transition: a worker that lost its lease records no verdict.
+        line_comments_record_verdicts(verdicts=verdicts)
+        run_transition(run=run, to_status=next_status, reason=reason, fields=fields, held_by=lease.token)

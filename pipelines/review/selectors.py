@@ -1,17 +1,24 @@
 """Reads of a run under review: its diff and patch, and the line comments a person
-leaves on the diff (pending until a request for changes sends them to the Coder)."""
+leaves on the diff (pending until a request for changes sends them to the Coder), and
+what the Coder's round did about them."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.core.cache import cache
 from django.db.models import QuerySet
 
+from core.exceptions import ApplicationError
 from core.selectors import one_or_not_found
-from pipelines.models import PipelineRun, RunLineComment, RunStatus, RunTransition
+from pipelines.models import LineCommentAddressed, PipelineRun, RunLineComment, RunStatus, RunTransition
 from pipelines.review.diff import ChangeSetDiff, diff_changes, diff_file_versions
+
+if TYPE_CHECKING:
+    from repos.services.branches import FileLineChanges
 
 logger = logging.getLogger(__name__)
 
@@ -114,13 +121,14 @@ def run_feedback_round(*, run: PipelineRun) -> int:
 
 def line_comments_for_coder(*, run: PipelineRun) -> list[dict[str, Any]]:
     """The comments the latest request for changes sent, as the Coder's prompt and the
-    lesson read them: ``{"path", "lines" ("line 7", "lines 7–9"), "line_start", "line_end",
-    "quote", "body"}``."""
+    lesson read them: ``{"id", "path", "lines" ("line 7", "lines 7–9"), "line_start",
+    "line_end", "quote", "body"}`` (the Coder replies to a comment by its id)."""
     feedback_round = run_feedback_round(run=run)
     if not feedback_round:
         return []
     return [
         {
+            "id": comment.pk,
             "path": comment.path,
             "lines": comment.lines_phrase,
             "line_start": comment.line_start,
@@ -130,6 +138,68 @@ def line_comments_for_coder(*, run: PipelineRun) -> list[dict[str, Any]]:
         }
         for comment in line_comments_for_run(run=run).filter(feedback_round=feedback_round)
     ]
+
+
+@dataclass(frozen=True)
+class LineCommentVerdict:
+    """What a Coder's round did about one line comment (RunLineComment's fields)."""
+
+    comment_id: int
+    addressed: LineCommentAddressed
+    reply: str
+    judged_at_commit: str
+
+
+def line_comments_verdicts(*, run: PipelineRun, head: str, replies: Mapping[int, str]) -> list[LineCommentVerdict]:
+    """What the Coder's round that committed ``head`` did about the comments the latest
+    request for changes sent: changed, when ``head`` changed the commented lines of the
+    file as it was at the comment's commit (edited, removed, the file removed or moved
+    away); otherwise explained, when the Coder said why (``replies`` by comment id, or
+    what it said in an earlier round); otherwise unchanged. Cumulative: a fix round after
+    the request for changes is judged from the comment's commit again.
+
+    Git reads the repository: slow I/O, to be called outside a transaction. A comment
+    whose commit was never recorded, or whose file git could not compare, gets no
+    verdict: it is left unjudged rather than guessed."""
+    feedback_round = run_feedback_round(run=run)
+    if not feedback_round or not head:
+        return []
+    compared: dict[tuple[str, str], FileLineChanges | None] = {}
+    verdicts = []
+    for comment in line_comments_for_run(run=run).filter(feedback_round=feedback_round):
+        if not comment.made_on_commit:
+            continue
+        key = (comment.made_on_commit, comment.path)
+        if key not in compared:
+            compared[key] = _line_changes(run, old=comment.made_on_commit, new=head, path=comment.path)
+        changes = compared[key]
+        if changes is None:
+            continue
+        reply = replies.get(comment.pk, "").strip() or comment.reply
+        if changes.touches(comment.line_start, comment.line_end):
+            addressed = LineCommentAddressed.CHANGED
+        elif reply:
+            addressed = LineCommentAddressed.EXPLAINED
+        else:
+            addressed = LineCommentAddressed.UNCHANGED
+        verdicts.append(
+            LineCommentVerdict(comment_id=comment.pk, addressed=addressed, reply=reply, judged_at_commit=head)
+        )
+    return verdicts
+
+
+def _line_changes(run: PipelineRun, *, old: str, new: str, path: str) -> FileLineChanges | None:
+    """Which lines of ``path`` changed from ``old`` to ``new``; None when git cannot say."""
+    from pipelines.runs.workspace import workspace_line_changes
+    from repos.services.branches import FileLineChanges
+
+    if old == new:  # The round committed nothing.
+        return FileLineChanges()
+    try:
+        return workspace_line_changes(run, old=old, new=new, path=path)
+    except ApplicationError as exc:  # A repository gone or unlinked, git failing.
+        logger.warning("Run %s: %s at %s..%s left its line comments unjudged: %s", run.pk, path, old, new, exc.message)
+        return None
 
 
 def line_comment_lesson_texts(comments: list[dict[str, Any]]) -> list[str]:

@@ -7,7 +7,9 @@ the round of feedback that carried them. Lines are the new file's, as the diff n
 them, and only lines the diff shows (the changed hunks with their context) can be
 commented on: they are the lines the person read. The code on those lines is kept with
 the comment (``quote``), so the Coder and the review history see what it was about
-after the next round rewrote the file.
+after the next round rewrote the file, and so is the commit they were read at, so that
+the round can be checked against it: whether it changed those lines, or the Coder said
+why not (``line_comments_record_verdicts``).
 
 Each action has one door here, called by the page, the API, the forge's webhook and
 poll alike.
@@ -15,6 +17,7 @@ poll alike.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +28,7 @@ from django.utils import timezone
 from core.exceptions import Conflict, InvalidTransition
 from pipelines.learning.lessons import lessons_on_approval
 from pipelines.models import RUN_TRANSITIONS, PipelineRun, RunLineComment, RunStatus
-from pipelines.review.selectors import run_diff, run_feedback_round
+from pipelines.review.selectors import LineCommentVerdict, run_diff, run_feedback_round
 from pipelines.runs.services import run_transition
 
 if TYPE_CHECKING:
@@ -127,7 +130,16 @@ def line_comment_create(
         if RunLineComment.objects.filter(run=run, feedback_round__isnull=True).count() >= PENDING_LINE_COMMENTS_MAX:
             raise LineCommentClosed(TOO_MANY_PENDING)
         return RunLineComment.objects.create(
-            run=run, author=author, path=path, line_start=line_start, line_end=line_end, quote=quote, body=body
+            run=run,
+            author=author,
+            path=path,
+            line_start=line_start,
+            line_end=line_end,
+            quote=quote,
+            body=body,
+            # The lines are numbered as the diff at this commit shows them: the round
+            # that answers the comment is compared with it (line_comments_verdicts).
+            made_on_commit=run.head_commit,
         )
 
 
@@ -172,10 +184,26 @@ def run_request_changes(*, run: PipelineRun, feedback: str, actor: User | None =
         )
         # After the transition holds the run's row: a comment written before it is
         # included, one written after it is refused (_lock_awaiting).
-        RunLineComment.objects.filter(run=run, feedback_round__isnull=True).update(
-            feedback_round=run_feedback_round(run=run), sent_at=timezone.now()
-        )
+        pending = RunLineComment.objects.filter(run=run, feedback_round__isnull=True)
+        # A comment written before its commit was kept with it: the head has not moved
+        # while the run awaited approval, so it is the commit the comment was made on.
+        pending.filter(made_on_commit="").update(made_on_commit=run.head_commit)
+        pending.update(feedback_round=run_feedback_round(run=run), sent_at=timezone.now())
     return run
+
+
+def line_comments_record_verdicts(*, verdicts: Iterable[LineCommentVerdict]) -> None:
+    """Keep on each comment what the Coder's round did about it (its head commit
+    ``LineCommentVerdict.judged_at_commit``). Called in the transaction that ends the
+    round, so a round whose worker lost its lease leaves no verdict; the round redone
+    after it writes its own over an earlier one."""
+    for verdict in verdicts:
+        RunLineComment.objects.filter(pk=verdict.comment_id).update(
+            addressed=verdict.addressed,
+            reply=verdict.reply,
+            judged_at_commit=verdict.judged_at_commit,
+            updated_at=timezone.now(),
+        )
 
 
 def run_approve(*, run: PipelineRun, actor: User | None = None, via: MergedOnForge | None = None) -> PipelineRun:

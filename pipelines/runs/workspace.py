@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from core.sandbox import ProjectSandbox
     from repos.git import GitAccess
     from repos.models import Repository
+    from repos.services.branches import FileLineChanges
 
 logger = logging.getLogger(__name__)
 
@@ -213,6 +214,16 @@ def workspace_changed_files(run: PipelineRun, *, at: str = "") -> list[dict[str,
     if repository is None or not run.branch or run.branch_discarded_at:
         return None
     return branch_changed_files(repository=repository, base=run.base_commit, head=at or run.branch)
+
+
+def workspace_line_changes(run: PipelineRun, *, old: str, new: str, path: str) -> FileLineChanges:
+    """Which lines of ``path`` at the run's commit ``old`` its commit ``new`` changed."""
+    from repos.services import file_line_changes
+
+    repository = run_repository(run)
+    if repository is None:
+        raise WorkspaceUnavailable(WORKTREE_GONE.format(branch=run.branch))
+    return file_line_changes(repository=repository, old=old, new=new, path=path)
 
 
 def workspace_remove(run: PipelineRun, *, discard_branch: bool = False) -> None:

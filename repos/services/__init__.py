@@ -7,13 +7,22 @@
 - ``worktrees``: a run's worktree made and removed;
 - ``commits``: what a run commits from its worktree;
 - ``branches``: a run's branch against the base: files, diff, merge, patch, deletion;
+  which lines of a file two commits apart changed;
 - ``reading``: files at a commit, whether a commit contains another, a branch's paths.
 
 Import from the module. The names below are also exported here because pipelines/ calls
 them by this path.
 """
 
-from .branches import branch_changed_files, branch_delete, branch_diff, branch_format_patch, branch_merge
+from .branches import (
+    FileLineChanges,
+    branch_changed_files,
+    branch_delete,
+    branch_diff,
+    branch_format_patch,
+    branch_merge,
+    file_line_changes,
+)
 from .commits import worktree_commit, worktree_pending
 from .forge import branch_push, repository_set_forge
 from .linking import OWN_REPOSITORY_START, own_repository_path, repository_ensure, repository_link, repository_unlink
@@ -22,12 +31,14 @@ from .worktrees import worktree_create, worktree_remove
 
 __all__ = [
     "OWN_REPOSITORY_START",
+    "FileLineChanges",
     "branch_changed_files",
     "branch_delete",
     "branch_diff",
     "branch_format_patch",
     "branch_merge",
     "branch_push",
+    "file_line_changes",
     "own_repository_path",
     "repository_ensure",
     "repository_link",

@@ -3,6 +3,7 @@ approval, a patch, deletion; and where the base branch is now."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,60 @@ def branch_diff(*, repository: Repository, base: str, head: str) -> str:
         cwd=repo,
         access=repository_read_access(repo),
     ).stdout
+
+
+# A hunk header of ``git diff -U0``: the older file's first line and count (1 when left
+# out; 0 for lines inserted after that line), then the newer file's.
+HUNK_HEADER = re.compile(r"^@@ -(?P<start>\d+)(?:,(?P<count>\d+))? \+\d+(?:,\d+)? @@", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class FileLineChanges:
+    """How one file changed between two commits, on the older commit's lines."""
+
+    # ``(first line, count)`` of each hunk; a count of 0: lines inserted after that line.
+    hunks: tuple[tuple[int, int], ...] = ()
+    # Git could not say which lines (a binary file, or one that became binary): the
+    # file changed as a whole.
+    whole_file: bool = False
+
+    def touches(self, first: int, last: int) -> bool:
+        """Whether lines ``first``–``last`` of the older file were edited or removed (a
+        removed or renamed file removes them all), or lines were inserted between two of
+        them. Lines inserted just before or after the range leave it as it was."""
+        if self.whole_file:
+            return True
+        for start, count in self.hunks:
+            if count and start <= last and start + count - 1 >= first:
+                return True
+            if not count and first <= start < last:
+                return True
+        return False
+
+
+def file_line_changes(*, repository: Repository, old: str, new: str, path: str) -> FileLineChanges:
+    """Which lines of ``path`` at commit ``old`` commit ``new`` changed. Renames are not
+    followed: a file moved away is removed from ``path``, every line of it changed."""
+    repo = Path(repository.path)
+    output = run_git(
+        [
+            "diff",
+            "-U0",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            old,
+            new,
+            "--",
+            f":(literal){path}",
+        ],
+        cwd=repo,
+        access=repository_read_access(repo),
+    ).stdout
+    hunks = tuple((int(match["start"]), int(match["count"] or 1)) for match in HUNK_HEADER.finditer(output))
+    binary = any(line.startswith("Binary files ") for line in output.splitlines())
+    return FileLineChanges(hunks=hunks, whole_file=binary and not hunks)
 
 
 @dataclass

@@ -14,7 +14,14 @@ from repos.clone import LOCAL_CLONE_FAILED
 from repos.git import GitError
 from repos.models import MergeStrategy, Repository, RepositoryStatus
 from repos.selectors import FOLDER_GONE, repository_state
-from repos.services.branches import branch_changed_files, branch_delete, branch_diff, branch_format_patch, branch_merge
+from repos.services.branches import (
+    branch_changed_files,
+    branch_delete,
+    branch_diff,
+    branch_format_patch,
+    branch_merge,
+    file_line_changes,
+)
 from repos.services.commits import worktree_commit
 from repos.services.linking import (
     CLONE_SOURCE_UNAVAILABLE,
@@ -177,6 +184,34 @@ def test_worktree_apply_commit_and_diff(linked: Repository, repo: Path, tmp_path
     diff = branch_diff(repository=linked, base=base, head="autocoder/task-1-run-1")
     assert "-two\n+TWO\n" in diff and "+++ b/new/b.txt" in diff
     assert git(repo, "status", "--porcelain") == ""  # the user's checkout is untouched
+
+
+def test_which_lines_of_a_file_two_commits_apart_changed(linked: Repository, repo: Path) -> None:
+    lines = "".join(f"{n}\n" for n in range(1, 11))
+    (repo / "ten.txt").write_text(lines)
+    (repo / "keep.txt").write_text("kept\n")
+    (repo / "blob.bin").write_bytes(b"one\x00\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "Ten")
+    old = git(repo, "rev-parse", "HEAD")
+    # Line 3 edited, a line inserted between 6 and 7, line 9 removed; keep.txt moved away.
+    edited = lines.replace("3\n", "three\n").replace("6\n", "6\nsix and a half\n").replace("9\n", "")
+    (repo / "ten.txt").write_text(edited)
+    git(repo, "mv", "keep.txt", "kept.txt")
+    (repo / "blob.bin").write_bytes(b"two\x00\n")
+    git(repo, "commit", "--quiet", "-am", "Edit")
+    new = git(repo, "rev-parse", "HEAD")
+
+    changes = file_line_changes(repository=linked, old=old, new=new, path="ten.txt")
+    assert changes.touches(3, 3) and changes.touches(1, 3) and changes.touches(9, 10)
+    assert changes.touches(6, 7)  # a line inserted between two commented ones
+    assert not changes.touches(1, 2) and not changes.touches(4, 5) and not changes.touches(10, 10)
+    assert not changes.touches(6, 6) and not changes.touches(7, 8)  # inserted beside them, not among them
+    assert file_line_changes(repository=linked, old=old, new=new, path="keep.txt").touches(1, 1)  # moved away
+    assert file_line_changes(repository=linked, old=old, new=new, path="blob.bin").whole_file  # no lines to say
+    assert not file_line_changes(repository=linked, old=old, new=old, path="ten.txt").touches(1, 10)
+    # A name with pathspec magic is a file name, nothing more.
+    assert file_line_changes(repository=linked, old=old, new=new, path="*.txt").hunks == ()
 
 
 def _branch_with_change(linked: Repository, tmp_path: Path, content: str, name: str = "autocoder/t") -> str:

@@ -344,3 +344,34 @@ def test_the_cli_reads_messages_as_it_starts_and_one_sent_while_it_works_waits(
     # It could not be read mid-call: it waits (for the Reviewer now, or the Coder's next round).
     assert RunMessage.objects.get(body="Also rename add to plus.").delivered_at is None
     assert notes == [NOTE_CLI_NEXT_ROUND]
+
+
+def test_the_clis_reply_to_a_line_comment_is_a_marker_in_its_summary(
+    linked, repo_root, task, owner, monkeypatch
+) -> None:
+    from pipelines.agents.replies import REPLY_MARKER_HINT
+    from pipelines.models import LineCommentAddressed, RunLineComment
+    from pipelines.review.services import line_comment_create, run_request_changes
+
+    task.project.learn_distil = False
+    task.project.save()
+    run = drive_in_process(run_start(task=task, user=owner))
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    named = line_comment_create(run=run, author=owner, path="app/calc.py", line_start=1, body="Call it plus?")
+    summed = line_comment_create(run=run, author=owner, path="app/calc.py", line_start=2, body="b + a reads better")
+    swapped = "def add(a, b):\n    return b + a\n"
+    monkeypatch.setenv("FAKE_CLAUDE_EDITS", json.dumps([{"file_path": "app/calc.py", "content": swapped}]))
+    monkeypatch.setenv("FAKE_CLAUDE_SUMMARY", f"Swapped them. [REPLY {named.pk}: add is what the callers import.]")
+    run = drive_in_process(run_request_changes(run=run, feedback="See my comments", actor=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    prompt = AgentCall.objects.filter(run=run, agent=agents.CODER).last().prompt  # type: ignore[union-attr]
+    assert REPLY_MARKER_HINT in prompt and f"## app/calc.py, line 1 (comment {named.pk})" in prompt
+    by_id = {comment.pk: comment for comment in RunLineComment.objects.all()}
+    assert (by_id[named.pk].addressed, by_id[named.pk].reply) == (
+        LineCommentAddressed.EXPLAINED,
+        "add is what the callers import.",
+    )
+    assert by_id[summed.pk].addressed == LineCommentAddressed.CHANGED
+    # The marker is the Coder's word to the person, not part of the commit's message.
+    assert git(repo_root, "log", "-1", "--format=%B", run.branch).endswith("Swapped them.")

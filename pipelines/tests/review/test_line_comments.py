@@ -62,9 +62,12 @@ def test_line_comments_reach_the_coder_with_file_lines_and_quoted_code(fake_llm,
     assert f"{COMMENT} (on app/long.py)" in distiller.prompt_text
     prompt = coder.prompt_text
     assert "# Changes requested by the person reviewing\nTidy it up" in prompt
-    assert "## app/long.py, lines 14–15\n```\nline_14 = 14\nline_15 = 'fifteen'\n```\nComment: " + COMMENT in prompt
-
     comment = RunLineComment.objects.get()
+    heading = f"## app/long.py, lines 14–15 (comment {comment.pk})"
+    assert heading + "\n```\nline_14 = 14\nline_15 = 'fifteen'\n```\nComment: " + COMMENT in prompt
+    # It may say why it leaves a comment's lines as they are.
+    assert "reply_to_comment" in coder.tool_names
+
     assert comment.feedback_round == 1
     assert comment.sent_at is not None
     assert run.lessons[0]["memories"][0]["content"] == "Prefer enums to bare strings."
