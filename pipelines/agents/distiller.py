@@ -31,6 +31,7 @@ def learn(run: PipelineRun, lease: Lease, moment: Moment | None) -> Learned | No
     if moment is None:
         return None
     texts, distilled = moment.texts, False
+    lines: list[str] = []
     if run.task.project.learn_distil:
         try:
             answer = call_agent(
@@ -41,11 +42,20 @@ def learn(run: PipelineRun, lease: Lease, moment: Moment | None) -> Learned | No
                 bare=True,
                 max_tokens=settings.LEARN_DISTIL_MAX_TOKENS,
             )
-            texts, distilled = [str(lesson) for lesson in answer.get("lessons", [])], True
+            lessons = [distilled_lesson(item) for item in answer.get("lessons", [])]
+            texts, lines, distilled = [text for text, _ in lessons], [line for _, line in lessons], True
         except (ProviderError, BudgetExceeded, InvalidAgentOutput) as exc:
             logger.warning("Run %s: lessons kept as written, the distillation failed: %s", run.pk, exc)
     try:
-        return lessons_store(run, moment, texts, distilled=distilled)
+        return lessons_store(run, moment, texts, distilled=distilled, applies_when=lines)
     except Exception:
         logger.exception("Run %s: could not record what it learned", run.pk)
         return None
+
+
+def distilled_lesson(item: object) -> tuple[str, str]:
+    """(the lesson, when it applies) from one item of record_lessons: an object with
+    both, or a bare lesson with no line."""
+    if isinstance(item, dict):
+        return str(item.get("lesson") or ""), str(item.get("applies_when") or "")
+    return str(item), ""

@@ -20,6 +20,7 @@ from pipelines.models import CODER, DISTILLER, PLANNER, REVIEWER
 
 LESSONS_MAX = 3
 LESSON_TEXT_MAX_LENGTH = 400
+LESSON_APPLIES_WHEN_MAX_LENGTH = 200
 
 PLAN_TOOL = Tool(
     name="submit_plan",
@@ -82,7 +83,20 @@ LESSONS_TOOL = Tool(
             "lessons": {
                 "type": "array",
                 "maxItems": LESSONS_MAX,
-                "items": {"type": "string", "minLength": 1, "maxLength": LESSON_TEXT_MAX_LENGTH},
+                # A lesson with when it applies; a bare string (no line) is still taken.
+                "items": {
+                    "anyOf": [
+                        {
+                            "type": "object",
+                            "properties": {
+                                "lesson": {"type": "string", "minLength": 1, "maxLength": LESSON_TEXT_MAX_LENGTH},
+                                "applies_when": {"type": "string", "maxLength": LESSON_APPLIES_WHEN_MAX_LENGTH},
+                            },
+                            "required": ["lesson", "applies_when"],
+                        },
+                        {"type": "string", "minLength": 1, "maxLength": LESSON_TEXT_MAX_LENGTH},
+                    ]
+                },
             }
         },
         "required": ["lessons"],
@@ -113,8 +127,11 @@ SYSTEM_PROMPTS = {
         "You keep a software team's memory. From what a person or a reviewer said about one change, "
         f"write at most {LESSONS_MAX} lessons the team should apply on later tasks of the same project: "
         "conventions, preferences, recurring mistakes. Each lesson is one short imperative sentence that "
-        "stands on its own (no 'this task', no line numbers). Leave out what mattered only for this one "
-        "change; an empty list is a fine answer. Answer only by calling record_lessons."
+        "stands on its own (no 'this task', no line numbers). With each lesson write applies_when: one short "
+        "line naming the kinds of tasks and files it is for (e.g. 'adding or changing API endpoints or "
+        "serializers'), in the words a later task would use; name a path only if the lesson is about it. "
+        "Leave out what mattered only for this one change; an empty list is a fine answer. "
+        "Answer only by calling record_lessons."
     ),
 }
 

@@ -175,14 +175,18 @@ def _source_note(run: PipelineRun, moment: Moment, *, distilled: bool) -> str:
     return f"{how} {moment.origin} in run {run.number} of task #{task.pk} “{task.title}”."
 
 
-def lessons_store(run: PipelineRun, moment: Moment, texts: list[str], *, distilled: bool) -> Learned:
+def lessons_store(
+    run: PipelineRun, moment: Moment, texts: list[str], *, distilled: bool, applies_when: list[str] | None = None
+) -> Learned:
     """Write ``texts`` as the moment's memories (one per text and agent; near-duplicates
-    consolidate into the memory they repeat) and record the moment on the run."""
+    consolidate into the memory they repeat) and record the moment on the run.
+    ``applies_when[i]``, when given, says when ``texts[i]`` applies (the distiller wrote it)."""
     project = run.task.project
     learned = Learned(key=moment.key, kind=moment.kind, distilled=distilled)
     source = MemorySource.DISTILLED if distilled else moment.source
     note = _source_note(run, moment, distilled=distilled)
-    for text in texts:
+    lines = applies_when or []
+    for i, text in enumerate(texts):
         content = memory_text_shortened(" ".join(text.split()), LESSON_MAX_CHARS)
         if not content:
             continue
@@ -191,6 +195,7 @@ def lessons_store(run: PipelineRun, moment: Moment, texts: list[str], *, distill
                 write = memory_create(
                     owner=project.owner,
                     content=content,
+                    applies_when=lines[i] if i < len(lines) else "",
                     memory_type=LESSON_MEMORY_TYPE,
                     decay_policy=moment.decay_policy,
                     half_life_hours=moment.half_life_hours,

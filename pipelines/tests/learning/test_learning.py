@@ -9,7 +9,9 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
+from memory.embeddings import embed_text, vector_from_bytes
 from memory.models import AgentNote, Memory
+from memory.services.semantic import memory_embedding_text
 from pipelines.learning.lessons import LESSON_MEMORY_TYPE
 from pipelines.models import AgentCall, PipelineRun, RunStatus
 from pipelines.review.services import run_approve, run_request_changes
@@ -310,3 +312,20 @@ def test_the_next_runs_page_shows_the_lesson_its_coder_was_given_and_where_it_ca
         entry for entry in owner_client.get(f"/api/runs/{run.pk}").json()["recalled"] if entry["agent"] == "coder"
     )
     assert coder["memories"][0]["deleted"] is True
+
+
+def test_the_distiller_writes_when_each_lesson_applies_and_it_is_embedded_with_it(fake_llm, project, owner) -> None:
+    when = "adding or changing API endpoints or serializers"
+    with_changes_requested(
+        fake_llm,
+        passing_run(fake_llm, api_task(project), owner),
+        owner,
+        ToolReply(input={"lessons": [{"lesson": SNAKE_LESSON, "applies_when": when}]}),
+    )
+    (distill,) = requests_of(fake_llm, "record_lessons")
+    assert "applies_when" in distill.system_text
+    (memory,) = Memory.objects.filter(owner=owner, memory_type=LESSON_MEMORY_TYPE)
+    assert (memory.content, memory.applies_when) == (SNAKE_LESSON, when)
+    assert vector_from_bytes(memory.embedding) == pytest.approx(
+        embed_text(memory_embedding_text(SNAKE_LESSON, when)), abs=1e-5
+    )
