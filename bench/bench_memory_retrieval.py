@@ -1,15 +1,18 @@
-"""Which search finds the memory an agent needs: vector-only, full-text-only (BM25) or
-hybrid (the two fused), measured on the labelled set bench/data/memory_retrieval.jsonl.
+"""What finds the memory an agent needs (issue 28, "better recall, measured"), on the
+labelled set bench/data/memory_retrieval.jsonl: vector-only (the product's search before),
+BM25, (a) an "applies when" line embedded with each lesson, (b) the plan's subtasks and
+the task's files in the query, (c) path overlap, (d) the query phrased as a line and
+hybrids with BM25.
 
-Quality: recall@5 and MRR of each method over the hand-written (task, memory) pairs
-hidden among the distractors. The fusion's parameters are chosen on the "tune" third of
-the pairs and reported on the "test" two thirds. Hybrid is chosen over vector-only only if,
-on the test split, it puts the relevant memory in the top 5 for significantly more
-queries than it loses (two-sided sign test, p < 0.05) without a lower MRR.
+Quality: recall@5 and MRR over the hand-written (task, memory) pairs hidden among the
+distractors; parameters chosen on the "tune" third of the pairs, reported on the "test"
+two thirds, each method against vector-only with a sign test. A method goes into the
+product only if, on the test split, it brings the relevant memory into the top 5 for
+significantly more queries than it drops (p < 0.05) without a lower MRR.
 
-Latency: the recall step as an agent call makes it (``memory_recall``; and ``memory_search``: embed the query,
-search in the database, load the rows) over 10,000 memories of one user in the database,
-plus the same recall done hybrid (query embedding + vector search + BM25 + fusion).
+Latency: the recall step as an agent call makes it (``memory_recall``; and
+``memory_search``) over 10,000 memories of one user in the database, stored and queried
+as the chosen method does.
 
 Memories are embedded once with the project's MiniLM and kept in
 /tmp/bench-memory-retrieval-<hash>.npz (keyed by the data and the model), so that the run
