@@ -23,8 +23,11 @@ import json
 import random
 import re
 from pathlib import Path
+from typing import NamedTuple
 
+from applies_when import APPLIES_WHEN, DECOY_APPLIES_WHEN
 from pairs import DECOYS, PAIRS
+from task_context import TASK_CONTEXT
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "memory_retrieval.jsonl"
@@ -361,7 +364,123 @@ METRIC_TEMPLATES = [
     "{C} costs about {cost} euros a month to run.",
 ]
 
-STEMS = [r"\w+"]
+# The "applies when" line of each template family, as the distiller would write it
+# (bench/data/applies_when.py says how the labelled ones were written).
+FACT_WHEN = [
+    "looking for or changing the code of {c} ({p})",
+    "needing an owner or reviewer for changes to {c} ({p})",
+    "changing {c} ({p}) or fixing its failures",
+    "running or adding tests of {c} ({p})",
+    "changing {c} ({p}) or writing its tests",
+    "refactoring or upgrading {c} ({p})",
+    "configuring {c} ({p}) or changing its settings",
+    "changing plans or what free accounts can use in {c} ({p})",
+    "making large changes to {c} ({p})",
+    "changing how {c} ({p}) behaves when a service it needs is down",
+    "debugging errors of {c} ({p})",
+    "adding logging to {c} ({p})",
+    "rolling out changes to {c} ({p}) behind its feature flag",
+    "working in the code of {c} ({p})",
+    "changing the performance of {c} ({p})",
+    "changing the queues or workers of {c} ({p})",
+    "changing the cached state of {c} ({p}) in Redis",
+    "monitoring {c} ({p}) or its dashboards",
+]
+LESSON_WHEN = [
+    "adding feature flags or finishing a rollout",
+    "adding a new queue or background worker",
+    "sending Slack messages that contain user names",
+    "counting rows or records",
+    "changing a cron schedule",
+    "writing retry loops",
+    "writing code with numeric limits or thresholds",
+    "changing the mobile API",
+    "changing the UI",
+    "showing states or statuses in the UI",
+    "writing unit tests that call other services",
+    "adding log messages",
+    "deprecating or removing API endpoints",
+    "storing data in JSON columns",
+    "adding actions to the admin",
+    "writing timestamps into CSV exports",
+    "writing background jobs that read rows",
+    "writing test data or fixtures",
+    "changing the public status page",
+    "adding a feature flag",
+    "adding analytics events",
+    "translating text built from several pieces",
+    "sending HTML email",
+    "writing an API client",
+]
+INCIDENT_WHEN = [
+    "renewing certificates",
+    "writing temporary files",
+    "changing the cache configuration",
+    "upgrading dependencies",
+    "deploying a change with a migration",
+    "parsing a provider's responses",
+    "writing long-running queries",
+    "configuring DNS or the package registry",
+    "retrying failed jobs",
+    "comparing times across hosts",
+]
+AREA_WHEN = {
+    "the frontend code": "writing frontend components, forms and pages",
+    "the analytics pipeline": "adding analytics events, metrics or warehouse tables",
+    "the mobile app": "changing or releasing the mobile app",
+    "the infrastructure repository": "changing infrastructure or Terraform modules",
+    "incident handling": "handling an incident or an outage",
+    "the design system": "designing or styling UI components",
+    "the data team's notebooks": "writing data notebooks or analyses",
+    "the support tooling": "changing the support tools or acting on a customer's account",
+    "the documentation site": "writing or changing the documentation",
+    "the hiring process": "interviewing or hiring engineers",
+}
+PREF_WHEN = [
+    "committing changes",
+    "drawing architecture diagrams",
+    "reporting status to the team",
+    "asking for a review",
+    "writing reference documentation",
+    "writing text customers read",
+    "writing documentation pages",
+    "planning a big change",
+    "building dashboards",
+    "naming things in code",
+    "presenting work at the sprint demo",
+    "booking meetings",
+]
+
+
+class Row(NamedTuple):
+    memory: str
+    idea: tuple[object, ...]  # rows with the same idea restate one another
+    applies_when: str
+    path: str  # the file or folder it is about, or ""
+
+
+# How many rows of one idea the distractors keep. A fact or metric is one per component
+# and template (each component's is a different fact); a lesson, rule, preference or
+# decision restated for another component or person, or in another template's words,
+# is the same memory again.
+IDEA_CAP = {
+    "fact": 1,
+    "metric": 1,
+    "lesson": 2,
+    "incident": 4,
+    "convention": 1,
+    "feedback": 2,
+    "decision": 1,
+    "ops": 2,
+    "ticket": 0,
+}
+
+PATH_RE = re.compile(r"(?<![\w/.:])(?:[\w-]+/)+(?:[\w.-]+)?|\b[\w-]+\.(?:py|html|txt|md|toml|yml|css|js|svg)\b")
+
+
+def paths_in(text: str) -> list[str]:
+    """The file and folder paths a text names ("billing/gateways/stripe.py", "infra/envs")."""
+    return list(dict.fromkeys(m.rstrip(".") for m in PATH_RE.findall(text)))
 
 
 def words(text: str) -> set[str]:
@@ -421,107 +540,163 @@ def overlap(query: str, memory: str) -> float:
     return round(len(words(query) & m) / len(m), 3) if m else 0.0
 
 
-def template_memories(rng: random.Random) -> tuple[list[str], list[str]]:
+def template_memories(rng: random.Random) -> tuple[list[Row], list[Row]]:
     """Every memory the templates can make, shuffled: the varied families, and the
-    ticket history (alike in shape, so kept to the scale memories)."""
-    out: list[str] = []
-    tickets: list[str] = []
+    ticket history (alike in shape, so kept to the scale memories). Each with its idea
+    (what makes two of them restatements of one another), its "applies when" line and
+    the path it is about."""
+    out: list[Row] = []
+    tickets: list[Row] = []
     for name, path, team in COMPONENTS:
         short = name.removeprefix("the ").strip()
-        for tmpl in FACT_TEMPLATES:
+        for k, (tmpl, when) in enumerate(zip(FACT_TEMPLATES, FACT_WHEN, strict=True)):
             for _ in range(10):
                 out.append(
-                    tmpl.format(
-                        c=name,
-                        C=name[0].upper() + name[1:],
-                        p=path,
-                        t=team,
-                        short=short,
-                        person=rng.choice(TEAMS_PEOPLE[team]),
-                        month=rng.choice(MONTHS),
-                        year=rng.choice(YEARS),
-                        failure=rng.choice(FAILURES),
-                        n=rng.choice([20, 45, 90, 150, 300]),
-                        edge=rng.choice(EDGES),
-                        legacy=rng.choice(LEGACY),
-                        setting=short.upper().replace(" ", "_").replace("-", "_"),
-                        service=rng.choice(SERVICES),
-                        unit=rng.choice(UNITS),
-                        pct=rng.choice([5, 10, 25, 50, 75]),
-                        ms=rng.choice([40, 80, 120, 250, 600, 1200]),
-                        prefix=short.split()[0].lower(),
+                    Row(
+                        tmpl.format(
+                            c=name,
+                            C=name[0].upper() + name[1:],
+                            p=path,
+                            t=team,
+                            short=short,
+                            person=rng.choice(TEAMS_PEOPLE[team]),
+                            month=rng.choice(MONTHS),
+                            year=rng.choice(YEARS),
+                            failure=rng.choice(FAILURES),
+                            n=rng.choice([20, 45, 90, 150, 300]),
+                            edge=rng.choice(EDGES),
+                            legacy=rng.choice(LEGACY),
+                            setting=short.upper().replace(" ", "_").replace("-", "_"),
+                            service=rng.choice(SERVICES),
+                            unit=rng.choice(UNITS),
+                            pct=rng.choice([5, 10, 25, 50, 75]),
+                            ms=rng.choice([40, 80, 120, 250, 600, 1200]),
+                            prefix=short.split()[0].lower(),
+                        ),
+                        ("fact", k, name),
+                        when.format(c=name, p=path),
+                        path,
                     )
                 )
         for tmpl in LESSON_TEMPLATES:
-            for lesson in LESSONS:
+            for lesson, when in zip(LESSONS, LESSON_WHEN, strict=True):
                 out.append(
-                    tmpl.format(
-                        pr=rng.randint(1200, 9800), c=name, lesson=lesson, person=rng.choice(TEAMS_PEOPLE[team])
+                    Row(
+                        tmpl.format(
+                            pr=rng.randint(1200, 9800), c=name, lesson=lesson, person=rng.choice(TEAMS_PEOPLE[team])
+                        ),
+                        ("lesson", lesson),
+                        f"{when}; first seen in {name} ({path})",
+                        path,
                     )
                 )
         for tmpl in INCIDENT_TEMPLATES:
             for i in range(len(CAUSES)):
                 out.append(
-                    tmpl.format(
-                        month=rng.choice(MONTHS),
-                        year=rng.choice(YEARS),
-                        c=name,
-                        cause=CAUSES[i],
-                        fix=FIXES[i if rng.random() < 0.7 else rng.randrange(len(FIXES))],
-                        day=rng.choice(DAYS),
+                    Row(
+                        tmpl.format(
+                            month=rng.choice(MONTHS),
+                            year=rng.choice(YEARS),
+                            c=name,
+                            cause=CAUSES[i],
+                            fix=FIXES[i if rng.random() < 0.7 else rng.randrange(len(FIXES))],
+                            day=rng.choice(DAYS),
+                        ),
+                        ("incident", CAUSES[i]),
+                        f"deploying or operating {name} ({path}); {INCIDENT_WHEN[i]}",
+                        path,
                     )
                 )
-        for tmpl in METRIC_TEMPLATES:
+        for k, tmpl in enumerate(METRIC_TEMPLATES):
             for _ in range(3):
                 out.append(
-                    tmpl.format(
-                        C=name[0].upper() + name[1:],
-                        n=rng.choice([300, 2_000, 15_000, 120_000]),
-                        unit=rng.choice(UNITS),
-                        pct=rng.choice([1, 2, 5]),
-                        cost=rng.choice([40, 150, 900, 2_400]),
+                    Row(
+                        tmpl.format(
+                            C=name[0].upper() + name[1:],
+                            n=rng.choice([300, 2_000, 15_000, 120_000]),
+                            unit=rng.choice(UNITS),
+                            pct=rng.choice([1, 2, 5]),
+                            cost=rng.choice([40, 150, 900, 2_400]),
+                        ),
+                        ("metric", k, name),
+                        f"estimating the load, error rate or cost of {name} ({path})",
+                        path,
                     )
                 )
     for _ in range(4_000):
-        name, _path, team = rng.choice(COMPONENTS)
+        name, path, team = rng.choice(COMPONENTS)
         tickets.append(
-            rng.choice(TICKET_TEMPLATES).format(
-                key=team[:3].upper(),
-                n=rng.randint(100, 9999),
-                c=name,
-                resolution=rng.choice(RESOLUTIONS),
-                note=rng.choice(NOTES),
-                person=rng.choice(TEAMS_PEOPLE[team]),
-                action=rng.choice(ACTIONS),
-                customer=rng.choice(CUSTOMERS),
+            Row(
+                rng.choice(TICKET_TEMPLATES).format(
+                    key=team[:3].upper(),
+                    n=rng.randint(100, 9999),
+                    c=name,
+                    resolution=rng.choice(RESOLUTIONS),
+                    note=rng.choice(NOTES),
+                    person=rng.choice(TEAMS_PEOPLE[team]),
+                    action=rng.choice(ACTIONS),
+                    customer=rng.choice(CUSTOMERS),
+                ),
+                ("ticket", name),
+                f"handling a customer's problem with {name} ({path})",
+                path,
             )
         )
     for area, rules in AREAS_RULES.items():
         for rule in rules:
             for tmpl in CONVENTION_TEMPLATES:
-                out.append(tmpl.format(area=area, rule=rule))
+                out.append(Row(tmpl.format(area=area, rule=rule), ("convention", rule), AREA_WHEN[area], ""))
     people = [p for ps in TEAMS_PEOPLE.values() for p in ps]
     for person in people:
-        for pref, pref2 in PREFS:
+        for (pref, pref2), when in zip(PREFS, PREF_WHEN, strict=True):
             tmpl = rng.choice(FEEDBACK_TEMPLATES)
-            out.append(tmpl.format(person=person, pref=pref, pref2=pref2))
+            out.append(Row(tmpl.format(person=person, pref=pref, pref2=pref2), ("feedback", pref), when, ""))
     for tech, purpose, alt, reason in DECISIONS:
         for tmpl in DECISION_TEMPLATES:
-            out.append(tmpl.format(tech=tech, purpose=purpose, alt=alt, reason=reason, year=rng.choice(YEARS)))
+            out.append(
+                Row(
+                    tmpl.format(tech=tech, purpose=purpose, alt=alt, reason=reason, year=rng.choice(YEARS)),
+                    ("decision", tech),
+                    f"choosing or changing the tools for {purpose}",
+                    "",
+                )
+            )
     for env in ENVS:
         for detail, detail2 in OPS_DETAILS:
-            out.append(rng.choice(OPS_TEMPLATES).format(env=env, detail=detail, detail2=detail2))
+            out.append(
+                Row(
+                    rng.choice(OPS_TEMPLATES).format(env=env, detail=detail, detail2=detail2),
+                    ("ops", detail),
+                    f"deploying to or testing in {env}",
+                    "",
+                )
+            )
     seen: set[str] = set()
-    varied = [m for m in out if not (m in seen or seen.add(m))]
-    tickets = [m for m in tickets if not (m in seen or seen.add(m))]
+    varied = [m for m in out if not (m.memory in seen or seen.add(m.memory))]
+    tickets = [m for m in tickets if not (m.memory in seen or seen.add(m.memory))]
     rng.shuffle(varied)
     return varied, tickets
 
 
+def distinct(rows: list[Row]) -> tuple[list[Row], list[Row]]:
+    """The rows that say something new, and the rest: at most IDEA_CAP[family] rows per
+    idea (the first ones in ``rows``' order)."""
+    count: dict[tuple[object, ...], int] = {}
+    kept, rest = [], []
+    for row in rows:
+        n = count.get(row.idea, 0)
+        if n < IDEA_CAP[str(row.idea[0])]:
+            count[row.idea] = n + 1
+            kept.append(row)
+        else:
+            rest.append(row)
+    return kept, rest
+
+
 def main() -> None:
     rng = random.Random(20251124)
-    lines = []
-    for i, (query, memory) in enumerate(PAIRS):
+    lines: list[dict[str, object]] = []
+    for i, ((query, memory), when, (subtasks, files)) in enumerate(zip(PAIRS, APPLIES_WHEN, TASK_CONTEXT, strict=True)):
         split = "tune" if i % 3 == 0 else "test"
         lines.append(
             {
@@ -531,20 +706,46 @@ def main() -> None:
                 "memory": memory,
                 "split": split,
                 "overlap": overlap(query, memory),
+                "applies_when": when,
+                "subtasks": subtasks,
+                "files": files,
+                "memory_paths": paths_in(memory),
             }
         )
     relevant = {m for _, m in PAIRS}
     varied, tickets = template_memories(rng)
-    pool = [m for m in varied if m not in relevant]
-    distractors = list(DECOYS) + pool[: DISTRACTORS - len(DECOYS)]
-    lines += [{"kind": "distractor", "memory": m} for m in distractors]
-    rest = pool[DISTRACTORS - len(DECOYS) :] + tickets
+    pool = [row for row in varied if row.memory not in relevant]
+    kept, repeated = distinct(pool)
+    decoys = [Row(m, ("decoy", m), when, "") for m, when in zip(DECOYS, DECOY_APPLIES_WHEN, strict=True)]
+    distractors = decoys + kept[: DISTRACTORS - len(decoys)]
+    lines += [
+        {
+            "kind": "distractor",
+            "memory": r.memory,
+            "applies_when": r.applies_when,
+            "paths": paths_in(r.memory) or ([r.path] if r.path else []),
+        }
+        for r in distractors
+    ]
+    rest = kept[DISTRACTORS - len(decoys) :] + repeated + tickets
     scale = rest[: TOTAL - len(PAIRS) - len(distractors)]
     if len(PAIRS) + len(distractors) + len(scale) < TOTAL:
         raise SystemExit(f"The templates make only {len(varied) + len(tickets)} memories: not enough for {TOTAL}.")
-    lines += [{"kind": "scale", "memory": m} for m in scale]
+    lines += [
+        {
+            "kind": "scale",
+            "memory": r.memory,
+            "applies_when": r.applies_when,
+            "paths": paths_in(r.memory) or ([r.path] if r.path else []),
+        }
+        for r in scale
+    ]
     OUT.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
-    print(f"Wrote {OUT}: {len(PAIRS)} pairs, {len(distractors)} distractors, {len(scale)} scale memories")
+    print(
+        f"Wrote {OUT}: {len(PAIRS)} pairs, {len(distractors)} distractors ({len(decoys)} hand-written, "
+        f"{len(distractors) - len(decoys)} from templates, {len(repeated)} restatements left out), "
+        f"{len(scale)} scale memories"
+    )
 
 
 if __name__ == "__main__":

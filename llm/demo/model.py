@@ -117,16 +117,17 @@ _ABOUT_FILES = re.compile(r"\s*\[about ([^\]]+)\]$")
 def _lessons_said(request: MessagesRequest) -> dict[str, list[Any]]:
     """The demo's distillation: what was said (the prompt's bullet lines), at most three,
     as sentences, each about the files it was said about."""
-    lessons: list[str] = []
-    files: list[list[str]] = []
+    lessons: list[dict[str, Any]] = []
     for line in request.message_texts[-1].splitlines():
         text = line[2:].strip() if line.startswith("- ") else ""
         about = _ABOUT_FILES.search(text)
         text = text[: about.start()] if about else text
         if text and len(lessons) < 3:
-            lessons.append((text if text.endswith(".") else f"{text}.")[:400])
-            files.append([path.strip() for path in about.group(1).split(",")] if about else [])
-    return {"lessons": lessons, "files": files}
+            files = [path.strip() for path in about.group(1).split(",")] if about else []
+            lesson = (text if text.endswith(".") else f"{text}.")[:400]
+            where = f"changing {', '.join(files)}" if files else "changing this project's code"
+            lessons.append({"lesson": lesson, "applies_when": where[:200], "files": files})
+    return {"lessons": lessons}
 
 
 def _first_file_listed(request: MessagesRequest) -> str | None:

@@ -50,10 +50,13 @@ class MemoryAdmin(admin.ModelAdmin):
         "memory_type",
         "created_at",
     )
-    search_fields = ("content", "source_note", "owner__email", "agent", "personality", "project__name")
+    search_fields = ("content", "applies_when", "source_note", "owner__email", "agent", "personality", "project__name")
     raw_id_fields = ("owner", "project")
     exclude = ("embedding",)
+    # applies_when is embedded with the content: it is edited on the Memories page or
+    # through the API, which embed it again.
     readonly_fields = (
+        "applies_when",
         "content_hash",
         "embedding_model",
         "embedding_summary",

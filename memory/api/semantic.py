@@ -161,7 +161,12 @@ class MemoryDetailApi(ApiView):
         memory = memory_get_for_user(user=user, memory_id=memory_id)
         serializer = MemoryEditSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        memory = memory_update_content(owner=user, memory_id=memory.pk, content=serializer.validated_data["content"])
+        memory = memory_update_content(
+            owner=user,
+            memory_id=memory.pk,
+            content=serializer.validated_data["content"],
+            applies_when=serializer.validated_data.get("applies_when"),
+        )
         return Response(MemorySerializer(memory).data)
 
     @extend_schema(

@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from core.api import StrictBooleanField, StrictCharField
 from core.converters import MAX_ID
-from memory.models.semantic import MEMORY_MAX_LENGTH, DecayPolicy, Memory, MemorySource
+from memory.models.semantic import APPLIES_WHEN_MAX_LENGTH, MEMORY_MAX_LENGTH, DecayPolicy, Memory, MemorySource
 from memory.selectors.semantic import (
     SEARCH_LIMIT_MAX,
     MemorySearchResult,
@@ -68,6 +68,7 @@ class MemorySerializer(serializers.ModelSerializer[Memory]):
         fields: tuple[str, ...] = (
             "id",
             "content",
+            "applies_when",
             "memory_type",
             "decay_policy",
             "half_life_hours",
@@ -158,10 +159,24 @@ class MemoryListQuerySerializer(serializers.Serializer):
 
 class MemoryEditSerializer(serializers.Serializer):
     content = StrictCharField(max_length=MEMORY_MAX_LENGTH, help_text="The new text; it is embedded again.")
+    applies_when = StrictCharField(
+        max_length=APPLIES_WHEN_MAX_LENGTH,
+        required=False,
+        allow_blank=True,
+        help_text="When it applies (the kinds of tasks and files it is for); embedded with the text. "
+        "Left out: the current line stays.",
+    )
 
 
 class MemoryCreateSerializer(serializers.Serializer):
     content = StrictCharField(max_length=MEMORY_MAX_LENGTH)
+    applies_when = StrictCharField(
+        max_length=APPLIES_WHEN_MAX_LENGTH,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="When it applies (the kinds of tasks and files it is for); embedded with the text.",
+    )
     memory_type = StrictCharField(max_length=50, required=False, default="note")
     decay_policy = serializers.ChoiceField(
         choices=DecayPolicy.choices, required=False, default=DecayPolicy.REINFORCEABLE

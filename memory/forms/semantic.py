@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 
 from accounts.models import User
-from memory.models.semantic import MEMORY_MAX_LENGTH, DecayPolicy
+from memory.models.semantic import APPLIES_WHEN_MAX_LENGTH, MEMORY_MAX_LENGTH, DecayPolicy
 from projects.models import Project
 from projects.selectors import project_list_for_user
 
@@ -23,6 +23,12 @@ class MemoryForm(forms.Form):
     content = forms.CharField(
         max_length=MEMORY_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 3}), label="What to remember"
     )
+    applies_when = forms.CharField(
+        max_length=APPLIES_WHEN_MAX_LENGTH,
+        required=False,
+        label="Applies when",
+        help_text="The kinds of tasks and files it is for; recall matches tasks against it too.",
+    )
     memory_type = forms.CharField(max_length=50, initial="note", label="Type")
     decay_policy = forms.ChoiceField(choices=DecayPolicy.choices, initial=DecayPolicy.REINFORCEABLE, label="Decay")
     half_life_hours = forms.FloatField(min_value=0.01, required=False, label="Half-life (hours)")
@@ -37,3 +43,9 @@ class MemoryForm(forms.Form):
 
 class MemoryEditForm(forms.Form):
     content = forms.CharField(max_length=MEMORY_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 5}), label="Memory")
+    applies_when = forms.CharField(
+        max_length=APPLIES_WHEN_MAX_LENGTH,
+        required=False,
+        label="Applies when",
+        help_text="The kinds of tasks and files it is for; recall matches tasks against it too.",
+    )

@@ -8,6 +8,7 @@ from memory.models.fields import EmbeddingField
 
 MEMORY_MAX_LENGTH = 10_000
 SOURCE_NOTE_MAX_LENGTH = 500
+APPLIES_WHEN_MAX_LENGTH = 300
 
 
 class DecayPolicy(models.TextChoices):
@@ -36,6 +37,10 @@ class Memory(models.Model):
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memories")
     content = models.TextField(max_length=MEMORY_MAX_LENGTH)
+    # When the lesson applies (the kinds of tasks and files it is for), written with it
+    # (by the distiller, or a person); embedded with the content, since a task's words
+    # match it more often than the lesson's own (bench_memory_retrieval.py).
+    applies_when = models.CharField(max_length=APPLIES_WHEN_MAX_LENGTH, blank=True)
     content_hash = models.CharField(max_length=64, db_index=True, editable=False)
     memory_type = models.CharField(max_length=50, default="note")
     decay_policy = models.CharField(max_length=16, choices=DecayPolicy.choices, default=DecayPolicy.REINFORCEABLE)

@@ -31,6 +31,7 @@ from memory.citations import (
 )
 from memory.embeddings import EMBEDDING_MODEL, embed_text
 from memory.models.semantic import (
+    APPLIES_WHEN_MAX_LENGTH,
     MEMORY_MAX_LENGTH,
     SOURCE_NOTE_MAX_LENGTH,
     DecayPolicy,
@@ -50,6 +51,7 @@ CANNOT_EDIT_DELETED = "A deleted memory cannot be edited."
 CANNOT_PIN_DELETED = "A deleted memory cannot be pinned or unpinned."
 CANNOT_GENERALISE_DELETED = "A deleted memory cannot be changed."
 STALE_REASON = "The code it cites is gone at {commit}: {what}."
+APPLIES_WHEN_TOO_LONG = f"The line saying when a memory applies is at most {APPLIES_WHEN_MAX_LENGTH} characters."
 
 
 class InvalidOperation(ApplicationError):
@@ -63,6 +65,17 @@ def normalise_content(content: str) -> str:
 
 def content_hash(content: str) -> str:
     return hashlib.sha256(normalise_content(content).encode()).hexdigest()
+
+
+APPLIES_WHEN_LABEL = "Applies when:"
+
+
+def memory_embedding_text(content: str, applies_when: str = "") -> str:
+    """What a memory's embedding is made of: its content, and the line saying when it
+    applies, which a task's words match more often than the lesson's own
+    (bench/bench_memory_retrieval.py measures it)."""
+    applies_when = " ".join(applies_when.split())
+    return f"{content}\n{APPLIES_WHEN_LABEL} {applies_when}" if applies_when else content
 
 
 def _same_scope(
@@ -111,6 +124,7 @@ def _consolidate(
     memory: Memory,
     *,
     content: str,
+    applies_when: str,
     digest: str,
     vector: np.ndarray,
     now: datetime,
@@ -118,11 +132,16 @@ def _consolidate(
     path_scoped: bool,
 ) -> Memory:
     """A near-duplicate was written: reinforce ``memory``, keeping the newer wording
-    when it says more (its embedding comes with it)."""
+    when it says more (its line and embedding come with it)."""
     memory = _reinforce_existing(memory, now=now, citations=citations, path_scoped=path_scoped)
     if len(content) > len(memory.content):
         Memory.objects.filter(pk=memory.pk).update(
-            content=content, content_hash=digest, embedding=vector, embedding_model=EMBEDDING_MODEL, updated_at=now
+            content=content,
+            content_hash=digest,
+            applies_when=applies_when,
+            embedding=vector,
+            embedding_model=EMBEDDING_MODEL,
+            updated_at=now,
         )
         memory.refresh_from_db()
     return memory
@@ -141,6 +160,7 @@ def memory_create(
     *,
     owner: User,
     content: str,
+    applies_when: str = "",
     memory_type: str = "note",
     decay_policy: str = DecayPolicy.REINFORCEABLE,
     half_life_hours: float | None = None,
@@ -165,8 +185,10 @@ def memory_create(
     ``citations``: where in the code it was learned (memory.citations); ``path_scoped``:
     it is about those files only (a memory without citations cannot be).
 
-    ``project`` must already be checked to be the owner's. A ``source_note`` over
-    SOURCE_NOTE_MAX_LENGTH is shortened, not refused: a run never fails for its note.
+    ``applies_when`` says when the lesson applies (the kinds of tasks and files it is
+    for); it is embedded with the content. ``project`` must already be checked to be the
+    owner's. A ``source_note`` over SOURCE_NOTE_MAX_LENGTH, or an ``applies_when`` over
+    APPLIES_WHEN_MAX_LENGTH, is shortened, not refused: a run never fails for its note.
     """
     path_scoped = path_scoped and bool(citations)
     fixed_clock = now is not None
@@ -179,6 +201,7 @@ def memory_create(
     if half_life_hours is not None and half_life_hours <= 0:
         raise InvalidOperation(BAD_HALF_LIFE, extra={"fields": {"half_life_hours": [BAD_HALF_LIFE]}})
     source_note = memory_text_shortened(source_note.strip(), SOURCE_NOTE_MAX_LENGTH)
+    applies_when = memory_text_shortened(" ".join(applies_when.split()), APPLIES_WHEN_MAX_LENGTH)
     digest = content_hash(content)
     scope: dict[str, Any] = {"agent": agent, "personality": personality, "project": project, "is_global": is_global}
 
@@ -188,7 +211,7 @@ def memory_create(
         return MemoryWrite(_reinforce_existing(existing, now=now, **cited), created=False)
 
     # Embedding is slow CPU work: done before the transaction, never holding a lock.
-    vector = embed_text(content)
+    vector = embed_text(memory_embedding_text(content, applies_when))
     if not fixed_clock:
         now = timezone.now()  # the memory is as new as its row, not as the request
 
@@ -208,11 +231,14 @@ def memory_create(
             **scope,
         )
         if similar is not None:
-            memory = _consolidate(similar, content=content, digest=digest, vector=vector, now=now, **cited)
+            memory = _consolidate(
+                similar, content=content, applies_when=applies_when, digest=digest, vector=vector, now=now, **cited
+            )
             return MemoryWrite(memory, created=False, consolidated=True)
         memory = Memory(
             owner=owner,
             content=content,
+            applies_when=applies_when,
             content_hash=digest,
             memory_type=memory_type,
             decay_policy=decay_policy,
@@ -283,20 +309,30 @@ def memory_delete(*, owner: User, memory_id: int, now: datetime | None = None) -
         )
 
 
-def memory_update_content(*, owner: User, memory_id: int, content: str, now: datetime | None = None) -> Memory:
-    """A person rewrites a memory: new text, new embedding; its clock and count stay."""
+def memory_update_content(
+    *, owner: User, memory_id: int, content: str, applies_when: str | None = None, now: datetime | None = None
+) -> Memory:
+    """A person rewrites a memory (and, given, the line saying when it applies): new
+    text, new embedding; its clock and count stay. ``applies_when=None`` keeps the line."""
     now = now or timezone.now()
     content = content.strip()
     if not content:
         raise InvalidOperation(EMPTY_CONTENT, extra={"fields": {"content": [EMPTY_CONTENT]}})
     if len(content) > MEMORY_MAX_LENGTH:
         raise InvalidOperation(CONTENT_TOO_LONG, extra={"fields": {"content": [CONTENT_TOO_LONG]}})
+    if applies_when is None:
+        current = Memory.objects.filter(pk=memory_id, owner=owner).values_list("applies_when", flat=True).first()
+        applies_when = current or ""
+    applies_when = " ".join(applies_when.split())
+    if len(applies_when) > APPLIES_WHEN_MAX_LENGTH:
+        raise InvalidOperation(APPLIES_WHEN_TOO_LONG, extra={"fields": {"applies_when": [APPLIES_WHEN_TOO_LONG]}})
     # Slow CPU work, outside the transaction.
-    vector = embed_text(content)
+    vector = embed_text(memory_embedding_text(content, applies_when))
     with transaction.atomic():
         updated = Memory.objects.filter(pk=memory_id, owner=owner, is_deleted=False).update(
             content=content,
             content_hash=content_hash(content),
+            applies_when=applies_when,
             embedding=vector,
             embedding_model=EMBEDDING_MODEL,
             updated_at=now,

@@ -142,6 +142,7 @@ def recall_add(request: HttpRequest) -> HttpResponse:
             _, created, consolidated = memory_create(
                 owner=user,
                 content=data["content"],
+                applies_when=data["applies_when"],
                 memory_type=data["memory_type"],
                 decay_policy=data["decay_policy"],
                 half_life_hours=data["half_life_hours"],
@@ -225,12 +226,17 @@ def recall_edit(request: HttpRequest, memory_id: int) -> HttpResponse:
     user = request_user(request)
     memory = memory_get_for_user(user=user, memory_id=memory_id)
     if request.method == "GET":
-        form = MemoryEditForm(initial={"content": memory.content})
+        form = MemoryEditForm(initial={"content": memory.content, "applies_when": memory.applies_when})
         return render(request, "memory/recall_edit.html", {"form": form, "memory": memory})
     form = MemoryEditForm(request.POST)
     if form.is_valid():
         try:
-            memory_update_content(owner=user, memory_id=memory.pk, content=form.cleaned_data["content"])
+            memory_update_content(
+                owner=user,
+                memory_id=memory.pk,
+                content=form.cleaned_data["content"],
+                applies_when=form.cleaned_data["applies_when"],
+            )
         except InvalidOperation as exc:
             form.add_error(None, exc.message)
         else:

@@ -12,6 +12,7 @@ a lesson is never lost for the want of a summary.
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 from django.conf import settings
 
@@ -31,6 +32,7 @@ def learn(run: PipelineRun, lease: Lease, moment: Moment | None) -> Learned | No
     if moment is None:
         return None
     texts, distilled, cited = moment.texts, False, None
+    lines: list[str] = []
     if run.task.project.learn_distil:
         try:
             answer = call_agent(
@@ -46,12 +48,37 @@ def learn(run: PipelineRun, lease: Lease, moment: Moment | None) -> Learned | No
                 bare=True,
                 max_tokens=settings.LEARN_DISTIL_MAX_TOKENS,
             )
-            texts, distilled = [str(lesson) for lesson in answer.get("lessons", [])], True
-            cited = distilled_citations(moment, texts, answer.get("files"))
+            lessons = [distilled_lesson(item) for item in answer.get("lessons", [])]
+            texts, lines, distilled = (
+                [lesson.text for lesson in lessons],
+                [lesson.applies_when for lesson in lessons],
+                True,
+            )
+            cited = distilled_citations(moment, [lesson.files for lesson in lessons])
         except (ProviderError, BudgetExceeded, InvalidAgentOutput) as exc:
             logger.warning("Run %s: lessons kept as written, the distillation failed: %s", run.pk, exc)
     try:
-        return lessons_store(run, moment, texts, distilled=distilled, cited=cited)
+        return lessons_store(run, moment, texts, distilled=distilled, applies_when=lines, cited=cited)
     except Exception:
         logger.exception("Run %s: could not record what it learned", run.pk)
         return None
+
+
+class DistilledLesson(NamedTuple):
+    text: str
+    applies_when: str = ""
+    # The files it is about; () for the whole project.
+    files: tuple[str, ...] = ()
+
+
+def distilled_lesson(item: object) -> DistilledLesson:
+    """One item of record_lessons: an object with the lesson, when it applies and the
+    files it is about, or a bare lesson (no line, the whole project's)."""
+    if isinstance(item, dict):
+        files = item.get("files")
+        return DistilledLesson(
+            str(item.get("lesson") or ""),
+            str(item.get("applies_when") or ""),
+            tuple(str(path) for path in files) if isinstance(files, list) else (),
+        )
+    return DistilledLesson(str(item))

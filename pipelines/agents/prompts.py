@@ -20,6 +20,7 @@ from pipelines.models import CODER, DISTILLER, PLANNER, REVIEWER
 
 LESSONS_MAX = 3
 LESSON_TEXT_MAX_LENGTH = 400
+LESSON_APPLIES_WHEN_MAX_LENGTH = 200
 
 PLAN_TOOL = Tool(
     name="submit_plan",
@@ -82,15 +83,29 @@ LESSONS_TOOL = Tool(
             "lessons": {
                 "type": "array",
                 "maxItems": LESSONS_MAX,
-                "items": {"type": "string", "minLength": 1, "maxLength": LESSON_TEXT_MAX_LENGTH},
-            },
-            "files": {
-                "type": "array",
-                "maxItems": LESSONS_MAX,
-                "description": "For each lesson, in the same order, the files it is about (from those "
-                "named in what was said); an empty list when it applies to the whole project.",
-                "items": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 1000}},
-            },
+                # A lesson with when it applies and the files it is about; a bare string
+                # (no line, the whole project's) is still taken.
+                "items": {
+                    "anyOf": [
+                        {
+                            "type": "object",
+                            "properties": {
+                                "lesson": {"type": "string", "minLength": 1, "maxLength": LESSON_TEXT_MAX_LENGTH},
+                                "applies_when": {"type": "string", "maxLength": LESSON_APPLIES_WHEN_MAX_LENGTH},
+                                "files": {
+                                    "type": "array",
+                                    "maxItems": 20,
+                                    "items": {"type": "string", "maxLength": 1000},
+                                    "description": "The files it is about, from those named in what was said; "
+                                    "empty when it is a rule for the whole project.",
+                                },
+                            },
+                            "required": ["lesson", "applies_when"],
+                        },
+                        {"type": "string", "minLength": 1, "maxLength": LESSON_TEXT_MAX_LENGTH},
+                    ]
+                },
+            }
         },
         "required": ["lessons"],
     },
@@ -120,10 +135,13 @@ SYSTEM_PROMPTS = {
         "You keep a software team's memory. From what a person or a reviewer said about one change, "
         f"write at most {LESSONS_MAX} lessons the team should apply on later tasks of the same project: "
         "conventions, preferences, recurring mistakes. Each lesson is one short imperative sentence that "
-        "stands on its own (no 'this task', no line numbers). Leave out what mattered only for this one "
-        "change; an empty list is a fine answer. For each lesson give in files the files it is about when "
-        "what was said concerned particular files and the lesson holds for them only; give an empty list "
-        "when it is a rule for the whole project. Answer only by calling record_lessons."
+        "stands on its own (no 'this task', no line numbers). With each lesson write applies_when: one short "
+        "line naming the kinds of tasks and files it is for (e.g. 'adding or changing API endpoints or "
+        "serializers'), in the words a later task would use; name a path only if the lesson is about it. "
+        "Give in files the files a lesson is about when what was said concerned particular files and the "
+        "lesson holds for them only; leave files empty when it is a rule for the whole project. "
+        "Leave out what mattered only for this one change; an empty list is a fine answer. "
+        "Answer only by calling record_lessons."
     ),
 }
 

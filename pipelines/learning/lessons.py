@@ -227,17 +227,15 @@ def _source_note(run: PipelineRun, moment: Moment, *, distilled: bool) -> str:
     return f"{how} {moment.origin} in run {run.number} of task #{task.pk} “{task.title}”."
 
 
-def distilled_citations(moment: Moment, lessons: list[str], files: object) -> list[tuple[Citation, ...]]:
+def distilled_citations(moment: Moment, files: list[tuple[str, ...]]) -> list[tuple[Citation, ...]]:
     """Where each distilled lesson applies: the citations of what was said about the files
-    the distillation names for it; none (the whole project) for a lesson it names no file
-    for, and for every lesson of an answer that does not say (the distiller is asked to:
-    a rule it wrote without files is one it generalised)."""
+    the distillation names for it (``files``, one entry per lesson); none — the whole
+    project — for a lesson it names no file for (the distiller is asked to: a rule it
+    wrote without files is one it generalised)."""
     everything = [citation for index in range(len(moment.texts)) for citation in moment.citations_of(index)]
-    named = files if isinstance(files, list) else []
     cited = []
-    for index in range(len(lessons)):
-        paths = named[index] if index < len(named) and isinstance(named[index], list) else []
-        wanted = {str(path).strip().removeprefix("./") for path in paths}
+    for paths in files:
+        wanted = {path.strip().removeprefix("./") for path in paths}
         cited.append(tuple(citation for citation in everything if citation.path in wanted))
     return cited
 
@@ -248,18 +246,21 @@ def lessons_store(
     texts: list[str],
     *,
     distilled: bool,
+    applies_when: list[str] | None = None,
     cited: list[tuple[Citation, ...]] | None = None,
 ) -> Learned:
     """Write ``texts`` as the moment's memories (one per text and agent; near-duplicates
-    consolidate into the memory they repeat) and record the moment on the run. ``cited``
-    (same order as ``texts``; the moment's own when they are its texts) makes a lesson
-    about those files only."""
+    consolidate into the memory they repeat) and record the moment on the run.
+    ``applies_when[i]``, when given, says when ``texts[i]`` applies (the distiller wrote
+    it); ``cited`` (same order as ``texts``; the moment's own when they are its texts)
+    makes a lesson about those files only."""
     project = run.task.project
     learned = Learned(key=moment.key, kind=moment.kind, distilled=distilled)
     source = MemorySource.DISTILLED if distilled else moment.source
     note = _source_note(run, moment, distilled=distilled)
     if cited is None:
         cited = [moment.citations_of(index) for index in range(len(texts))]
+    lines = applies_when or []
     for index, text in enumerate(texts):
         content = memory_text_shortened(" ".join(text.split()), LESSON_MAX_CHARS)
         if not content:
@@ -273,6 +274,7 @@ def lessons_store(
                 write = memory_create(
                     owner=project.owner,
                     content=content,
+                    applies_when=lines[index] if index < len(lines) else "",
                     memory_type=LESSON_MEMORY_TYPE,
                     decay_policy=policy,
                     half_life_hours=moment.half_life_hours,

@@ -10,9 +10,10 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
+from memory.embeddings import embed_text, vector_from_bytes
 from memory.models import AgentNote, Memory
 from memory.services.notes import notes_append
-from memory.services.semantic import memory_delete, memory_update_content
+from memory.services.semantic import memory_delete, memory_embedding_text, memory_update_content
 from pipelines.agents.recall import NOTES_HEADING
 from pipelines.learning.lessons import LESSON_MEMORY_TYPE
 from pipelines.models import AgentCall, PipelineRun, RunStatus
@@ -378,3 +379,20 @@ def test_a_lesson_edited_after_its_approval_is_given_in_its_new_wording_only(fak
     assert all(SNAKE_LESSON not in request.system_text for request in fake_llm.requests)
     for notes in coder_notes(fake_llm):
         assert f"- Learned: “{reworded}”" in notes
+
+
+def test_the_distiller_writes_when_each_lesson_applies_and_it_is_embedded_with_it(fake_llm, project, owner) -> None:
+    when = "adding or changing API endpoints or serializers"
+    with_changes_requested(
+        fake_llm,
+        passing_run(fake_llm, api_task(project), owner),
+        owner,
+        ToolReply(input={"lessons": [{"lesson": SNAKE_LESSON, "applies_when": when}]}),
+    )
+    (distill,) = requests_of(fake_llm, "record_lessons")
+    assert "applies_when" in distill.system_text
+    (memory,) = Memory.objects.filter(owner=owner, memory_type=LESSON_MEMORY_TYPE)
+    assert (memory.content, memory.applies_when) == (SNAKE_LESSON, when)
+    assert vector_from_bytes(memory.embedding) == pytest.approx(
+        embed_text(memory_embedding_text(SNAKE_LESSON, when)), abs=1e-5
+    )
