@@ -13,6 +13,7 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.models import User
 from accounts.selectors import request_user
 from core.api import ApiView, SafeJSONParser, error_responses
 from memory.models.semantic import Memory
@@ -182,50 +183,20 @@ class MemoryDetailApi(ApiView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class MemoryReinforceApi(ApiView):
-    @extend_schema(
-        operation_id="memory_memories_reinforce",
-        summary="Reinforce a memory: its confidence clock starts again",
-        description="Permanent and deleted memories cannot be reinforced (400, `invalid_operation`).",
-        request=None,
-        parameters=[MEMORY_ID],
-        responses={200: MemorySerializer, **error_responses(400, 401, 403, 404)},
-    )
-    def post(self, request: Request, memory_id: str) -> Response:
-        user = request_user(request)
-        memory = memory_get_for_user(user=user, memory_id=memory_id)
-        memory = memory_reinforce(owner=user, memory_id=memory.pk)
-        return Response(MemorySerializer(memory).data)
+class _MemoryActionApi(ApiView):
+    """POST: one service on the user's memory (``act``), answered with the memory; each
+    subclass is one endpoint, its docs given by ``_action_schema``."""
 
-
-class MemoryGeneraliseApi(ApiView):
-    @extend_schema(
-        operation_id="memory_memories_generalise",
-        summary="Make a memory the whole project's: given to any task, not only to those touching its files",
-        description="A stale memory (its code is gone) is given again, without its citations. A deleted one: "
-        "400, `invalid_operation`.",
-        request=None,
-        parameters=[MEMORY_ID],
-        responses={200: MemorySerializer, **error_responses(400, 401, 403, 404)},
-    )
-    def post(self, request: Request, memory_id: str) -> Response:
-        user = request_user(request)
-        memory = memory_get_for_user(user=user, memory_id=memory_id)
-        return Response(MemorySerializer(memory_generalise(owner=user, memory_id=memory.pk)).data)
-
-
-class _MemoryPinnedApi(ApiView):
-    """Pins or unpins (``pinned``) a memory; each subclass is one endpoint, with its docs."""
-
-    pinned: ClassVar[bool]
+    def act(self, user: User, memory_id: int) -> Memory:
+        raise NotImplementedError
 
     def post(self, request: Request, memory_id: str) -> Response:
         user = request_user(request)
         memory = memory_get_for_user(user=user, memory_id=memory_id)
-        return Response(MemorySerializer(memory_pin(owner=user, memory_id=memory.pk, pinned=self.pinned)).data)
+        return Response(MemorySerializer(self.act(user, memory.pk)).data)
 
 
-def _pinned_schema(*, operation_id: str, summary: str, description: str) -> Callable[[type[Any]], type[Any]]:
+def _action_schema(*, operation_id: str, summary: str, description: str) -> Callable[[type[Any]], type[Any]]:
     return extend_schema_view(
         post=extend_schema(
             operation_id=operation_id,
@@ -238,7 +209,37 @@ def _pinned_schema(*, operation_id: str, summary: str, description: str) -> Call
     )
 
 
-@_pinned_schema(
+@_action_schema(
+    operation_id="memory_memories_reinforce",
+    summary="Reinforce a memory: its confidence clock starts again",
+    description="Permanent and deleted memories cannot be reinforced (400, `invalid_operation`).",
+)
+class MemoryReinforceApi(_MemoryActionApi):
+    def act(self, user: User, memory_id: int) -> Memory:
+        return memory_reinforce(owner=user, memory_id=memory_id)
+
+
+@_action_schema(
+    operation_id="memory_memories_generalise",
+    summary="Make a memory the whole project's: given to any task, not only to those touching its files",
+    description="A stale memory (its code is gone) is given again, without its citations. A deleted one: "
+    "400, `invalid_operation`.",
+)
+class MemoryGeneraliseApi(_MemoryActionApi):
+    def act(self, user: User, memory_id: int) -> Memory:
+        return memory_generalise(owner=user, memory_id=memory_id)
+
+
+class _MemoryPinnedApi(_MemoryActionApi):
+    """Pins or unpins (``pinned``) a memory."""
+
+    pinned: ClassVar[bool]
+
+    def act(self, user: User, memory_id: int) -> Memory:
+        return memory_pin(owner=user, memory_id=memory_id, pinned=self.pinned)
+
+
+@_action_schema(
     operation_id="memory_memories_pin",
     summary="Pin a memory: it becomes permanent and never fades",
     description="Pinning a pinned memory changes nothing. A deleted one: 400, `invalid_operation`.",
@@ -247,7 +248,7 @@ class MemoryPinApi(_MemoryPinnedApi):
     pinned = True
 
 
-@_pinned_schema(
+@_action_schema(
     operation_id="memory_memories_unpin",
     summary="Unpin a memory: back to the decay policy it had, its clock starting now",
     description="A memory created permanent becomes reinforceable. Unpinning an unpinned memory changes "

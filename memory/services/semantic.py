@@ -345,6 +345,17 @@ def memory_update_content(
     return memory
 
 
+def _live_locked(*, owner: User, memory_id: int, deleted: str) -> Memory:
+    """The owner's memory, locked for the transaction: MemoryNotFound when there is none,
+    InvalidOperation(``deleted``) when it is deleted."""
+    memory = Memory.objects.select_for_update().filter(pk=memory_id, owner=owner).first()
+    if memory is None:
+        raise MemoryNotFound(MEMORY_NOT_FOUND)
+    if memory.is_deleted:
+        raise InvalidOperation(deleted)
+    return memory
+
+
 def memory_pin(*, owner: User, memory_id: int, pinned: bool, now: datetime | None = None) -> Memory:
     """Pin: the memory becomes permanent. Unpin: back to the policy it had (reinforceable
     if it was made permanent), its clock starting now — a contextual one still counts
@@ -352,11 +363,7 @@ def memory_pin(*, owner: User, memory_id: int, pinned: bool, now: datetime | Non
     nothing."""
     now = now or timezone.now()
     with transaction.atomic():
-        memory = Memory.objects.select_for_update().filter(pk=memory_id, owner=owner).first()
-        if memory is None:
-            raise MemoryNotFound(MEMORY_NOT_FOUND)
-        if memory.is_deleted:
-            raise InvalidOperation(CANNOT_PIN_DELETED)
+        memory = _live_locked(owner=owner, memory_id=memory_id, deleted=CANNOT_PIN_DELETED)
         is_pinned = memory.decay_policy == DecayPolicy.PERMANENT
         if pinned and not is_pinned:
             Memory.objects.filter(pk=memory.pk).update(
@@ -393,11 +400,7 @@ def memory_generalise(*, owner: User, memory_id: int, now: datetime | None = Non
     given again: its citations, whose code is gone, are dropped."""
     now = now or timezone.now()
     with transaction.atomic():
-        memory = Memory.objects.select_for_update().filter(pk=memory_id, owner=owner).first()
-        if memory is None:
-            raise MemoryNotFound(MEMORY_NOT_FOUND)
-        if memory.is_deleted:
-            raise InvalidOperation(CANNOT_GENERALISE_DELETED)
+        memory = _live_locked(owner=owner, memory_id=memory_id, deleted=CANNOT_GENERALISE_DELETED)
         changes: dict[str, Any] = {"path_scoped": False, "updated_at": now}
         if memory.stale_at is not None:
             changes.update(stale_at=None, stale_reason="", citations=[], cited_paths="", checked_commit="")

@@ -218,3 +218,22 @@ def test_on_approval_citations_move_to_the_code_that_landed(owner, project) -> N
     assert whole.whole_file and whole.path == "app/long.py" and removed_lines.path_scoped
     assert removed_file.citations == [] and removed_file.path_scoped is False
     assert kept.decay_policy == DecayPolicy.REINFORCEABLE
+
+
+def test_generalise_over_the_api_is_the_owners_only_and_not_for_a_deleted_memory(
+    owner, project, owner_client, other_client
+) -> None:
+    memory = cited_memory(owner, project)
+    url = f"/api/memory/memories/{memory.pk}/generalise"
+    assert other_client.post(url).status_code == 404
+    memory.refresh_from_db()
+    assert memory.path_scoped is True
+    shown = owner_client.get(f"/api/memory/memories/{memory.pk}").json()
+    assert shown["path_scoped"] is True and shown["stale"] is False
+    assert [(c["path"], c["start"]) for c in shown["citations"]] == [("app/long.py", 7)]
+    answer = owner_client.post(url)
+    assert answer.status_code == 200 and answer.json()["path_scoped"] is False
+    owner_client.delete(f"/api/memory/memories/{memory.pk}")
+    refused = owner_client.post(url)
+    assert refused.status_code == 400 and refused.json()["code"] == "invalid_operation"
+    assert owner_client.post("/api/memory/memories/999999/generalise").status_code == 404
