@@ -92,8 +92,9 @@ def main() -> None:
     from django.utils import timezone
 
     from accounts.models import User
+    from memory.citations import Citation, citation_of_file, cited_paths
     from memory.embeddings import EMBEDDING_MODEL, embed_text, vector_to_bytes
-    from memory.models.semantic import DecayPolicy, Memory
+    from memory.models.semantic import DecayPolicy, Memory, MemoryCitedPath
     from memory.selectors.semantic import memory_recall, memory_search
     from memory.services.semantic import content_hash
     from projects.models import Project
@@ -297,6 +298,10 @@ def main() -> None:
     # recalled with the query it builds (with the plan and the files, or not).
     stored = line_vectors if chosen_line else vectors
     user = User.objects.create_user(email="bench@example.com", password="bench-password-123")
+
+    def cited_of(i: int) -> list[Citation]:
+        return [citation_of_file(path=path, commit="") for path in cited[i]]
+
     # Every memory a lesson of the user's project (create_user made it), as the pipeline's
     # memories are: recall searches the project's and the global ones.
     project = Project.objects.get(owner=user)
@@ -317,10 +322,24 @@ def main() -> None:
                     embedding=vector_to_bytes(stored[i]),
                     embedding_model=EMBEDDING_MODEL,
                     **({"applies_when": lines[i]} if chosen_line else {}),
+                    # A memory the set cites to files is about them, as a lesson from a
+                    # comment on lines is: recall's second search (memory_recall's paths).
+                    **({"path_scoped": True, "citations": [c.as_dict() for c in cited_of(i)]} if cited[i] else {}),
                 )
                 for i in range(start, min(len(texts), start + 2000))
             ]
         )
+    by_content = dict(Memory.objects.filter(owner=user).values_list("content", "pk"))
+    MemoryCitedPath.objects.bulk_create(
+        [
+            MemoryCitedPath(memory_id=by_content[texts[i]], owner=user, path=path, name=name)
+            for i in range(len(texts))
+            if cited[i]
+            for path, name in cited_paths(cited_of(i))
+        ],
+        batch_size=5000,
+        ignore_conflicts=True,
+    )
     insert_s = time.perf_counter() - t0
 
     titles = [pairs[i % len(pairs)]["query"] for i in range(args.timed)]
@@ -334,6 +353,9 @@ def main() -> None:
         lambda i: embed_text(timed[i]),
         lambda i: memory_search(user=user, query=timed[i], limit=5),
         lambda i: memory_recall(user=user, project=project, agent="coder", query=timed[i]),
+        lambda i: memory_recall(
+            user=user, project=project, agent="coder", query=timed[i], paths=pairs[i % len(pairs)]["files"]
+        ),
     ]
     samples: list[list[float]] = [[] for _ in paths]
     load = os.getloadavg()[0]
@@ -342,7 +364,7 @@ def main() -> None:
             t = time.perf_counter()
             fn(i)
             out.append(time.perf_counter() - t)
-    t_title, t_embed, t_search, t_recall = samples
+    t_title, t_embed, t_search, t_recall_bare, t_recall = samples
 
     def lat(name: str, samples: list[float]) -> tuple[object, ...]:
         return (name, len(samples), p50(samples) * 1000, pct(samples, 99) * 1000, f"{p50(samples) / p50(t_title):.2f}x")
@@ -357,8 +379,13 @@ def main() -> None:
             lat(f"embed the query of the chosen method ({query_kind})", t_embed),
             lat("memory_search(limit=5) (embed + search + rows)", t_search),
             lat(
-                "the recall step of an agent call: memory_recall (one embedding, one search over the project's "
-                "and global memories, unscoped or the Coder's; limit 8)",
+                "memory_recall without the task's files (one embedding, one search over the project's and global "
+                "memories for the whole project, unscoped or the Coder's; limit 8)",
+                t_recall_bare,
+            ),
+            lat(
+                "the recall step of an agent call: memory_recall with the task's files (one embedding; the search "
+                "above, and one over the memories about those files; limit 8)",
                 t_recall,
             ),
         ],

@@ -145,10 +145,9 @@ def citations_from_json(value: object) -> list[Citation]:
     return [citation for item in items if isinstance(item, dict) if (citation := citation_from_dict(item))]
 
 
-def cited_paths_column(citations: Iterable[Citation]) -> str:
-    """Memory.cited_paths: each path once, between newlines."""
-    paths = sorted({citation.path for citation in citations})
-    return "\n" + "\n".join(paths) + "\n" if paths else ""
+def cited_paths(citations: Iterable[Citation]) -> list[tuple[str, str]]:
+    """Each cited path once, with its file name (memory.models.MemoryCitedPath)."""
+    return [(path, path.rsplit("/", 1)[-1]) for path in sorted({citation.path for citation in citations})]
 
 
 def _anchored(citation: Citation, lines: Sequence[str], start: int, end: int) -> Citation:

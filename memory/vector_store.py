@@ -57,9 +57,8 @@ class CandidateFilter:
     not_from_run: int | None = None
     # Memories about their cited files only (True), or for the whole project (False).
     path_scoped: bool | None = None
-    # Of those, the ones citing any of these paths (Memory.cited_paths); a bare file
-    # name ("feature.py", as a task's text names a file) also matches it in any folder.
-    cited_paths_any: tuple[str, ...] | None = None
+    # Only these memories (recall's memories about a task's files: memory_ids_citing).
+    ids_in: tuple[int, ...] | None = None
 
     def as_q(self) -> Q:
         """The filter as a condition on live memories of the current embedding model; a
@@ -80,13 +79,8 @@ class CandidateFilter:
             q &= ~Q(source_run_id=self.not_from_run)
         if self.path_scoped is not None:
             q &= Q(path_scoped=self.path_scoped)
-        if self.cited_paths_any is not None:
-            cites = Q(pk__in=[])
-            for path in self.cited_paths_any:
-                cites |= Q(cited_paths__contains=f"\n{path}\n")
-                if "/" not in path:
-                    cites |= Q(cited_paths__contains=f"/{path}\n")
-            q &= cites
+        if self.ids_in is not None:
+            q &= Q(pk__in=self.ids_in)
         for field, value in (
             ("agent", self.agent),
             ("personality", self.personality),

@@ -68,7 +68,6 @@ class MemoryAdmin(admin.ModelAdmin):
         # Kept in step with each other by memory.services.semantic (the Memory page's
         # "Apply to the whole project" changes them).
         "citations",
-        "cited_paths",
         "path_scoped",
         "checked_commit",
         "stale_at",

@@ -22,11 +22,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name='memory',
-            name='cited_paths',
-            field=models.TextField(blank=True, editable=False),
-        ),
-        migrations.AddField(
-            model_name='memory',
             name='path_scoped',
             field=models.BooleanField(default=False),
         ),

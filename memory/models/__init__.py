@@ -3,7 +3,7 @@
 from .context import ContextItem
 from .facts import Fact, Goal
 from .notes import AgentNote, AgentNoteRevision, DailyLogEntry
-from .semantic import DecayPolicy, Memory, MemorySource, MemoryUse
+from .semantic import DecayPolicy, Memory, MemoryCitedPath, MemorySource, MemoryUse
 
 __all__ = [
     "AgentNote",
@@ -14,6 +14,7 @@ __all__ = [
     "Fact",
     "Goal",
     "Memory",
+    "MemoryCitedPath",
     "MemorySource",
     "MemoryUse",
 ]

@@ -75,9 +75,6 @@ class Memory(models.Model):
     # About its cited files only: recalled for a task touching one of them, never as a
     # rule for the whole project (until a person generalises it).
     path_scoped = models.BooleanField(default=False)
-    # The cited paths, one per line between newlines ("\na.py\nb/c.py\n"), so that a
-    # search can admit the memories citing a task's files with a plain LIKE.
-    cited_paths = models.TextField(blank=True, editable=False)
     # The last commit its citations were checked against (checked once per commit).
     checked_commit = models.CharField(max_length=64, blank=True, editable=False)
     # Stale: the code it cites is gone. Never recalled again; the Memory page says why.
@@ -91,6 +88,28 @@ class Memory(models.Model):
 
     def __str__(self) -> str:
         return self.content[:80]
+
+
+class MemoryCitedPath(models.Model):
+    """A file a memory's citations name (Memory.citations, kept in step by
+    memory.services.semantic): recall finds the memories about a task's files by index,
+    by path or by file name, without reading the memories themselves."""
+
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="cited_path_rows")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    path = models.CharField(max_length=1000)
+    # The file's name ("feature.py" of "src/feature.py"): a task's text often names only that.
+    name = models.CharField(max_length=255)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["owner", "path"], name="memory_cited_owner_path"),
+            models.Index(fields=["owner", "name"], name="memory_cited_owner_name"),
+        ]
+        constraints = [models.UniqueConstraint(fields=["memory", "path"], name="memory_cited_path_once")]
+
+    def __str__(self) -> str:
+        return f"memory {self.memory_id} cites {self.path}"
 
 
 class MemoryUse(models.Model):

@@ -20,7 +20,7 @@ from core.exceptions import NotFound
 from core.selectors import one_or_not_found
 from memory.decay import compute_confidence, fades_at
 from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL, embed_text
-from memory.models.semantic import DecayPolicy, Memory, MemorySource, MemoryUse
+from memory.models.semantic import DecayPolicy, Memory, MemoryCitedPath, MemorySource, MemoryUse
 from memory.vector_store import NO_PROJECT, CandidateFilter, vector_search
 from projects.models import Project
 
@@ -266,7 +266,7 @@ class SearchFilters(TypedDict, total=False):
     agent_in: tuple[str, ...] | None
     not_from_run: int | None
     path_scoped: bool | None
-    cited_paths_any: tuple[str, ...] | None
+    ids_in: tuple[int, ...] | None
     now: datetime | None
 
 
@@ -291,7 +291,7 @@ def memory_search_vector(
     agent_in: tuple[str, ...] | None = None,
     not_from_run: int | None = None,
     path_scoped: bool | None = None,
-    cited_paths_any: tuple[str, ...] | None = None,
+    ids_in: tuple[int, ...] | None = None,
     now: datetime | None = None,
 ) -> list[MemorySearchResult]:
     """The user's live memories closest to ``query_vec``, ranked by similarity ×
@@ -312,7 +312,7 @@ def memory_search_vector(
         agent_in=agent_in,
         not_from_run=not_from_run,
         path_scoped=path_scoped,
-        cited_paths_any=cited_paths_any,
+        ids_in=ids_in,
     )
     hits = vector_search(query_vec, limit, candidate_filter)
     rows = Memory.objects.select_related("project").defer("embedding").in_bulk([hit.memory_id for hit in hits])
@@ -346,9 +346,20 @@ def memory_status(*, user: User) -> dict[str, object]:
 # --- Recall: the memories an agent is given before it is called -----------------------------
 
 
-# A task touching more files than this is matched on these many (sorted) only: the
-# condition is one LIKE per path.
-RECALL_PATHS_MAX = 200
+# A task touching more files than this is matched on these many (sorted) only.
+RECALL_PATHS_MAX = 500
+
+
+def memory_ids_citing(*, user: User, paths: Iterable[str]) -> tuple[int, ...]:
+    """The user's memories whose citations name one of ``paths`` — by its path, or, for a
+    bare file name as a task's text gives one ("feature.py"), by the file's name in any
+    folder. One indexed query (MemoryCitedPath); none at all without paths."""
+    touched = sorted({path for path in paths if path})[:RECALL_PATHS_MAX]
+    if not touched:
+        return ()
+    names = [path for path in touched if "/" not in path]
+    rows = MemoryCitedPath.objects.filter(owner=user).filter(Q(path__in=touched) | Q(name__in=names))
+    return tuple(sorted(set(rows.values_list("memory_id", flat=True))))
 
 
 def memory_recall(
@@ -394,12 +405,12 @@ def memory_recall(
     # Everything that is left out is left out by the query, so ``limit`` are found when
     # there are that many; ranked by score, the ones under ``min_score`` come last.
     found = [result for result in memory_search_vector(path_scoped=False, **common) if result.score >= min_score]
-    touched = tuple(sorted({path for path in paths if path})[:RECALL_PATHS_MAX])
-    if touched:
+    citing = memory_ids_citing(user=user, paths=paths)
+    if citing:
         bonus = settings.MEMORY_RECALL_PATH_BONUS
         found += [
             replace(result, score=result.score + bonus, path_match=True)
-            for result in memory_search_vector(path_scoped=True, cited_paths_any=touched, **common)
+            for result in memory_search_vector(path_scoped=True, ids_in=citing, **common)
         ]
     found.sort(key=lambda result: (-result.score, -result.similarity, -result.memory.pk))
     return found[:limit]

@@ -27,7 +27,7 @@ from memory.citations import (
     citation_check,
     citation_of_file,
     citations_from_json,
-    cited_paths_column,
+    cited_paths,
 )
 from memory.embeddings import EMBEDDING_MODEL, embed_text
 from memory.models.semantic import (
@@ -36,6 +36,7 @@ from memory.models.semantic import (
     SOURCE_NOTE_MAX_LENGTH,
     DecayPolicy,
     Memory,
+    MemoryCitedPath,
     MemorySource,
     MemoryUse,
 )
@@ -96,6 +97,15 @@ def _same_scope(
     )
 
 
+def _cited_paths_keep(memory: Memory, citations: Sequence[Citation]) -> None:
+    """Keep the memory's MemoryCitedPath rows in step with ``citations``."""
+    MemoryCitedPath.objects.filter(memory_id=memory.pk).delete()
+    MemoryCitedPath.objects.bulk_create(
+        MemoryCitedPath(memory_id=memory.pk, owner_id=memory.owner_id, path=path[:1000], name=name[:255])
+        for path, name in cited_paths(citations)
+    )
+
+
 def _reinforce_existing(
     memory: Memory, *, now: datetime, citations: Sequence[Citation] = (), path_scoped: bool = False
 ) -> Memory:
@@ -110,12 +120,13 @@ def _reinforce_existing(
     added = [c for c in citations if not any((c.path, c.hash) == (k.path, k.hash) for k in known)]
     if added or (memory.path_scoped and not path_scoped):
         merged = [*known, *added]
-        Memory.objects.filter(pk=memory.pk).update(
-            citations=[citation.as_dict() for citation in merged],
-            cited_paths=cited_paths_column(merged),
-            path_scoped=memory.path_scoped and path_scoped,
-            updated_at=now,
-        )
+        with transaction.atomic():
+            Memory.objects.filter(pk=memory.pk).update(
+                citations=[citation.as_dict() for citation in merged],
+                path_scoped=memory.path_scoped and path_scoped,
+                updated_at=now,
+            )
+            _cited_paths_keep(memory, merged)
     memory.refresh_from_db()
     return memory
 
@@ -250,7 +261,6 @@ def memory_create(
             source_run_id=source_run_id,
             source_note=source_note,
             citations=[citation.as_dict() for citation in citations],
-            cited_paths=cited_paths_column(citations),
             path_scoped=path_scoped,
             **scope,
         )
@@ -258,6 +268,7 @@ def memory_create(
             memory.half_life_hours = half_life_hours
         memory.full_clean()
         memory.save()
+        _cited_paths_keep(memory, citations)
     return MemoryWrite(memory, created=True)
 
 
@@ -403,7 +414,8 @@ def memory_generalise(*, owner: User, memory_id: int, now: datetime | None = Non
         memory = _live_locked(owner=owner, memory_id=memory_id, deleted=CANNOT_GENERALISE_DELETED)
         changes: dict[str, Any] = {"path_scoped": False, "updated_at": now}
         if memory.stale_at is not None:
-            changes.update(stale_at=None, stale_reason="", citations=[], cited_paths="", checked_commit="")
+            changes.update(stale_at=None, stale_reason="", citations=[], checked_commit="")
+            _cited_paths_keep(memory, [])
             if memory.decay_policy == DecayPolicy.REINFORCEABLE:
                 # Given again from now: it fades from here, not from before it went stale.
                 changes["last_reinforced_at"] = now
@@ -475,8 +487,9 @@ def memory_citations_verify(
             changes.update(stale_at=now, stale_reason=memory_text_shortened(reason, SOURCE_NOTE_MAX_LENGTH))
         else:
             # The gone ones stay as they were (the memory may be about them again later).
+            # Re-anchoring keeps every path: the MemoryCitedPath rows stay as they are.
             kept = [check.citation for check in checks]
-            changes.update(citations=[c.as_dict() for c in kept], cited_paths=cited_paths_column(kept))
+            changes.update(citations=[c.as_dict() for c in kept])
         found[memory.pk] = status
         Memory.objects.filter(pk=memory.pk, owner=owner, is_deleted=False).update(**changes)
     return found
@@ -507,12 +520,13 @@ def memory_citations_land(
                 if check.status != CitationStatus.GONE
                 else citation_of_file(path=citation.path, commit=commit)
             )
-        Memory.objects.filter(pk=memory.pk).update(
-            citations=[c.as_dict() for c in landed],
-            cited_paths=cited_paths_column(landed),
-            path_scoped=memory.path_scoped and bool(landed),
-            checked_commit=commit,
-            updated_at=now,
-        )
+        with transaction.atomic():
+            _cited_paths_keep(memory, landed)
+            Memory.objects.filter(pk=memory.pk).update(
+                citations=[c.as_dict() for c in landed],
+                path_scoped=memory.path_scoped and bool(landed),
+                checked_commit=commit,
+                updated_at=now,
+            )
         changed += 1
     return changed

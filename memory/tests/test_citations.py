@@ -102,7 +102,7 @@ def recalled(owner, project, paths=()) -> list[int]:
 
 def test_a_memory_about_a_file_is_recalled_for_a_task_touching_it_and_not_otherwise(owner, project) -> None:
     memory = cited_memory(owner, project)
-    assert memory.cited_paths == "\napp/long.py\n"
+    assert list(memory.cited_path_rows.values_list("path", "name")) == [("app/long.py", "long.py")]
     # min_score 0.99: found by its file, not by its words.
     assert recalled(owner, project, paths={"app/long.py"}) == [memory.pk]
     assert recalled(owner, project, paths={"long.py"}) == [memory.pk]  # as a task's text names it
