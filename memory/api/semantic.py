@@ -24,14 +24,8 @@ from memory.selectors.semantic import (
     memory_status,
     memory_uses_for,
 )
-from memory.services.semantic import (
-    memory_create,
-    memory_delete,
-    memory_generalise,
-    memory_pin,
-    memory_reinforce,
-    memory_update_content,
-)
+from memory.services.citations import memory_generalise
+from memory.services.semantic import memory_create, memory_delete, memory_pin, memory_reinforce, memory_update_content
 from projects.selectors import project_get_for_user
 
 from .semantic_serializers import (

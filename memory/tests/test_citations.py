@@ -16,13 +16,8 @@ from memory.citations import (
 )
 from memory.models.semantic import DecayPolicy, Memory
 from memory.selectors.semantic import memory_recall
-from memory.services.semantic import (
-    memory_citations_land,
-    memory_citations_verify,
-    memory_create,
-    memory_generalise,
-    memory_reinforce_many,
-)
+from memory.services.citations import memory_citations_land, memory_citations_verify, memory_generalise
+from memory.services.semantic import memory_create, memory_reinforce_many
 
 pytestmark = pytest.mark.django_db
 

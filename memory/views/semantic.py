@@ -32,11 +32,11 @@ from memory.selectors.semantic import (
     memory_source_label,
     memory_uses_for,
 )
+from memory.services.citations import memory_generalise
 from memory.services.semantic import (
     InvalidOperation,
     memory_create,
     memory_delete,
-    memory_generalise,
     memory_pin,
     memory_reinforce,
     memory_update_content,

@@ -25,7 +25,8 @@ from django.conf import settings
 from memory.citations import CitationStatus
 from memory.selectors.notes import notes_for_prompt
 from memory.selectors.semantic import MemorySearchResult, memory_recall
-from memory.services.semantic import memory_citations_verify, memory_uses_record
+from memory.services.citations import memory_citations_verify
+from memory.services.semantic import memory_uses_record
 from pipelines.agents import prompts as agents
 from pipelines.models import PipelineRun, RunLineComment
 from pipelines.runs.workspace import run_repository

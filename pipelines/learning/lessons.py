@@ -39,13 +39,9 @@ from memory.citations import Citation, citation_of_file, citation_of_quote
 from memory.models.semantic import DecayPolicy, MemorySource
 from memory.references import memory_reference
 from memory.selectors.semantic import memory_ids_used_by_run
+from memory.services.citations import memory_citations_land
 from memory.services.notes import notes_append
-from memory.services.semantic import (
-    memory_citations_land,
-    memory_create,
-    memory_reinforce_many,
-    memory_text_shortened,
-)
+from memory.services.semantic import memory_create, memory_reinforce_many, memory_text_shortened
 from pipelines.models import CODER, REVIEWER, PipelineRun
 from pipelines.runs.workspace import run_repository
 
