@@ -25,7 +25,14 @@ from memory.selectors.semantic import (
     memory_uses_for,
 )
 from memory.services.citations import memory_generalise
-from memory.services.semantic import memory_create, memory_delete, memory_pin, memory_reinforce, memory_update_content
+from memory.services.semantic import (
+    memory_create,
+    memory_delete,
+    memory_pin,
+    memory_reinforce,
+    memory_share,
+    memory_update_content,
+)
 from projects.selectors import project_get_for_user
 
 from .semantic_serializers import (
@@ -250,6 +257,35 @@ class MemoryPinApi(_MemoryPinnedApi):
 )
 class MemoryUnpinApi(_MemoryPinnedApi):
     pinned = False
+
+
+class _MemorySharedApi(_MemoryActionApi):
+    """Shares a memory with every project (``shared``) or keeps it to its own."""
+
+    shared: ClassVar[bool]
+
+    def act(self, user: User, memory_id: int) -> Memory:
+        return memory_share(owner=user, memory_id=memory_id, shared=self.shared)
+
+
+@_action_schema(
+    operation_id="memory_memories_share",
+    summary="Share a memory with every project: any task of any of your projects may be given it",
+    description="A lesson belongs to the project that taught it until you share it. A deleted one: 400, "
+    "`invalid_operation`.",
+)
+class MemoryShareApi(_MemorySharedApi):
+    shared = True
+
+
+@_action_schema(
+    operation_id="memory_memories_unshare",
+    summary="Keep a shared memory to its own project again",
+    description="A memory of no project cannot be unshared (no agent would be given it); a deleted one "
+    "neither: 400, `invalid_operation`.",
+)
+class MemoryUnshareApi(_MemorySharedApi):
+    shared = False
 
 
 class MemoryStatusApi(ApiView):

@@ -12,6 +12,8 @@ urlpatterns = [
     path(
         "memories/<str:memory_id>/generalise", semantic.MemoryGeneraliseApi.as_view(), name="semantic-memory-generalise"
     ),
+    path("memories/<str:memory_id>/share", semantic.MemoryShareApi.as_view(), name="semantic-memory-share"),
+    path("memories/<str:memory_id>/unshare", semantic.MemoryUnshareApi.as_view(), name="semantic-memory-unshare"),
     path("memories/<str:memory_id>/pin", semantic.MemoryPinApi.as_view(), name="semantic-memory-pin"),
     path("memories/<str:memory_id>/unpin", semantic.MemoryUnpinApi.as_view(), name="semantic-memory-unpin"),
     path("status", semantic.MemoryStatusApi.as_view(), name="semantic-memory-status"),

@@ -385,6 +385,25 @@ def memory_pin(*, owner: User, memory_id: int, pinned: bool, now: datetime | Non
     return memory
 
 
+CANNOT_SHARE_DELETED = "A deleted memory cannot be shared or unshared."
+CANNOT_UNSHARE_WITHOUT_PROJECT = "This memory belongs to no project: shared with none, no agent would be given it."
+
+
+def memory_share(*, owner: User, memory_id: int, shared: bool, now: datetime | None = None) -> Memory:
+    """Share a memory with every project of its owner (global) or keep it to its own
+    project again. A lesson belongs to the project that taught it until a person shares
+    it; one of no project cannot be unshared (it would reach no agent at all)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        memory = memory_live_locked(owner=owner, memory_id=memory_id, deleted=CANNOT_SHARE_DELETED)
+        if not shared and memory.project_id is None:
+            raise InvalidOperation(CANNOT_UNSHARE_WITHOUT_PROJECT)
+        if memory.is_global != shared:
+            Memory.objects.filter(pk=memory.pk).update(is_global=shared, updated_at=now)
+            memory.refresh_from_db()
+    return memory
+
+
 def memory_uses_record(
     *, owner: User, memory_ids: Iterable[int], run_id: int, agent: str, now: datetime | None = None
 ) -> int:

@@ -7,6 +7,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from django.utils import timezone
+from django.utils.html import escape
 
 from memory.embeddings import EMBEDDING_MODEL, embed_text
 from memory.models.semantic import DecayPolicy, Memory, MemorySource
@@ -146,3 +147,25 @@ def test_a_run_that_wrote_many_memories_still_recalls_the_limit_of_others(owner,
     assert set(got) <= others
     # Asked by another run, the six come first.
     assert set(recalled(owner, project, not_from_run=41)[:6]) == own
+
+
+def test_a_projects_lesson_reaches_another_project_only_once_a_person_shares_it(
+    owner, project, owner_client, other_client, owner_session_client
+) -> None:
+    elsewhere = ProjectFactory(owner=owner)
+    lesson, _, _ = memory_create(owner=owner, content=LESSON, project=project, agent="coder")
+    assert recalled(owner, elsewhere) == []
+    url = f"/api/memory/memories/{lesson.pk}"
+    assert other_client.post(f"{url}/share").status_code == 404
+    shared = owner_client.post(f"{url}/share")
+    assert shared.status_code == 200 and shared.json()["is_global"] is True
+    assert recalled(owner, elsewhere) == [lesson.pk]
+    # The page's button keeps it to its project again.
+    page = owner_session_client.get("/memory/recall")
+    assert f"Keep to {escape(project.name)}" in page.content.decode()
+    owner_session_client.post(f"/memory/recall/{lesson.pk}/share", {"shared": "0"})
+    assert recalled(owner, elsewhere) == []
+    assert recalled(owner, project) == [lesson.pk]
+    nowhere, _, _ = memory_create(owner=owner, content="A memory of no project", is_global=True)
+    refused = owner_client.post(f"/api/memory/memories/{nowhere.pk}/unshare")
+    assert refused.status_code == 400 and refused.json()["code"] == "invalid_operation"

@@ -39,6 +39,7 @@ from memory.services.semantic import (
     memory_delete,
     memory_pin,
     memory_reinforce,
+    memory_share,
     memory_update_content,
 )
 
@@ -202,6 +203,24 @@ def recall_pin(request: HttpRequest, memory_id: int) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, "Pinned: it never fades." if pinned else "Unpinned: it fades by its policy again.")
+    return _back(request)
+
+
+@login_required
+@require_POST
+def recall_share(request: HttpRequest, memory_id: int) -> HttpResponse:
+    """Share with every project (``shared=1``) or keep to its own project (``shared=0``)."""
+    user = request_user(request)
+    pk = memory_get_for_user(user=user, memory_id=memory_id).pk
+    shared = request.POST.get("shared") == "1"
+    try:
+        memory_share(owner=user, memory_id=pk, shared=shared)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request, "Shared: every project's agents may be given it." if shared else "Kept to its own project again."
+        )
     return _back(request)
 
 

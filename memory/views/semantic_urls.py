@@ -11,6 +11,7 @@ urlpatterns = [
     path("recall/<id:memory_id>/reinforce", views.recall_reinforce, name="recall_reinforce"),
     path("recall/<id:memory_id>/delete", views.recall_delete, name="recall_delete"),
     path("recall/<id:memory_id>/pin", views.recall_pin, name="recall_pin"),
+    path("recall/<id:memory_id>/share", views.recall_share, name="recall_share"),
     path("recall/<id:memory_id>/generalise", views.recall_generalise, name="recall_generalise"),
     path("recall/<id:memory_id>/edit", views.recall_edit, name="recall_edit"),
 ]
