@@ -160,10 +160,10 @@ def test_a_projects_lesson_reaches_another_project_only_once_a_person_shares_it(
     shared = owner_client.post(f"{url}/share")
     assert shared.status_code == 200 and shared.json()["is_global"] is True
     assert recalled(owner, elsewhere) == [lesson.pk]
-    # The page's button keeps it to its project again.
+    # The page offers to keep it to its project again; so does the API.
     page = owner_session_client.get("/memory/recall")
     assert f"Keep to {escape(project.name)}" in page.content.decode()
-    owner_session_client.post(f"/memory/recall/{lesson.pk}/share", {"shared": "0"})
+    assert owner_client.post(f"{url}/unshare").json()["is_global"] is False
     assert recalled(owner, elsewhere) == []
     assert recalled(owner, project) == [lesson.pk]
     nowhere, _, _ = memory_create(owner=owner, content="A memory of no project", is_global=True)
