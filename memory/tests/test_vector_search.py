@@ -247,3 +247,27 @@ def test_nothing_to_search() -> None:
     assert vector_search(query, 5, CandidateFilter(now_ts=now_ts, owner_id=10**9)) == []
     assert vector_search(query, 0, CandidateFilter(now_ts=now_ts)) == []
     assert vector_search(query, 5, CandidateFilter(now_ts=now_ts, agent_in=())) == []
+
+
+def test_a_long_memory_keeps_its_vector_in_its_row(owner) -> None:
+    """PostgreSQL: TOAST moves the text of a long row out of line, never the vector
+    (memory/migrations/0009); SQLite keeps everything in the row anyway."""
+    from django.db import connection
+
+    from memory.citations import citation_of_quote
+    from memory.embeddings import embed_text
+    from memory.selectors.semantic import memory_search_vector
+    from memory.services.semantic import memory_create
+
+    quote = "\n".join(f"line {n} = {'x' * 60}" for n in range(30))
+    citation = citation_of_quote(path="a.py", start=1, end=30, quote=quote, commit="c" * 40)
+    memory = memory_create(owner=owner, content="y" * 3000, citations=[citation], path_scoped=True).memory
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT attstorage FROM pg_attribute WHERE attrelid = 'memory_memory'::regclass "
+                "AND attname = 'embedding'"
+            )
+            assert cursor.fetchone() == ("p",)
+    (found,) = memory_search_vector(user=owner, query_vec=embed_text("y" * 3000), limit=1)
+    assert found.memory.pk == memory.pk
