@@ -5,6 +5,7 @@ the command could not start at all (a broken environment, not failing code)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 MAX_FAILING_TESTS = 500
 
@@ -65,12 +66,29 @@ def failing_tests(output: str) -> list[str]:
     return list(found)
 
 
-def cannot_start_reason(*, exit_code: int | None, output: str) -> str:
+def _top_level(missing: str) -> str:
+    """The file or folder a missing module would be at the top of a repository:
+    ``src`` for ``src.inventory``, ``lib`` for ``./lib/util.js``."""
+    if missing.startswith(("./", "../", "/")):
+        return missing.lstrip("./").split("/", 1)[0]
+    return missing.split(".", 1)[0].split("/", 1)[0]
+
+
+def cannot_start_reason(*, exit_code: int | None, output: str, own: Callable[[str], bool] | None = None) -> str:
     """Why the test command could not run the tests at all, or "" when it ran them (they
-    may have failed: that is the code's business)."""
+    may have failed: that is the code's business).
+
+    ``own(name)`` says whether the repository itself holds a top-level file or folder of
+    that name (``name`` or ``name.py``): a module of the repository's own that is
+    missing ("No module named 'src.inventory'" once src/inventory.py was removed) is the
+    code failing its tests, not the environment."""
     if exit_code in (None, 0):
         return ""
     tail = _ANSI.sub("", output[-20_000:])
+    for pattern, _reason in _CANNOT_START[:3]:
+        for missing in pattern.finditer(tail):
+            if own is not None and own(_top_level(missing.group(1))):
+                return ""
     for pattern, reason in _CANNOT_START:
         match = pattern.search(tail)
         decisive = pattern is _CANNOT_START[0][0]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
+from ..git import GitError
 from ..models import BaseTestResult, Repository
 from ..runner_output import cannot_start_reason, failing_tests
 from ..verify import VerifyResult
@@ -39,6 +40,25 @@ class BaseTests:
         }
 
 
+def _own_module_test(repository: Repository, commit: str) -> Callable[[str], bool]:
+    """Whether a name is a top-level file or folder of the repository at ``commit`` (as a
+    module: ``name`` or ``name.py``, ``name.js``…); read once, when first asked."""
+    names: set[str] | None = None
+
+    def own(name: str) -> bool:
+        nonlocal names
+        if names is None:
+            from repos.services.reading import top_level_names_at_commit
+
+            try:
+                names = top_level_names_at_commit(repository=repository, commit=commit)
+            except GitError:
+                names = set()  # unknown: the output's words decide, as before
+        return bool(name) and any(entry == name or entry.startswith(f"{name}.") for entry in names)
+
+    return own
+
+
 def base_tests(
     *,
     repository: Repository,
@@ -56,7 +76,9 @@ def base_tests(
     if kept is not None:
         return BaseTests(kept, ran_now=False, cannot_start="")
     result = run_tests()
-    reason = cannot_start_reason(exit_code=result.exit_code, output=result.output)
+    reason = cannot_start_reason(
+        exit_code=result.exit_code, output=result.output, own=_own_module_test(repository, base_commit)
+    )
     row = BaseTestResult(
         repository=repository,
         base_commit=base_commit,

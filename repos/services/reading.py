@@ -46,6 +46,17 @@ def files_at_commit(*, repository: Repository, commit: str, paths: Iterable[str]
     return found
 
 
+def top_level_names_at_commit(*, repository: Repository, commit: str) -> set[str]:
+    """The names of the files and folders at the top of ``commit``'s tree."""
+    if not commit:
+        return set()
+    repo = Path(repository.path)
+    listing = git_output(
+        ["ls-tree", "--name-only", "-z", f"{commit}^{{tree}}"], cwd=repo, access=repository_read_access(repo)
+    )
+    return {name for name in listing.split("\x00") if name}
+
+
 def commit_contains(*, repository: Repository, commit: str, ancestor: str) -> bool:
     """Whether ``commit``'s history holds ``ancestor`` (False for an unknown commit)."""
     if not commit or not ancestor:

@@ -77,3 +77,22 @@ def test_failures_the_base_already_had_are_not_the_changes() -> None:
     assert len(verify_findings(_failed(both))) == 3
     # A run that failed without naming any test is never excused by the base.
     assert verify_findings(_failed("Segmentation fault\n", 139), already_failing=["x"]) != []
+
+
+@pytest.mark.parametrize(
+    ("output", "own", "reason"),
+    [
+        # The repository's own module, removed from the base: its tests fail, the code's business.
+        ("ModuleNotFoundError: No module named 'src.inventory'\n", {"src", "tests"}, ""),
+        ("Error: Cannot find module './lib/util'\nRequire stack:\n", {"lib"}, ""),
+        ("ModuleNotFoundError: No module named 'app'\n", {"app.py"}, ""),
+        # A dependency the environment lacks is still the environment.
+        ("ModuleNotFoundError: No module named 'requests'\n", {"src"}, "the Python module requests is not installed"),
+        ("Error: Cannot find module 'uvu'\n", {"lib"}, "the Node module uvu is not installed"),
+    ],
+)  # fmt: skip
+def test_a_module_of_the_repository_itself_is_not_the_environment(output, own, reason) -> None:
+    def holds(name: str) -> bool:
+        return any(entry == name or entry.startswith(f"{name}.") for entry in own)
+
+    assert cannot_start_reason(exit_code=1, output=output, own=holds) == reason

@@ -234,3 +234,28 @@ def test_a_venv_the_repository_does_not_ignore_is_in_every_phase_and_never_in_th
     assert git(Path(library.path), "diff", "--name-only", f"{run.base_commit}..{run.branch}") == "calc.py"
     assert [change["file_path"] for change in run.file_changes] == ["calc.py"]
     assert all(entry["path"].rstrip("/") != ".venv" for entry in run.left_out), run.left_out
+
+
+def test_a_module_the_repository_lost_is_failing_code_not_a_broken_environment(
+    fake_llm, project, owner, tmp_path, settings
+) -> None:
+    settings.ENVIRONMENTS_ROOT = str(tmp_path / "environments")
+    files: dict[str, str | bytes] = {
+        "app/__init__.py": "",
+        "app/calc.py": CALC,
+        # app/inventory.py was removed on the base; its tests still import it.
+        "test_app.py": "import unittest\n\nfrom app.inventory import stock\n\n\n"
+        "class Test(unittest.TestCase):\n    def test_stock(self):\n        self.assertEqual(stock(), 1)\n",
+    }
+    root = committed_repository(tmp_path / "repos" / "app", files)
+    repository_link(project=project, path=str(root), test_command="python3 -m unittest -v test_app")
+    task = TaskFactory(project=project, title="Bring back app/inventory.py", description="stock() returns 1")
+    fake_llm.script(ToolReply(input=PLAN), DONE, ToolReply(input=PASS))
+
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.pause_kind != "environment_broken", run.error
+    assert AgentCall.objects.filter(run=run, agent="coder").exists(), "the Coder was called"
+    assert run.environment["base_tests"]["passed"] is False
+    kept = BaseTestResult.objects.get()
+    assert "No module named 'app.inventory'" in kept.output
