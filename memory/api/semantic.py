@@ -166,7 +166,7 @@ class MemoryDetailApi(ApiView):
         memory = memory_update_content(
             owner=user,
             memory_id=memory.pk,
-            content=serializer.validated_data["content"],
+            content=serializer.validated_data.get("content", memory.content),
             applies_when=serializer.validated_data.get("applies_when"),
         )
         return Response(MemorySerializer(memory).data)
@@ -213,7 +213,7 @@ def _action_schema(*, operation_id: str, summary: str, description: str) -> Call
 @_action_schema(
     operation_id="memory_memories_reinforce",
     summary="Reinforce a memory: its confidence clock starts again",
-    description="Permanent and deleted memories cannot be reinforced (400, `invalid_operation`).",
+    description="Permanent, deleted and stale memories cannot be reinforced (400, `invalid_operation`).",
 )
 class MemoryReinforceApi(_MemoryActionApi):
     def act(self, user: User, memory_id: int) -> Memory:

@@ -157,8 +157,15 @@ class MemoryListQuerySerializer(serializers.Serializer):
     )
 
 
+NOTHING_TO_EDIT = "Give the new text, the line saying when it applies, or both."
+
+
 class MemoryEditSerializer(serializers.Serializer):
-    content = StrictCharField(max_length=MEMORY_MAX_LENGTH, help_text="The new text; it is embedded again.")
+    content = StrictCharField(
+        max_length=MEMORY_MAX_LENGTH,
+        required=False,
+        help_text="The new text; it is embedded again. Left out: the current text stays.",
+    )
     applies_when = StrictCharField(
         max_length=APPLIES_WHEN_MAX_LENGTH,
         required=False,
@@ -166,6 +173,13 @@ class MemoryEditSerializer(serializers.Serializer):
         help_text="When it applies (the kinds of tasks and files it is for); embedded with the text. "
         "Left out: the current line stays.",
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError(
+                {"content": ["Give the new text, the line saying when it applies, or both."]}
+            )
+        return attrs
 
 
 class MemoryCreateSerializer(serializers.Serializer):

@@ -41,6 +41,9 @@ from projects.models import Project
 
 CANNOT_REINFORCE_PERMANENT = "A permanent memory does not fade: there is nothing to reinforce."
 CANNOT_REINFORCE_DELETED = "A deleted memory cannot be reinforced."
+CANNOT_REINFORCE_STALE = (
+    "A stale memory cannot be reinforced: the code it cites is gone. Apply it to the whole project to give it again."
+)
 EMPTY_CONTENT = "A memory needs some text."
 BAD_HALF_LIFE = "The half-life must be more than 0 hours."
 CONTENT_TOO_LONG = f"A memory is at most {MEMORY_MAX_LENGTH:,} characters."
@@ -277,7 +280,7 @@ def memory_reinforce(*, owner: User, memory_id: int, now: datetime | None = None
     now = now or timezone.now()
     with transaction.atomic():
         updated = (
-            Memory.objects.filter(pk=memory_id, owner=owner, is_deleted=False)
+            Memory.objects.filter(pk=memory_id, owner=owner, is_deleted=False, stale_at__isnull=True)
             .exclude(decay_policy=DecayPolicy.PERMANENT)
             .update(last_reinforced_at=now, reinforce_count=F("reinforce_count") + 1, updated_at=now)
         )
@@ -287,6 +290,8 @@ def memory_reinforce(*, owner: User, memory_id: int, now: datetime | None = None
     if not updated:
         if memory.is_deleted:
             raise InvalidOperation(CANNOT_REINFORCE_DELETED)
+        if memory.stale_at is not None:
+            raise InvalidOperation(CANNOT_REINFORCE_STALE)
         raise InvalidOperation(CANNOT_REINFORCE_PERMANENT)
     return memory
 

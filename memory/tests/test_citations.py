@@ -232,3 +232,26 @@ def test_generalise_over_the_api_is_the_owners_only_and_not_for_a_deleted_memory
     refused = owner_client.post(url)
     assert refused.status_code == 400 and refused.json()["code"] == "invalid_operation"
     assert owner_client.post("/api/memory/memories/999999/generalise").status_code == 404
+
+
+def test_a_stale_memory_cannot_be_reinforced_and_the_page_does_not_offer_it(
+    owner, project, owner_client, owner_session_client
+) -> None:
+    memory = cited_memory(owner, project)
+    _verify(owner, memory, {})
+    refused = owner_client.post(f"/api/memory/memories/{memory.pk}/reinforce")
+    assert refused.status_code == 400 and "stale" in refused.json()["message"]
+    memory.refresh_from_db()
+    assert memory.reinforce_count == 0
+    page = owner_session_client.get("/memory/recall").content.decode()
+    assert "Stale" in page and "Reinforce memory:" not in page
+
+
+def test_edit_over_the_api_is_partial(owner, project, owner_client) -> None:
+    memory = cited_memory(owner, project)
+    url = f"/api/memory/memories/{memory.pk}"
+    line = owner_client.patch(url, {"applies_when": "changing the numbers module"}, format="json")
+    assert line.status_code == 200, line.json()
+    assert (line.json()["content"], line.json()["applies_when"]) == (LESSON, "changing the numbers module")
+    empty = owner_client.patch(url, {}, format="json")
+    assert empty.status_code == 400 and "content" in empty.json()["extra"]["fields"]

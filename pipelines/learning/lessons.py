@@ -224,15 +224,28 @@ def _source_note(run: PipelineRun, moment: Moment, *, distilled: bool) -> str:
 
 
 def distilled_citations(moment: Moment, files: list[tuple[str, ...]]) -> list[tuple[Citation, ...]]:
-    """Where each distilled lesson applies: the citations of what was said about the files
-    the distillation names for it (``files``, one entry per lesson); none — the whole
-    project — for a lesson it names no file for (the distiller is asked to: a rule it
-    wrote without files is one it generalised)."""
-    everything = [citation for index in range(len(moment.texts)) for citation in moment.citations_of(index)]
+    """Where each distilled lesson applies: the files the distillation names for it
+    (``files``, one entry per lesson), cited as what was said about them cited them —
+    the lines of the one comment on that file, or the whole file when several were said
+    about it (which of them a merged lesson came from is not known, and citing all their
+    lines would make it stale when any one of them goes). None — the whole project — for
+    a lesson it names no file for (the distiller is asked to: a rule it wrote without
+    files is one it generalised)."""
+    said: dict[str, list[Citation]] = {}
+    for index in range(len(moment.texts)):
+        for citation in moment.citations_of(index):
+            said.setdefault(citation.path, []).append(citation)
     cited = []
     for paths in files:
-        wanted = {path.strip().removeprefix("./") for path in paths}
-        cited.append(tuple(citation for citation in everything if citation.path in wanted))
+        wanted = [path.strip().removeprefix("./") for path in paths]
+        lesson: list[Citation] = []
+        for path in dict.fromkeys(wanted):
+            found = said.get(path, [])
+            if len(found) == 1:
+                lesson.append(found[0])
+            elif found:
+                lesson.append(citation_of_file(path=path, commit=found[0].commit))
+        cited.append(tuple(lesson))
     return cited
 
 

@@ -396,3 +396,25 @@ def test_the_distiller_writes_when_each_lesson_applies_and_it_is_embedded_with_i
     assert vector_from_bytes(memory.embedding) == pytest.approx(
         embed_text(memory_embedding_text(SNAKE_LESSON, when)), abs=1e-5
     )
+
+
+def test_a_distilled_lesson_cites_the_one_comment_on_its_file_or_the_whole_file_for_several() -> None:
+    from memory.citations import citation_of_quote
+    from pipelines.learning.lessons import LessonKind, Moment, distilled_citations
+
+    first = citation_of_quote(path="a.py", start=3, end=3, quote="x = 1", commit="c" * 40)
+    second = citation_of_quote(path="a.py", start=9, end=9, quote="y = 2", commit="c" * 40)
+    only = citation_of_quote(path="b.py", start=1, end=1, quote="z = 3", commit="c" * 40)
+    moment = Moment(
+        key="k",
+        kind=LessonKind.FEEDBACK,
+        texts=["Tidy", "one (on a.py)", "two (on a.py)", "three (on b.py)"],
+        agents=("coder",),
+        source="feedback",
+        decay_policy="reinforceable",
+        cited=((), (first,), (second,), (only,)),
+    )
+    on_a, on_b, general = distilled_citations(moment, [("a.py",), ("./b.py",), ()])
+    assert [(c.path, c.whole_file) for c in on_a] == [("a.py", True)]
+    assert on_b == (only,)
+    assert general == ()
