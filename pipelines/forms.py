@@ -4,7 +4,8 @@ from django import forms
 
 from pipelines.messages.services import BODY_REQUIRED as MESSAGE_REQUIRED
 from pipelines.messages.services import RUN_MESSAGE_MAX_LENGTH
-from pipelines.review.services import BODY_REQUIRED, FEEDBACK_REQUIRED, LINE_COMMENT_BODY_MAX_LENGTH
+from pipelines.models import LineSide
+from pipelines.review.services import BODY_REQUIRED, LINE_COMMENT_BODY_MAX_LENGTH
 
 FEEDBACK_MAX_LENGTH = 10_000
 API_KEY_MAX_LENGTH = 500
@@ -24,10 +25,11 @@ class StartRunForm(forms.Form):
 
 
 class RequestChangesForm(forms.Form):
+    # Empty is the service's to refuse: a request may be the pending line comments alone.
     feedback = forms.CharField(
         max_length=FEEDBACK_MAX_LENGTH,
         strip=True,
-        error_messages={"required": FEEDBACK_REQUIRED},
+        required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
     )
 
@@ -49,6 +51,11 @@ class LineCommentForm(LineCommentBodyForm):
     path = forms.CharField(max_length=1000)
     line_start = forms.IntegerField(min_value=1, max_value=2_147_483_647)
     line_end = forms.IntegerField(min_value=1, max_value=2_147_483_647, required=False)
+    # "old": removed lines, numbered as the old file had them (the page's "+" on a removed line).
+    side = forms.ChoiceField(choices=LineSide.choices, required=False)
+
+    def clean_side(self) -> str:
+        return str(self.cleaned_data.get("side") or LineSide.NEW)
 
 
 class RunMessageForm(forms.Form):

@@ -330,11 +330,21 @@ class LineCommentAddressed(models.TextChoices):
     UNCHANGED = "unchanged", "Not changed"
 
 
+class LineSide(models.TextChoices):
+    """Which side of the diff a line comment's lines are on."""
+
+    # The new file's lines (added and context lines), at the run's head commit.
+    NEW = "new", "New file"
+    # Lines the change removed, numbered as the old file (the base) had them.
+    OLD = "old", "Removed lines"
+
+
 class RunLineComment(TimeStampedModel):
     """A person's comment on lines of a run's diff, collected while the run awaits
     approval and sent to the Coder with the next request for changes.
 
-    Lines are the new file's (as the diff numbers them) and ``quote`` keeps the code as
+    Lines are the new file's (as the diff numbers them), or with ``side`` "old" lines
+    the change removed, numbered as the old file had them; ``quote`` keeps the code as
     it read when the comment was written: the Coder's next round rewrites the file, and
     the review history must still show what the comment was about.
 
@@ -348,6 +358,12 @@ class RunLineComment(TimeStampedModel):
     path = models.CharField(max_length=1000)
     line_start = models.PositiveIntegerField()
     line_end = models.PositiveIntegerField()
+    side = models.CharField(
+        max_length=3,
+        choices=LineSide.choices,
+        default=LineSide.NEW,
+        help_text="new: lines of the new file; old: removed lines, numbered as in the old file.",
+    )
     quote = models.TextField(blank=True, help_text="The commented lines as they read when the comment was written.")
     body = models.TextField()
     # Which request for changes carried it to the Coder (1 for the run's first, …);
@@ -382,8 +398,9 @@ class RunLineComment(TimeStampedModel):
 
     @property
     def lines_phrase(self) -> str:
-        """'line 7' or 'lines 7–9', as a sentence names them."""
-        return f"line{'' if self.line_start == self.line_end else 's'} {self.lines_label}"
+        """'line 7' or 'lines 7–9' (removed ones: 'removed lines 7–9'), as a sentence names them."""
+        phrase = f"line{'' if self.line_start == self.line_end else 's'} {self.lines_label}"
+        return f"removed {phrase}" if self.side == LineSide.OLD else phrase
 
 
 class RunMessage(models.Model):

@@ -25,6 +25,7 @@ from pipelines.models import (
 )
 from pipelines.review.selectors import line_comments_for_run, run_diff
 from pipelines.review.services import LINE_COMMENT_BODY_MAX_LENGTH
+from pipelines.runs.ceiling import task_spend_against_ceiling
 from pipelines.runs.places import queue_place_label, run_queue_position, runs_waiting
 from pipelines.runs.selectors import (
     AGENT_FOR_PHASE,
@@ -207,12 +208,13 @@ def _addressed(comment: RunLineComment, feedback_round: int, *, reviewed: bool) 
     return {"addressed": comment.addressed, "outcome": outcome, "reply": comment.reply}
 
 
-def _pending_by_line(comments: list[RunLineComment]) -> dict[str, dict[int, list[RunLineComment]]]:
-    """Pending comments as the diff places them: under the last line they are about."""
-    placed: dict[str, dict[int, list[RunLineComment]]] = {}
+def _pending_by_line(comments: list[RunLineComment]) -> dict[str, dict[tuple[str, int], list[RunLineComment]]]:
+    """Pending comments as the diff places them: under the last line they are about, on
+    its side (a removed line's number is the old file's)."""
+    placed: dict[str, dict[tuple[str, int], list[RunLineComment]]] = {}
     for comment in comments:
         if comment.feedback_round is None:
-            placed.setdefault(comment.path, {}).setdefault(comment.line_end, []).append(comment)
+            placed.setdefault(comment.path, {}).setdefault((comment.side, comment.line_end), []).append(comment)
     return placed
 
 
@@ -373,6 +375,7 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "lessons": _lessons(run) if run else [],
         "diff": diff,
         "totals": totals,
+        "task_spend": task_spend_against_ceiling(task_id=task.pk) if run else None,
         "logs": logs,
         "last_event_id": transcript.last_event_id if transcript is not None else 0,
         "phase_event_id": transcript.phase_event_id if transcript is not None else 0,

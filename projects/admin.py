@@ -37,6 +37,7 @@ class ProjectAdmin(admin.ModelAdmin):
         "learn_distil",
         "lesson_half_life_hours",
         "runs_at_once",
+        "task_spend_ceiling_usd",
         "created_at",
         "updated_at",
     )

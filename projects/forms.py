@@ -1,11 +1,22 @@
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django import forms
 from django.conf import settings
 
-from .models import INSTRUCTIONS_MAX_LENGTH, LESSON_HALF_LIFE_MAX_HOURS, PROJECT_NAME_MAX_LENGTH, RUNS_AT_ONCE_MAX
+from .models import (
+    INSTRUCTIONS_MAX_LENGTH,
+    LESSON_HALF_LIFE_MAX_HOURS,
+    PROJECT_NAME_MAX_LENGTH,
+    RUNS_AT_ONCE_MAX,
+    TASK_SPEND_CEILING_MAX_USD,
+)
+
+TASK_SPEND_CEILING_HELP = (
+    "What one task's runs may spend together, over every round; at the ceiling the work pauses until you raise it."
+)
 
 
 class ProjectForm(forms.Form):
@@ -66,6 +77,15 @@ class ProjectForm(forms.Form):
         max_value=RUNS_AT_ONCE_MAX,
         help_text="How many of this project's runs may work at once; more wait in line. Empty = server default.",
     )
+    task_spend_ceiling_usd = forms.DecimalField(
+        label="Spending ceiling per task (USD)",
+        required=False,
+        min_value=Decimal("0"),
+        max_value=TASK_SPEND_CEILING_MAX_USD,
+        max_digits=10,
+        decimal_places=2,
+        help_text=TASK_SPEND_CEILING_HELP + " Empty = server default; 0 = no ceiling.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -84,6 +104,11 @@ class ProjectForm(forms.Form):
             "runs_at_once": (
                 "How many of this project's runs may work at once; more wait in line. "
                 f"Empty = the server's default, {settings.RUNS_AT_ONCE_PER_PROJECT}."
+            ),
+            "task_spend_ceiling_usd": (
+                f"{TASK_SPEND_CEILING_HELP} Empty = the server's default, "
+                + (f"${settings.TASK_SPEND_CEILING_USD:,.2f}" if settings.TASK_SPEND_CEILING_USD else "no ceiling")
+                + "; 0 = no ceiling."
             ),
         }
         for name, text in defaults.items():

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -12,6 +14,7 @@ DEFAULT_PROJECT_NAME = "My first project"
 INSTRUCTIONS_MAX_LENGTH = 20_000
 LESSON_HALF_LIFE_MAX_HOURS = 100_000  # about eleven years
 RUNS_AT_ONCE_MAX = 50
+TASK_SPEND_CEILING_MAX_USD = Decimal("1000000")
 
 
 class Project(TimeStampedModel):
@@ -60,6 +63,18 @@ class Project(TimeStampedModel):
         blank=True,
         validators=[MinValueValidator(1), MaxValueValidator(RUNS_AT_ONCE_MAX)],
         help_text="How many of this project's runs may work at once; more wait queued. Empty = the server's default.",
+    )
+    # What one task's runs may spend together, every round of every run (projects.selectors
+    # ``project_task_spend_ceiling``; pipelines/runs/ceiling.py pauses a run that reached it).
+    task_spend_ceiling_usd = models.DecimalField(
+        "spending ceiling per task (USD)",
+        max_digits=10,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(TASK_SPEND_CEILING_MAX_USD)],
+        help_text="A task's runs pause before another round or call once they have spent this much together. "
+        "Empty = the server's default; 0 = no ceiling.",
     )
 
     class Meta:

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from decimal import Decimal
+
+from django.conf import settings
 from django.db.models import Count, QuerySet
 
 from accounts.models import User
@@ -22,3 +25,12 @@ def project_get_for_user(*, user: User, project_id: object) -> Project:
 def project_get_default(*, user: User) -> Project | None:
     """The project a user lands on: their oldest one."""
     return Project.objects.filter(owner=user).order_by("created_at", "id").first()
+
+
+def project_task_spend_ceiling(*, project: Project) -> Decimal | None:
+    """What one task of ``project`` may spend over all its runs, in USD: the project's own
+    ceiling, or the server's (``TASK_SPEND_CEILING_USD``) when it sets none; None when
+    there is no ceiling (0 in either place)."""
+    own = project.task_spend_ceiling_usd
+    ceiling = Decimal(str(settings.TASK_SPEND_CEILING_USD)) if own is None else own
+    return ceiling if ceiling > 0 else None

@@ -46,6 +46,7 @@ LLM_FIELDS = (
     "learn_distil",
     "lesson_half_life_hours",
     "runs_at_once",
+    "task_spend_ceiling_usd",
 )
 
 

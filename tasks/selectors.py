@@ -29,7 +29,8 @@ def task_list(
     q: str | None = None,
 ) -> QuerySet[Task]:
     """The user's tasks, optionally narrowed, in board order (column, then position)."""
-    tasks = Task.objects.filter(project__owner=user)
+    # With its project: the card and the API show the project's spending ceiling.
+    tasks = Task.objects.filter(project__owner=user).select_related("project")
     if project is not None:
         tasks = tasks.filter(project=project)
     if status:

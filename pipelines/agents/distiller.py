@@ -22,6 +22,7 @@ from pipelines.agents.conversation import InvalidAgentOutput, call_agent
 from pipelines.agents.turns import BudgetExceeded
 from pipelines.learning.lessons import Learned, Moment, distilled_citations, lessons_store
 from pipelines.models import PipelineRun
+from pipelines.runs.ceiling import SpendCeilingReached
 from pipelines.runs.leases import Lease
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def learn(run: PipelineRun, lease: Lease, moment: Moment | None) -> Learned | No
                 True,
             )
             cited = distilled_citations(moment, [lesson.files for lesson in lessons])
-        except (ProviderError, BudgetExceeded, InvalidAgentOutput) as exc:
+        except (ProviderError, BudgetExceeded, SpendCeilingReached, InvalidAgentOutput) as exc:
             logger.warning("Run %s: lessons kept as written, the distillation failed: %s", run.pk, exc)
     try:
         return lessons_store(run, moment, texts, distilled=distilled, applies_when=lines, cited=cited)

@@ -21,7 +21,7 @@ from memory.selectors.context import RUN_NOT_FOUND, context_list_for_user
 from memory.services.context import context_decode, context_save
 from memory.services.notes import daily_log_record
 from pipelines.models import PipelineRun
-from pipelines.runs.selectors import run_get_for_user
+from pipelines.runs.selectors import run_changes_requested, run_get_for_user
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def _phase_parents(run: PipelineRun, agent: str) -> list[str]:
     wanted: list[str] = []
     if agent == "coder":
         wanted = ["plan"]
-        if run.review_findings or run.feedback:
+        if run.review_findings or run.feedback or run_changes_requested(run=run):
             wanted.append("review")
     elif agent == "reviewer":
         wanted = ["changes"]

@@ -4,7 +4,7 @@ A loop (the Planner's and Reviewer's answer, pipelines/agents/conversation.py; t
 Coder's editing, pipelines/agents/coder.py and coder_cli.py) decides what to ask next;
 ``AgentTurns`` gets each reply — reused when a worker that died had already bought it
 (pipelines/runs/recovery.py), otherwise bought, with backoff on retryable provider
-errors, within the run's token budget, streamed into the agent's live log — keeps the
+errors, within the run's token budget and its task's spending ceiling, streamed into the agent's live log — keeps the
 lessons of its ``[MEMORY: …]`` markers (pipelines/agents/memories.py), and records it
 (pipelines/agents/services.py). A turn stops as soon as the worker shuts down or the
 phase's lease is lost.
@@ -28,6 +28,7 @@ from pipelines.agents.services import agent_call_failed_record, agent_call_recor
 from pipelines.events import AgentLogStream
 from pipelines.messages.services import Delivered, run_messages_take
 from pipelines.models import PipelineRun
+from pipelines.runs.ceiling import spend_ceiling_check
 from pipelines.runs.leases import Lease
 from pipelines.runs.recovery import REPLY_REUSED, BoughtCalls
 
@@ -147,10 +148,12 @@ class AgentTurns:
 
     def buy(self, request: LLMRequest) -> LLMResult:
         """Ask the provider, retrying what it says can be retried (``LLM_RETRY_DELAYS``,
-        or the provider's own ``retry_after`` up to a cap); the budget checked first."""
+        or the provider's own ``retry_after`` up to a cap); the run's token budget and
+        its task's spending ceiling (pipelines/runs/ceiling.py) checked first."""
         delays = list(settings.LLM_RETRY_DELAYS)
         for attempt in range(len(delays) + 1):
             budget_check(self.run)
+            spend_ceiling_check(self.run)
             started = time.monotonic()
             try:
                 result = self.provider.complete(

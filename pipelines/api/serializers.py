@@ -8,8 +8,17 @@ from rest_framework import serializers
 from core.api import StrictCharField
 from pipelines.messages.selectors import run_message_note
 from pipelines.messages.services import RUN_MESSAGE_MAX_LENGTH
-from pipelines.models import LineCommentAddressed, PipelineRun, PullRequest, RunLineComment, RunMessage, RunStatus
+from pipelines.models import (
+    LineCommentAddressed,
+    LineSide,
+    PipelineRun,
+    PullRequest,
+    RunLineComment,
+    RunMessage,
+    RunStatus,
+)
 from pipelines.review.services import LINE_COMMENT_BODY_MAX_LENGTH
+from pipelines.runs.ceiling import task_spend_against_ceiling
 from pipelines.runs.places import run_queue_position
 from pipelines.runs.selectors import run_allowed_actions, run_recalled
 
@@ -24,6 +33,11 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
         "else null. Runs over the limits on runs at once (per user, per project) wait."
     )
     demo = serializers.SerializerMethodField()
+    task_spend = serializers.SerializerMethodField(
+        help_text="What the run's task has spent over all its runs against its spending ceiling (the project's "
+        "setting): spent_usd, ceiling_usd (null: no ceiling), reached. A run pauses (pause_kind spend_ceiling) "
+        "before another round or call once it is reached."
+    )
     recalled = serializers.SerializerMethodField(
         help_text=(
             "Per agent: the memories its calls were given (id, content, best score, calls; where each came "
@@ -101,6 +115,7 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
             "cache_read_input_tokens",
             "total_tokens",
             "cost_usd",
+            "task_spend",
             "allowed_actions",
             "queue_position",
             "recalled",
@@ -117,6 +132,19 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
     def get_queue_position(self, run: PipelineRun) -> int | None:
         return run_queue_position(run_id=run.pk) if run.status == RunStatus.QUEUED else None
 
+    @extend_schema_field(
+        {
+            "type": "object",
+            "properties": {
+                "spent_usd": {"type": "string"},
+                "ceiling_usd": {"type": "string", "nullable": True},
+                "reached": {"type": "boolean"},
+            },
+        }
+    )
+    def get_task_spend(self, run: PipelineRun) -> dict[str, Any]:
+        return task_spend_against_ceiling(task_id=run.task_id).as_dict()
+
     def get_recalled(self, run: PipelineRun) -> list[dict[str, Any]]:
         return run_recalled(run=run)
 
@@ -127,7 +155,14 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
 
 
 class RequestChangesSerializer(serializers.Serializer[Any]):
-    feedback = StrictCharField(max_length=20_000, trim_whitespace=True)
+    feedback = StrictCharField(
+        max_length=20_000,
+        trim_whitespace=True,
+        allow_blank=True,
+        required=False,
+        default="",
+        help_text="What should change. May be empty when the run has pending line comments: they are the request.",
+    )
 
 
 class DiffFileSerializer(serializers.Serializer[Any]):
@@ -200,6 +235,7 @@ class LineCommentSerializer(serializers.ModelSerializer[RunLineComment]):
             "path",
             "line_start",
             "line_end",
+            "side",
             "lines",
             "quote",
             "body",
@@ -240,16 +276,24 @@ class LineCommentSerializer(serializers.ModelSerializer[RunLineComment]):
 class LineCommentCreateSerializer(serializers.Serializer[Any]):
     path = StrictCharField(max_length=1000, help_text="A file of the run's diff, as the diff names it.")
     line_start = serializers.IntegerField(
-        min_value=1, max_value=LINE_NUMBER_MAX, help_text="First line, numbered as in the new file."
+        min_value=1,
+        max_value=LINE_NUMBER_MAX,
+        help_text="First line, numbered as in the new file (side old: as in the old file).",
     )
     line_end = serializers.IntegerField(
         min_value=1,
         max_value=LINE_NUMBER_MAX,
         required=False,
         allow_null=True,
-        help_text="Last line of a range (default: line_start). Every line must be in the file's changed hunks.",
+        help_text="Last line of a range (default: line_start). Every line must be in the file's changed hunks "
+        "(with side old: among the lines the change removed).",
     )
     body = StrictCharField(max_length=LINE_COMMENT_BODY_MAX_LENGTH, trim_whitespace=True)
+    side = serializers.ChoiceField(
+        choices=LineSide.choices,
+        default=LineSide.NEW,
+        help_text="new (default): lines of the new file; old: lines the change removed, numbered as in the old file.",
+    )
 
 
 class LineCommentUpdateSerializer(serializers.Serializer[Any]):

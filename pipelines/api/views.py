@@ -134,7 +134,8 @@ class RunRequestChangesApi(ApiView):
         operation_id="runs_request_changes",
         summary="Send a run awaiting approval back to the Coder with feedback",
         description="The run's pending line comments go with the feedback (file, lines and the quoted code): "
-        "they are stamped with this request's `feedback_round` and can no longer change.",
+        "they are stamped with this request's `feedback_round` and can no longer change. The feedback may be "
+        "empty when there are pending line comments: they are the request.",
         request=RequestChangesSerializer,
         responses={202: RunSerializer, **error_responses(400, 401, 404, 409)},
     )

@@ -118,13 +118,15 @@ def already_learned(run: PipelineRun, key: str) -> bool:
 
 def line_comment_citation(comment: dict[str, Any], *, commit: str) -> tuple[Citation, ...]:
     """Where a comment on lines (pipelines.review.selectors.line_comments_for_coder) was:
-    its lines and their quoted text, on the branch's head when it was written."""
+    its lines and their quoted text, on the branch's head when it was written. A comment
+    on removed lines cites its file: the lines it quotes are gone from the branch, and a
+    citation is checked against the code as it is (memory.citations)."""
     path = str(comment.get("path") or "")
     if not path:
         return ()
     start = int(comment.get("line_start") or 0)
     quote = str(comment.get("quote") or "")
-    if start and quote:
+    if start and quote and comment.get("side", "new") != "old":
         return (citation_of_quote(path=path, start=start, end=start, quote=quote, commit=commit),)
     return (citation_of_file(path=path, commit=commit),)
 
@@ -134,18 +136,21 @@ def feedback_moment(
 ) -> Moment | None:
     """The person's request for changes the run is working on, with what its comments on
     lines said (pipelines.review.selectors.line_comment_lesson_texts, same order as
-    ``line_comments``, which give their citations), unless already learned."""
+    ``line_comments``, which give their citations), unless already learned. A request
+    of comments alone (no general feedback) teaches its comments; None when there is
+    nothing to learn."""
     feedback = (run.feedback or "").strip()
-    if not feedback:
-        return None
-    texts: list[str] = [feedback]
-    cited: list[tuple[Citation, ...]] = [()]
+    # The general feedback (cited nowhere: it is about the whole change) comes first.
+    texts: list[str] = [feedback] if feedback else []
+    cited: list[tuple[Citation, ...]] = [()] if feedback else []
     comments = line_comments or []
     for index, text in enumerate(line_comment_texts or []):
         if text.strip():
             texts.append(text)
             comment = comments[index] if index < len(comments) else {}
             cited.append(line_comment_citation(comment, commit=run.head_commit or run.base_commit))
+    if not texts:
+        return None
     key = f"feedback:{_digest(chr(10).join(texts))}"
     if already_learned(run, key):
         return None

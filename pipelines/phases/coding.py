@@ -23,6 +23,7 @@ from pipelines.models import PipelineRun, RunStatus
 from pipelines.review.selectors import line_comment_lesson_texts, line_comments_for_coder, line_comments_verdicts
 from pipelines.review.services import line_comments_record_verdicts
 from pipelines.runs import workspace
+from pipelines.runs.ceiling import spend_ceiling_check
 from pipelines.runs.leases import Lease
 from pipelines.runs.services import run_transition
 
@@ -40,13 +41,18 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     from pipelines.agents.coder import code_in_worktree
     from pipelines.agents.coder_cli import code_with_cli
 
+    # Every coding phase is a round — the first, one for a request for changes, a fix
+    # after a failed review: none starts once the task's spending ceiling is reached.
+    spend_ceiling_check(run)
     worktree = workspace.workspace_ensure(run)
     # A phase redone after a crash must not find the files of the attempt that was lost.
     workspace.workspace_reset(run, worktree)
     workspace.workspace_restore_environment(run, worktree)
     # A person asked for changes: the next tasks of the project learn it now, not only
     # once this run ends (it may never pass).
-    line_comments = line_comments_for_coder(run=run) if run.feedback else []
+    # The comments the latest request sent (none before the first): with the feedback,
+    # or alone — a request may be line comments only.
+    line_comments = line_comments_for_coder(run=run)
     learn(run, lease, feedback_moment(run, line_comment_lesson_texts(line_comments), line_comments))
     findings = run.review_findings if run.status == RunStatus.FIXING else []
     task = run.task

@@ -24,6 +24,7 @@ from pipelines.agents.conversation import InvalidAgentOutput
 from pipelines.agents.turns import BudgetExceeded, PhaseInterrupted
 from pipelines.models import WORKING_STATUSES, PipelineRun, RunStatus
 from pipelines.phases import coding, planning, preparing, reviewing, verifying
+from pipelines.runs.ceiling import SPEND_CEILING, SpendCeilingReached
 from pipelines.runs.leases import Lease
 from pipelines.runs.recovery import drop_broken_connection, queue_phase_again
 from pipelines.runs.services import StaleRun, run_begin, run_transition
@@ -87,6 +88,9 @@ def _execute_phase(run: PipelineRun, lease: Lease) -> None:
         _stop_run(run, lease, RunStatus.PAUSED if exc.retryable else RunStatus.FAILED, exc.message)
     except BudgetExceeded as exc:
         _stop_run(run, lease, RunStatus.PAUSED, str(exc))
+    except SpendCeilingReached as exc:
+        # Before ApplicationError: a ceiling is a pause a person lifts, not a failure.
+        _stop_run(run, lease, RunStatus.PAUSED, exc.message, pause_kind=SPEND_CEILING)
     except InvalidAgentOutput as exc:
         _stop_run(run, lease, RunStatus.FAILED, str(exc))
     except StaleRun:
@@ -98,8 +102,9 @@ def _execute_phase(run: PipelineRun, lease: Lease) -> None:
         _stop_run(run, lease, RunStatus.PAUSED, exc.message)
 
 
-def _stop_run(run: PipelineRun, lease: Lease, status: RunStatus, message: str) -> None:
+def _stop_run(run: PipelineRun, lease: Lease, status: RunStatus, message: str, *, pause_kind: str = "") -> None:
+    fields = {"error": message, "pause_kind": pause_kind}
     try:
-        run_transition(run=run, to_status=status, reason=message[:500], fields={"error": message}, held_by=lease.token)
+        run_transition(run=run, to_status=status, reason=message[:500], fields=fields, held_by=lease.token)
     except StaleRun:
         raise PhaseInterrupted from None

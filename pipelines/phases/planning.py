@@ -11,6 +11,7 @@ from pipelines.agents import prompts as agents
 from pipelines.agents.conversation import call_agent
 from pipelines.models import PipelineRun, RunStatus
 from pipelines.runs import workspace
+from pipelines.runs.ceiling import spend_ceiling_check
 from pipelines.runs.leases import Lease
 from pipelines.runs.services import run_transition
 
@@ -21,6 +22,8 @@ logger = logging.getLogger(__name__)
 
 
 def execute(run: PipelineRun, lease: Lease) -> None:
+    # A new run is a new round of the task's work: not once its spending ceiling is reached.
+    spend_ceiling_check(run)
     task = run.task
     from repos.tools import file_tree
 

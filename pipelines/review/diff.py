@@ -52,7 +52,8 @@ class DiffRow:
     old_line: int | None
     new_line: int | None
     html: str
-    # The new file's line as plain text (add and context rows): what a line comment quotes.
+    # The line as plain text (the new file's for add and context rows, the old file's for
+    # del rows): what a line comment quotes.
     text: str = ""
 
 
@@ -70,6 +71,11 @@ class FileDiff:
         """The new file's lines the diff shows (added and context), by number: the lines
         a person can comment on."""
         return {row.new_line: row.text for row in self.rows if row.new_line is not None}
+
+    def old_lines_removed(self) -> dict[int, str]:
+        """The old file's lines the change removed, by number: the removed lines a person
+        can comment on."""
+        return {row.old_line: row.text for row in self.rows if row.kind == "del" and row.old_line is not None}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -190,7 +196,9 @@ def _file_diff(path: str, action: str, old: str, new: str) -> FileDiff:
             new_no += 1
             added += 1
         elif line.startswith("-"):
-            rows.append(DiffRow("del", old_no, None, old_html[old_no - 1] if old_no - 1 < len(old_html) else ""))
+            rows.append(
+                DiffRow("del", old_no, None, old_html[old_no - 1] if old_no - 1 < len(old_html) else "", _plain(line))
+            )
             old_no += 1
             removed += 1
         else:

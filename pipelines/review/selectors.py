@@ -5,7 +5,7 @@ what the Coder's round did about them."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 
 from core.exceptions import ApplicationError
 from core.selectors import one_or_not_found
-from pipelines.models import LineCommentAddressed, PipelineRun, RunLineComment, RunStatus, RunTransition
+from pipelines.models import LineCommentAddressed, LineSide, PipelineRun, RunLineComment, RunStatus, RunTransition
 from pipelines.review.diff import ChangeSetDiff, diff_changes, diff_file_versions
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ LINE_COMMENT_NOT_FOUND = "Line comment not found."
 RUN_DIFF_KEPT_SECONDS = 24 * 60 * 60
 # Raised whenever what a kept diff holds changes (pipelines.review.diff's classes, how
 # they are made, what branch_changed_files reads): diffs kept before are then not read.
-RUN_DIFF_KEPT_VERSION = 1
+RUN_DIFF_KEPT_VERSION = 2  # 2: removed rows carry their text (comments on removed lines)
 # The Coder's lesson from a request for changes reads this many comments besides it.
 LESSON_LINE_COMMENTS_MAX = 5
 
@@ -121,8 +121,9 @@ def run_feedback_round(*, run: PipelineRun) -> int:
 
 def line_comments_for_coder(*, run: PipelineRun) -> list[dict[str, Any]]:
     """The comments the latest request for changes sent, as the Coder's prompt and the
-    lesson read them: ``{"id", "path", "lines" ("line 7", "lines 7–9"), "line_start",
-    "line_end", "quote", "body"}`` (the Coder replies to a comment by its id)."""
+    lesson read them: ``{"id", "path", "side", "lines" ("line 7", "lines 7–9", "removed
+    lines 7–9 of the old file"), "line_start", "line_end", "quote", "body"}`` (the Coder
+    replies to a comment by its id)."""
     feedback_round = run_feedback_round(run=run)
     if not feedback_round:
         return []
@@ -130,7 +131,8 @@ def line_comments_for_coder(*, run: PipelineRun) -> list[dict[str, Any]]:
         {
             "id": comment.pk,
             "path": comment.path,
-            "lines": comment.lines_phrase,
+            "side": comment.side,
+            "lines": comment.lines_phrase + (" of the old file" if comment.side == LineSide.OLD else ""),
             "line_start": comment.line_start,
             "line_end": comment.line_end,
             "quote": comment.quote,
@@ -158,25 +160,38 @@ def line_comments_verdicts(*, run: PipelineRun, head: str, replies: Mapping[int,
     what it said in an earlier round); otherwise unchanged. Cumulative: a fix round after
     the request for changes is judged from the comment's commit again.
 
+    A comment on removed lines (``side`` old) is about what the change did to the old
+    file's lines: changed, when the removal as ``head`` makes it — the old file's hunks
+    over those lines, against the base, and what stands in their place — differs from
+    the removal the comment was made on (the lines put back, replaced otherwise, the
+    removal widened); the same removal is left as it was.
+
     Git reads the repository: slow I/O, to be called outside a transaction. A comment
     whose commit was never recorded, or whose file git could not compare, gets no
     verdict: it is left unjudged rather than guessed."""
     feedback_round = run_feedback_round(run=run)
     if not feedback_round or not head:
         return []
-    compared: dict[tuple[str, str], FileLineChanges | None] = {}
+    compared: dict[tuple[str, str, str], FileLineChanges | None] = {}
+
+    def changes_of(old: str, new: str, path: str) -> FileLineChanges | None:
+        if (old, new, path) not in compared:
+            compared[(old, new, path)] = _line_changes(run, old=old, new=new, path=path)
+        return compared[(old, new, path)]
+
     verdicts = []
     for comment in line_comments_for_run(run=run).filter(feedback_round=feedback_round):
         if not comment.made_on_commit:
             continue
-        key = (comment.made_on_commit, comment.path)
-        if key not in compared:
-            compared[key] = _line_changes(run, old=comment.made_on_commit, new=head, path=comment.path)
-        changes = compared[key]
-        if changes is None:
+        if comment.side == LineSide.OLD:
+            changed = _removal_changed(run, comment, head, changes_of)
+        else:
+            changes = changes_of(comment.made_on_commit, head, comment.path)
+            changed = None if changes is None else changes.touches(comment.line_start, comment.line_end)
+        if changed is None:
             continue
         reply = replies.get(comment.pk, "").strip() or comment.reply
-        if changes.touches(comment.line_start, comment.line_end):
+        if changed:
             addressed = LineCommentAddressed.CHANGED
         elif reply:
             addressed = LineCommentAddressed.EXPLAINED
@@ -186,6 +201,26 @@ def line_comments_verdicts(*, run: PipelineRun, head: str, replies: Mapping[int,
             LineCommentVerdict(comment_id=comment.pk, addressed=addressed, reply=reply, judged_at_commit=head)
         )
     return verdicts
+
+
+def _removal_changed(
+    run: PipelineRun,
+    comment: RunLineComment,
+    head: str,
+    changes_of: Callable[[str, str, str], FileLineChanges | None],
+) -> bool | None:
+    """Whether ``head`` removes the old file's commented lines otherwise than the commit
+    the comment was made on did (both against the run's base); None when git cannot say."""
+    if comment.made_on_commit == head:  # The round committed nothing.
+        return False
+    if not run.base_commit:
+        return None
+    made = changes_of(run.base_commit, comment.made_on_commit, comment.path)
+    now = changes_of(run.base_commit, head, comment.path)
+    if made is None or now is None:
+        return None
+    first, last = comment.line_start, comment.line_end
+    return made.over(first, last) != now.over(first, last)
 
 
 def _line_changes(run: PipelineRun, *, old: str, new: str, path: str) -> FileLineChanges | None:

@@ -3,9 +3,11 @@ request changes (the comments go with them), approve it — merged here or on th
 
 Line comments collect on the run (pending: editable, deletable) until the request for
 changes, which sends them to the Coder with the general feedback and stamps them with
-the round of feedback that carried them. Lines are the new file's, as the diff numbers
-them, and only lines the diff shows (the changed hunks with their context) can be
-commented on: they are the lines the person read. The code on those lines is kept with
+the round of feedback that carried them. A request for changes may be the comments
+alone. Lines are the new file's, as the diff numbers them, and only lines the diff shows
+(the changed hunks with their context) can be commented on: they are the lines the
+person read; or, on the old side, lines the change removed, numbered as the old file
+had them. The code on those lines is kept with
 the comment (``quote``), so the Coder and the review history see what it was about
 after the next round rewrote the file, and so is the commit they were read at, so that
 the round can be checked against it: whether it changed those lines, or the Coder said
@@ -27,14 +29,14 @@ from django.utils import timezone
 
 from core.exceptions import Conflict, InvalidTransition
 from pipelines.learning.lessons import lessons_on_approval
-from pipelines.models import RUN_TRANSITIONS, PipelineRun, RunLineComment, RunStatus
+from pipelines.models import RUN_TRANSITIONS, LineSide, PipelineRun, RunLineComment, RunStatus
 from pipelines.review.selectors import LineCommentVerdict, run_diff, run_feedback_round
 from pipelines.runs.services import run_transition
 
 if TYPE_CHECKING:
     from accounts.models import User
 
-FEEDBACK_REQUIRED = "Say what should change."
+FEEDBACK_REQUIRED = "Say what should change, here or in comments on lines of the diff."
 MERGE_REFUSED = (
     "The branch {branch} was not merged into {base}: {reason} The branch and its worktree are kept; "
     "download the patch, resolve it in the repository, or request changes."
@@ -48,6 +50,8 @@ BODY_REQUIRED = "Write the comment."
 BODY_TOO_LONG = f"Keep the comment under {LINE_COMMENT_BODY_MAX_LENGTH:,} characters."
 PATH_NOT_IN_DIFF = "This file is not among the run's changes."
 LINE_NOT_IN_DIFF = "Line {line} of {path} is not in the diff: comment on lines of its changed hunks."
+LINE_NOT_REMOVED = "Line {line} of the old {path} was not removed: comment on the lines the change removed."
+SIDE_UNKNOWN = "Comment on the new file's lines (new) or on removed lines (old)."
 LINES_REVERSED = "The range must end at or after its first line."
 TOO_MANY_LINES = f"Comment on at most {LINE_COMMENT_MAX_LINES} lines at once."
 NOT_AWAITING_APPROVAL = "Lines can be commented on only while the run awaits your approval."
@@ -86,9 +90,10 @@ def _clean_body(body: str) -> str:
     return body
 
 
-def _quoted_lines(run: PipelineRun, path: str, line_start: int, line_end: int) -> str:
-    """The new file's lines ``line_start``–``line_end`` as the diff shows them; a
-    ValidationError naming the field at fault when they are not all there."""
+def _quoted_lines(run: PipelineRun, path: str, line_start: int, line_end: int, side: str) -> str:
+    """Lines ``line_start``–``line_end`` as the diff shows them: the new file's, or
+    (``side`` old) the old file's lines the change removed; a ValidationError naming the
+    field at fault when they are not all there."""
     if line_end < line_start:
         raise ValidationError({"line_end": [LINES_REVERSED]})
     if line_end - line_start + 1 > LINE_COMMENT_MAX_LINES:
@@ -96,11 +101,13 @@ def _quoted_lines(run: PipelineRun, path: str, line_start: int, line_end: int) -
     files = {file.path: file for file in run_diff(run=run).files}
     if path not in files:
         raise ValidationError({"path": [PATH_NOT_IN_DIFF]})
-    shown = files[path].new_lines_shown()
+    old_side = side == LineSide.OLD
+    shown = files[path].old_lines_removed() if old_side else files[path].new_lines_shown()
     for line in range(line_start, line_end + 1):
         if line not in shown:
             field = "line_start" if line == line_start else "line_end"
-            raise ValidationError({field: [LINE_NOT_IN_DIFF.format(line=line, path=path)]})
+            message = LINE_NOT_REMOVED if old_side else LINE_NOT_IN_DIFF
+            raise ValidationError({field: [message.format(line=line, path=path)]})
     return "\n".join(shown[line] for line in range(line_start, line_end + 1))
 
 
@@ -113,18 +120,39 @@ def _lock_awaiting(run: PipelineRun) -> None:
         raise LineCommentClosed(NOT_AWAITING_APPROVAL)
 
 
+def _lock_awaiting_or_invalid(run: PipelineRun) -> None:
+    """Hold the run's row; InvalidTransition, as the transition would say, unless it
+    still awaits approval."""
+    status = PipelineRun.objects.select_for_update().filter(pk=run.pk).values_list("status", flat=True).first()
+    if status != RunStatus.AWAITING_APPROVAL:
+        raise InvalidTransition(
+            f"A run that is {status} cannot become {RunStatus.CODING}.",
+            extra={"allowed": [str(s) for s in sorted(RUN_TRANSITIONS[status])] if status else []},
+        )
+
+
 def line_comment_create(
-    *, run: PipelineRun, author: User | None, path: str, line_start: int, line_end: int | None = None, body: str
+    *,
+    run: PipelineRun,
+    author: User | None,
+    path: str,
+    line_start: int,
+    line_end: int | None = None,
+    body: str,
+    side: str = LineSide.NEW,
 ) -> RunLineComment:
     """A pending comment on lines ``line_start``–``line_end`` (one line when None) of the
-    new ``path`` in the run's diff, with those lines quoted. ValidationError (by field)
-    for bad input, LineCommentClosed unless the run awaits approval."""
+    new ``path`` in the run's diff — or, ``side`` "old", of the lines the change removed,
+    numbered as the old file had them — with those lines quoted. ValidationError (by
+    field) for bad input, LineCommentClosed unless the run awaits approval."""
     if run.status != RunStatus.AWAITING_APPROVAL:
         raise LineCommentClosed(NOT_AWAITING_APPROVAL)
+    if side not in LineSide.values:
+        raise ValidationError({"side": [SIDE_UNKNOWN]})
     body = _clean_body(body)
     line_end = line_start if line_end is None else line_end
     # The diff reads git on a linked repository: slow I/O, outside the transaction.
-    quote = _quoted_lines(run, path, line_start, line_end)
+    quote = _quoted_lines(run, path, line_start, line_end, side)
     with transaction.atomic():
         _lock_awaiting(run)
         if RunLineComment.objects.filter(run=run, feedback_round__isnull=True).count() >= PENDING_LINE_COMMENTS_MAX:
@@ -135,6 +163,7 @@ def line_comment_create(
             path=path,
             line_start=line_start,
             line_end=line_end,
+            side=side,
             quote=quote,
             body=body,
             # The lines are numbered as the diff at this commit shows them: the round
@@ -170,11 +199,16 @@ def run_request_changes(*, run: PipelineRun, feedback: str, actor: User | None =
     """Awaiting approval → coding again, with the person's feedback for the Coder and
     the run's pending line comments, in one transaction: the comments are stamped with
     the round of feedback it opens, or, should the request fail, stay pending. The
+    feedback may be empty when there are pending comments: they are the request. The
     review loop starts afresh (up to three reviews again)."""
     feedback = feedback.strip()
-    if not feedback:
-        raise ValidationError({"feedback": [FEEDBACK_REQUIRED]})
     with transaction.atomic():
+        if not feedback:
+            # Under the run's row, which a comment's delete takes too: the comments
+            # counted here are the ones the request sends.
+            _lock_awaiting_or_invalid(run)
+            if not RunLineComment.objects.filter(run=run, feedback_round__isnull=True).exists():
+                raise ValidationError({"feedback": [FEEDBACK_REQUIRED]})
         run = run_transition(
             run=run,
             to_status=RunStatus.CODING,

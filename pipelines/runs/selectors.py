@@ -256,6 +256,20 @@ def run_totals_for_task(*, task: Task) -> dict[str, Any]:
     }
 
 
+def run_changes_requested(*, run: PipelineRun) -> bool:
+    """Whether a person has requested changes on the run (with feedback, line comments or both)."""
+    return RunTransition.objects.filter(
+        run=run, from_status=RunStatus.AWAITING_APPROVAL, to_status=RunStatus.CODING
+    ).exists()
+
+
+def task_spend(*, task_id: int) -> Decimal:
+    """What the task's runs have cost together, every round of every run (the sum
+    ``Task.total_cost`` keeps for the board, read from the runs themselves)."""
+    total = PipelineRun.objects.filter(task_id=task_id).aggregate(total=Sum("cost_usd"))["total"]
+    return Decimal(total or 0)
+
+
 def run_stopped_in(*, run: PipelineRun) -> str:
     """The status a failed or cancelled run was in when it stopped ('' if unknown)."""
     status = (

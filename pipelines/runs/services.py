@@ -34,6 +34,7 @@ from pipelines.models import (
     RunTransition,
 )
 from pipelines.runs.card import card_column, pipeline_state
+from pipelines.runs.ceiling import spend_ceiling_check
 from pipelines.runs.places import run_places, runs_free_to_start
 from pipelines.runs.selectors import run_phase_change_event, run_subtask_index
 from tasks.models import Task
@@ -155,6 +156,8 @@ def run_transition(
     # stall the run until the lease ran out and the sweeper came by.
     changes["lease_owner"] = ""
     changes["lease_expires_at"] = None
+    # Why a run paused holds only while it is paused (environment broken, spend ceiling).
+    changes.setdefault("pause_kind", "")
     if to_status in (RunStatus.PAUSED, RunStatus.FAILED):
         changes.setdefault("error_retryable", to_status == RunStatus.PAUSED)
     elif to_status in WORKING_STATUSES or to_status == RunStatus.AWAITING_APPROVAL:
@@ -359,9 +362,12 @@ def run_cancel(*, run: PipelineRun, actor: User | None = None) -> PipelineRun:
 
 
 def run_retry(*, run: PipelineRun, actor: User | None = None, api_key: str | None = None) -> PipelineRun:
-    """Paused → resume the same phase. Failed, cancelled or awaiting approval → a new
+    """Paused → resume the same phase (SpendCeilingReached while the task is still at its
+    spending ceiling: raise it first). Failed, cancelled or awaiting approval → a new
     run from planning (an awaiting run is cancelled first, in the same transaction)."""
     if run.status == RunStatus.PAUSED:
+        # Still at the task's spending ceiling: the phase would only pause again.
+        spend_ceiling_check(run)
         fields: dict[str, Any] = {"token_budget": _run_settings(run.task)["token_budget"]}
         if api_key:
             fields["api_key_encrypted"] = _resolve_api_key(api_key)

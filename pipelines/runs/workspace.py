@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from core.exceptions import ApplicationError
 from pipelines.models import FINAL_STATUSES, PipelineRun
+from pipelines.runs.selectors import run_changes_requested
 
 if TYPE_CHECKING:
     from core.masking import OutputMasker
@@ -187,7 +188,7 @@ def commit_message(run: PipelineRun, changes: list[dict[str, Any]]) -> str:
     task = run.task
     if run.status == "fixing":
         why = f"fixes after review {run.iteration}"
-    elif run.feedback:
+    elif run.feedback or run_changes_requested(run=run):
         why = "changes requested in review"
     else:
         why = "implementation"

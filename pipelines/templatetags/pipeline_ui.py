@@ -13,7 +13,9 @@ from django.template import Context
 from pipelines.messages.selectors import run_message_note
 from pipelines.models import RunMessage, RunStatus
 from pipelines.panel import panel_context
+from pipelines.runs.ceiling import TaskSpend
 from pipelines.runs.places import queue_place_label
+from projects.selectors import project_task_spend_ceiling
 from tasks.models import Task
 
 register = template.Library()
@@ -44,6 +46,13 @@ def usd(value: Any) -> str:
     except InvalidOperation:
         return ""
     return f"${amount.quantize(Decimal('0.0001')):,}"
+
+
+@register.filter
+def task_spend(task: Task) -> TaskSpend:
+    """A board card's spend against its task's ceiling, from the card's own fields (the
+    denormalised ``Task.total_cost``, the task's project): no query per card."""
+    return TaskSpend(spent=Decimal(task.total_cost or 0), ceiling=project_task_spend_ceiling(project=task.project))
 
 
 @register.filter
@@ -104,11 +113,13 @@ def run_panel(context: Context, task: Task) -> dict[str, Any]:
 
 
 @register.simple_tag
-def line_comments_at(placed: dict[str, dict[int, list[Any]]], path: str, line: int | None) -> list[Any]:
-    """The pending comments the diff shows under ``line`` of ``path`` (panel._pending_by_line)."""
+def line_comments_at(placed: dict[str, dict[tuple[str, int], list[Any]]], path: str, row: Any) -> list[Any]:
+    """The pending comments the diff shows under ``row`` of ``path``'s diff
+    (panel._pending_by_line): a removed row's by its old line, others' by their new one."""
+    side, line = ("old", row.old_line) if row.kind == "del" else ("new", row.new_line)
     if line is None:
         return []
-    return (placed or {}).get(path, {}).get(line, [])
+    return (placed or {}).get(path, {}).get((side, line), [])
 
 
 @register.filter

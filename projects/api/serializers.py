@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from decimal import Decimal
+
 from rest_framework import serializers
 
 from core.api import StrictBooleanField, StrictCharField
@@ -8,6 +10,7 @@ from projects.models import (
     LESSON_HALF_LIFE_MAX_HOURS,
     PROJECT_NAME_MAX_LENGTH,
     RUNS_AT_ONCE_MAX,
+    TASK_SPEND_CEILING_MAX_USD,
     Project,
 )
 
@@ -32,6 +35,7 @@ class ProjectSerializer(serializers.ModelSerializer[Project]):
             "learn_distil",
             "lesson_half_life_hours",
             "runs_at_once",
+            "task_spend_ceiling_usd",
             "task_count",
             "created_at",
             "updated_at",
@@ -87,4 +91,14 @@ class ProjectInputSerializer(serializers.Serializer):
         allow_null=True,
         required=False,
         help_text="How many of the project's runs may work at once (more wait queued); null = server default.",
+    )
+    task_spend_ceiling_usd = serializers.DecimalField(
+        max_digits=10,
+        decimal_places=2,
+        min_value=Decimal("0"),
+        max_value=TASK_SPEND_CEILING_MAX_USD,
+        allow_null=True,
+        required=False,
+        help_text="What one task's runs may spend together, in USD, before the work pauses; "
+        "null = server default, 0 = no ceiling.",
     )

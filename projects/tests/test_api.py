@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 
 import pytest
 from rest_framework.test import APIClient
@@ -54,6 +55,7 @@ def test_list_shows_own_projects_with_task_counts(
         "learn_distil",
         "lesson_half_life_hours",
         "runs_at_once",
+        "task_spend_ceiling_usd",
         "task_count",
         "created_at",
         "updated_at",
@@ -342,6 +344,11 @@ def test_agent_settings_override_the_servers_for_new_runs(owner_client, project,
         {"runs_at_once": 0},
         {"runs_at_once": 51},
         {"runs_at_once": "two"},
+        {"task_spend_ceiling_usd": -1},
+        {"task_spend_ceiling_usd": "-0.01"},
+        {"task_spend_ceiling_usd": "1.234"},
+        {"task_spend_ceiling_usd": "lots"},
+        {"task_spend_ceiling_usd": 10_000_000},
     ],
 )
 def test_bad_agent_settings_are_400(owner_client, project, body) -> None:
@@ -388,3 +395,19 @@ def test_runs_at_once_round_trip(owner_client, project) -> None:
     created = owner_client.post(LIST, {"name": "One at a time", "runs_at_once": 1}, format="json")
     assert created.status_code == 201, created.content
     assert created.json()["runs_at_once"] == 1
+
+
+def test_task_spend_ceiling_round_trip(owner_client, project) -> None:
+    assert owner_client.get(detail(project.pk)).json()["task_spend_ceiling_usd"] is None  # the server's default
+    response = owner_client.patch(detail(project.pk), {"task_spend_ceiling_usd": "5.00"}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["task_spend_ceiling_usd"] == "5.00"
+    project.refresh_from_db()
+    assert project.task_spend_ceiling_usd == Decimal("5.00")
+    refused = owner_client.patch(detail(project.pk), {"task_spend_ceiling_usd": -2}, format="json")
+    assert refused.status_code == 400
+    assert "task_spend_ceiling_usd" in refused.json()["extra"]["fields"]
+    project.refresh_from_db()
+    assert project.task_spend_ceiling_usd == Decimal("5.00")
+    none = owner_client.patch(detail(project.pk), {"task_spend_ceiling_usd": 0}, format="json")
+    assert none.json()["task_spend_ceiling_usd"] == "0.00"  # no ceiling for this project

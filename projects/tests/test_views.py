@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import pytest
 from django.urls import reverse
@@ -352,3 +353,17 @@ def test_the_settings_page_names_each_default_it_falls_back_to(client, owner: Us
     assert "default, 250,000 tokens." in html
     assert "default, 3." in html
     assert f"({settings.LLM_MODEL})" in html
+
+
+def test_task_spend_ceiling_on_the_settings_page(client, owner: User, project: Project) -> None:
+    client.force_login(owner)
+    assert 'name="task_spend_ceiling_usd"' in client.get(edit_url(project)).content.decode()
+    response = client.post(edit_url(project), {"name": project.name, "task_spend_ceiling_usd": "7.50"})
+    assert response.status_code == 302
+    project.refresh_from_db()
+    assert project.task_spend_ceiling_usd == Decimal("7.50")
+    refused = client.post(edit_url(project), {"name": project.name, "task_spend_ceiling_usd": "-1"})
+    assert refused.status_code == 400
+    assert refused.context["form"].errors["task_spend_ceiling_usd"]
+    project.refresh_from_db()
+    assert project.task_spend_ceiling_usd == Decimal("7.50")

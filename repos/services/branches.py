@@ -130,6 +130,20 @@ class FileLineChanges:
     # Git could not say which lines (a binary file, or one that became binary): the
     # file changed as a whole.
     whole_file: bool = False
+    # Each hunk's lines as git wrote them (``-`` removed, ``+`` added), in ``hunks``' order.
+    texts: tuple[str, ...] = ()
+
+    def over(self, first: int, last: int) -> tuple[object, ...]:
+        """What changed over lines ``first``–``last`` of the older file: the hunks that
+        edit or remove any of them or insert lines among or right beside them, each with
+        its lines — equal for two changes that treat those lines alike."""
+        if self.whole_file:
+            return ("whole file",)
+        over: list[object] = []
+        for index, (start, count) in enumerate(self.hunks):
+            if (count and start <= last and start + count - 1 >= first) or (not count and first - 1 <= start <= last):
+                over.append((start, count, self.texts[index] if index < len(self.texts) else ""))
+        return tuple(over)
 
     def touches(self, first: int, last: int) -> bool:
         """Whether lines ``first``–``last`` of the older file were edited or removed (a
@@ -165,9 +179,13 @@ def file_line_changes(*, repository: Repository, old: str, new: str, path: str) 
         cwd=repo,
         access=repository_read_access(repo),
     ).stdout
-    hunks = tuple((int(match["start"]), int(match["count"] or 1)) for match in HUNK_HEADER.finditer(output))
+    matches = list(HUNK_HEADER.finditer(output))
+    hunks = tuple((int(match["start"]), int(match["count"] or 1)) for match in matches)
+    # A hunk's lines run from the end of its header line to the next header.
+    ends = [match.start() for match in matches[1:]] + [len(output)] if matches else []
+    texts = tuple(output[output.find("\n", match.end()) + 1 : end] for match, end in zip(matches, ends, strict=True))
     binary = any(line.startswith("Binary files ") for line in output.splitlines())
-    return FileLineChanges(hunks=hunks, whole_file=binary and not hunks)
+    return FileLineChanges(hunks=hunks, whole_file=binary and not hunks, texts=texts)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -7,6 +8,7 @@ from rest_framework import serializers
 
 from core.api import StrictCharField
 from projects.api.fields import OwnedProjectField
+from projects.selectors import project_task_spend_ceiling
 from tasks.models import DESCRIPTION_MAX_LENGTH, TITLE_MAX_LENGTH, Task, TaskCategory, TaskPriority, TaskStatus
 
 STATUS_NOT_EDITABLE = "The status changes only through PATCH /api/tasks/{id}/status."
@@ -63,6 +65,10 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
         help_text="The latest pipeline run's state and cost; null before the task's first run."
     )
     total_cost = _usd_field("What all the task's pipeline runs cost, in USD; null before its first run.")
+    spend_ceiling_usd = serializers.SerializerMethodField(
+        help_text="What all the task's runs may spend together, in USD (the project's ceiling, or the server's); "
+        "null: no ceiling. Its runs pause once `total_cost` reaches it."
+    )
 
     class Meta:
         model = Task
@@ -79,10 +85,16 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
             "pipeline_state",
             "latest_run",
             "total_cost",
+            "spend_ceiling_usd",
             "created_at",
             "updated_at",
         )
         read_only_fields = fields
+
+    @extend_schema_field(serializers.DecimalField(max_digits=10, decimal_places=2, allow_null=True))
+    def get_spend_ceiling_usd(self, task: Task) -> str | None:
+        ceiling = project_task_spend_ceiling(project=task.project)
+        return None if ceiling is None else str(ceiling.quantize(Decimal("0.01")))
 
     @extend_schema_field(LatestRunSerializer(allow_null=True))
     def get_latest_run(self, task: Task) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 
 import pytest
 from rest_framework.test import APIClient
@@ -34,6 +35,7 @@ FIELDS = {
     "pipeline_state",
     "latest_run",
     "total_cost",
+    "spend_ceiling_usd",
     "created_at",
     "updated_at",
 }
@@ -449,3 +451,18 @@ def test_session_writes_without_csrf_are_refused(owner_session_client: APIClient
     body = assert_error(call(owner_session_client, task), 403, "permission_denied")
     assert "CSRF" in body["message"]
     assert_untouched(task)
+
+
+def test_a_task_shows_its_spending_ceiling(owner_client, project, settings) -> None:
+    task = TaskFactory(project=project)
+    assert owner_client.get(detail(task.pk)).json()["spend_ceiling_usd"] is None
+    settings.TASK_SPEND_CEILING_USD = 4.0
+    assert owner_client.get(detail(task.pk)).json()["spend_ceiling_usd"] == "4.00"
+    project.task_spend_ceiling_usd = Decimal("12.5")
+    project.save()
+    assert owner_client.get(detail(task.pk)).json()["spend_ceiling_usd"] == "12.50"
+    listed = owner_client.get("/api/tasks", {"project": project.pk}).json()["results"]
+    assert [item["spend_ceiling_usd"] for item in listed] == ["12.50"]
+    project.task_spend_ceiling_usd = Decimal("0")
+    project.save()
+    assert owner_client.get(detail(task.pk)).json()["spend_ceiling_usd"] is None

@@ -25,6 +25,9 @@ LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", default=300, minimum=1)
 LLM_PROMPT_CACHING = env_bool("LLM_PROMPT_CACHING", default=True)
 # Tokens (input, cached input included, + output) one run may spend before it pauses; 0 = no limit.
 RUN_TOKEN_BUDGET = env_int("RUN_TOKEN_BUDGET", default=400_000)
+# What one task's runs may spend together (USD, every round of every run) before the work
+# pauses; 0 = no ceiling. A project may set its own (pipelines/runs/ceiling.py).
+TASK_SPEND_CEILING_USD = env_float("TASK_SPEND_CEILING_USD", default=0.0)
 # Waits between retries of a failing LLM call before the run pauses (seconds).
 LLM_RETRY_DELAYS = env_float_list("LLM_RETRY_DELAYS", [2.0, 4.0, 8.0])
 LLM_RETRY_AFTER_CAP_SECONDS = 60.0

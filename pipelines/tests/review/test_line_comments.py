@@ -12,6 +12,7 @@ from pipelines.models import PipelineRun, RunLineComment, RunStatus
 from pipelines.review.services import (
     ALREADY_SENT,
     BODY_TOO_LONG,
+    FEEDBACK_REQUIRED,
     LINE_COMMENT_BODY_MAX_LENGTH,
     LINE_NOT_IN_DIFF,
     LINES_REVERSED,
@@ -21,6 +22,7 @@ from pipelines.review.services import (
     run_request_changes,
 )
 from pipelines.runs.services import StaleRun, run_cancel
+from tests.api_helpers import field_errors
 from tests.fake_anthropic import ToolReply, coder_replaces
 from tests.workers import drive_in_process
 
@@ -159,9 +161,11 @@ def test_api_refuses_bad_input_with_field_errors(awaiting_run, owner_client, fie
 
 
 def test_a_refused_request_for_changes_sends_no_comment(awaiting_run, owner, owner_client) -> None:
-    line_comment_create(run=awaiting_run, author=owner, path="app/long.py", line_start=15, body=COMMENT)
+    # Nothing said, no comment pending: nothing to request.
     refused = owner_client.post(f"/api/runs/{awaiting_run.pk}/request-changes", {"feedback": "  "}, format="json")
     assert refused.status_code == 400
+    assert field_errors(refused) == {"feedback": [FEEDBACK_REQUIRED]}
+    line_comment_create(run=awaiting_run, author=owner, path="app/long.py", line_start=15, body=COMMENT)
     assert RunLineComment.objects.get().feedback_round is None
     # The run was cancelled meanwhile (another tab): the compare-and-set fails, and the
     # comment is not stamped as sent to a Coder that never got it.
