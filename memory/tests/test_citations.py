@@ -255,3 +255,21 @@ def test_edit_over_the_api_is_partial(owner, project, owner_client) -> None:
     assert (line.json()["content"], line.json()["applies_when"]) == (LESSON, "changing the numbers module")
     empty = owner_client.patch(url, {}, format="json")
     assert empty.status_code == 400 and "content" in empty.json()["extra"]["fields"]
+
+
+def test_the_pages_buttons_generalise_share_and_refuse_with_a_message(owner, project, other_user) -> None:
+    from django.test import Client
+
+    memory = cited_memory(owner, project)
+    browser = Client()
+    browser.force_login(owner)
+    assert browser.post(f"/memory/recall/{memory.pk}/share", {"shared": "1"}).status_code == 302
+    assert browser.post(f"/memory/recall/{memory.pk}/generalise").status_code == 302
+    memory.refresh_from_db()
+    assert memory.is_global is True and memory.path_scoped is False
+    browser.post(f"/memory/recall/{memory.pk}/delete")
+    refused = browser.post(f"/memory/recall/{memory.pk}/pin", {"pinned": "1"}, follow=True)
+    assert "A deleted memory cannot be pinned" in refused.content.decode()
+    stranger = Client()
+    stranger.force_login(other_user)
+    assert stranger.post(f"/memory/recall/{memory.pk}/share", {"shared": "0"}).status_code == 404

@@ -6,6 +6,7 @@ Thin views over memory.services.semantic and memory.selectors.semantic.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -16,6 +17,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.models import User
 from accounts.selectors import request_user
 from core.exceptions import ApplicationError
 from memory.citations import citations_from_json
@@ -168,17 +170,31 @@ def recall_add(request: HttpRequest) -> HttpResponse:
     return render(request, "memory/recall.html", context, status=400)
 
 
-@login_required
-@require_POST
-def recall_reinforce(request: HttpRequest, memory_id: int) -> HttpResponse:
-    pk = memory_get_for_user(user=request_user(request), memory_id=memory_id).pk
+def _memory_action(
+    request: HttpRequest, memory_id: int, action: Callable[[User, int], object], done: str
+) -> HttpResponse:
+    """Run one service on the user's memory (404 for another user's), say ``done`` or why
+    it was refused, and go back to the list."""
+    user = request_user(request)
+    pk = memory_get_for_user(user=user, memory_id=memory_id).pk
     try:
-        memory_reinforce(owner=request_user(request), memory_id=pk)
+        action(user, pk)
     except ApplicationError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, "Reinforced: its confidence is back to full.")
+        messages.success(request, done)
     return _back(request)
+
+
+@login_required
+@require_POST
+def recall_reinforce(request: HttpRequest, memory_id: int) -> HttpResponse:
+    return _memory_action(
+        request,
+        memory_id,
+        lambda user, pk: memory_reinforce(owner=user, memory_id=pk),
+        "Reinforced: its confidence is back to full.",
+    )
 
 
 @login_required
@@ -194,49 +210,38 @@ def recall_delete(request: HttpRequest, memory_id: int) -> HttpResponse:
 @require_POST
 def recall_pin(request: HttpRequest, memory_id: int) -> HttpResponse:
     """Pin (``pinned=1``: permanent) or unpin (``pinned=0``: back to its policy)."""
-    user = request_user(request)
-    pk = memory_get_for_user(user=user, memory_id=memory_id).pk
     pinned = request.POST.get("pinned") == "1"
-    try:
-        memory_pin(owner=user, memory_id=pk, pinned=pinned)
-    except ApplicationError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, "Pinned: it never fades." if pinned else "Unpinned: it fades by its policy again.")
-    return _back(request)
+    return _memory_action(
+        request,
+        memory_id,
+        lambda user, pk: memory_pin(owner=user, memory_id=pk, pinned=pinned),
+        "Pinned: it never fades." if pinned else "Unpinned: it fades by its policy again.",
+    )
 
 
 @login_required
 @require_POST
 def recall_share(request: HttpRequest, memory_id: int) -> HttpResponse:
     """Share with every project (``shared=1``) or keep to its own project (``shared=0``)."""
-    user = request_user(request)
-    pk = memory_get_for_user(user=user, memory_id=memory_id).pk
     shared = request.POST.get("shared") == "1"
-    try:
-        memory_share(owner=user, memory_id=pk, shared=shared)
-    except ApplicationError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(
-            request, "Shared: every project's agents may be given it." if shared else "Kept to its own project again."
-        )
-    return _back(request)
+    return _memory_action(
+        request,
+        memory_id,
+        lambda user, pk: memory_share(owner=user, memory_id=pk, shared=shared),
+        "Shared: every project's agents may be given it." if shared else "Kept to its own project again.",
+    )
 
 
 @login_required
 @require_POST
 def recall_generalise(request: HttpRequest, memory_id: int) -> HttpResponse:
     """The memory applies to the whole project (a stale one is given again)."""
-    user = request_user(request)
-    pk = memory_get_for_user(user=user, memory_id=memory_id).pk
-    try:
-        memory_generalise(owner=user, memory_id=pk)
-    except ApplicationError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, "It now applies to the whole project: any task of it may be given it.")
-    return _back(request)
+    return _memory_action(
+        request,
+        memory_id,
+        lambda user, pk: memory_generalise(owner=user, memory_id=pk),
+        "It now applies to the whole project: any task of it may be given it.",
+    )
 
 
 @login_required
