@@ -102,7 +102,7 @@ clean:
 # Watch whole runs without an API key: the scripted demo model (llm/demo/, a local server
 # speaking the Anthropic Messages API) stands in for the API; the UI labels the model as a
 # scripted demo. It needs no Django settings. Its own database, demo.sqlite3. Beside it, the
-# fake forge (llm/demo/forge.py) for the pull-request walk-through: repository team/demo-app,
+# fake forge (llm/demo/forge/) for the pull-request walk-through: repository team/demo-app,
 # its branches in the sample repository's bare remote; the server may reach local addresses.
 DEMO_LLM_PORT ?= 8090
 DEMO_FORGE_PORT ?= 8091

@@ -288,6 +288,9 @@ class PullRequest(TimeStampedModel):
     head_branch = models.CharField(max_length=255)
     base_branch = models.CharField(max_length=255)
     pushed_to = models.CharField(max_length=1000, help_text="The remote the branch was pushed to.")
+    # The run's head commit the forge's branch has (pipelines.pull_requests.rounds pushes a
+    # round's new commits after it); the forge's checks are about this commit.
+    pushed_head = models.CharField(max_length=64, blank=True)
     opened_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     state_checked_at = models.DateTimeField(null=True, blank=True)
     # The last failure to ask the forge about it (it is asked again at the next poll).

@@ -14,8 +14,11 @@ from celery import shared_task
 @shared_task(acks_late=True, ignore_result=True)
 def pipeline_advance(run_id: int) -> None:
     from pipelines.phases.driver import run_advance
+    from pipelines.pull_requests.rounds import pull_request_follow_run
 
     run_advance(run_id=run_id)
+    # A round the forge asked for is over: its new commits go to the pull request.
+    pull_request_follow_run(run_id=run_id)
 
 
 @shared_task(ignore_result=True)
@@ -27,6 +30,6 @@ def pipeline_cleanup_worktrees() -> int:
 
 @shared_task(ignore_result=True)
 def pipeline_poll_pull_requests() -> int:
-    from pipelines.pull_requests.services import pull_requests_poll
+    from pipelines.pull_requests.poll import pull_requests_poll
 
     return pull_requests_poll()

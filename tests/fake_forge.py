@@ -1,4 +1,4 @@
-"""The tests' fake forge: the demo's (llm/demo/forge.py), which ``make demo`` serves too."""
+"""The tests' fake forge: the demo's (llm/demo/forge/), which ``make demo`` serves too."""
 
 from __future__ import annotations
 

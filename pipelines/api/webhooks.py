@@ -1,5 +1,5 @@
 """The forges' webhook deliveries: no session or token, the repository's secret signs
-them (pipelines.pull_requests.services.pull_request_webhook checks it). Thin: the body and the
+them (pipelines.pull_requests.webhooks.pull_request_webhook checks it). Thin: the body and the
 headers go to the service as they came; Django's DATA_UPLOAD_MAX_MEMORY_SIZE caps the
 body (a larger one is a 400)."""
 
@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from core.converters import parse_id
 from core.exception_handlers import error_body
 from core.exceptions import ApplicationError
-from pipelines.pull_requests.services import pull_request_webhook
+from pipelines.pull_requests.webhooks import pull_request_webhook
 
 
 @csrf_exempt

@@ -11,35 +11,27 @@ awaiting approval and its branch stays, and the error says what to do.
 
 from __future__ import annotations
 
-import json
 import logging
-from datetime import timedelta
 from decimal import Decimal
-from typing import Any
 
-from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
-from django.views.decorators.debug import sensitive_variables
 
 from accounts.models import User
 from core.crypto import decrypt_secret
 from core.exceptions import ApplicationError, NotFound
 from pipelines.events import PullRequestChange, event_publish
-from pipelines.models import ForgeDelivery, PipelineRun, PullRequest, RunStatus
+from pipelines.models import PipelineRun, PullRequest, RunStatus
 from pipelines.review.services import MergedOnForge, run_approve
 from pipelines.runs.services import InvalidTransition, run_transition
 from pipelines.runs.workspace import run_repository
 from repos.clone import PushError
 from repos.forges import (
+    ForgeClient,
     ForgeError,
     PullRequestInfo,
     PullRequestState,
     forge_client,
-    webhook_body_digest,
-    webhook_delivery_id,
-    webhook_is_authentic,
-    webhook_pull_request,
 )
 from repos.models import Repository
 from repos.services import branch_push
@@ -54,8 +46,6 @@ NO_FORGE = (
     "the project's Repository page."
 )
 ALREADY_FINISHED = "This run's pull request is already {state}."
-WEBHOOK_UNKNOWN = "No repository with pull requests takes webhooks here."
-WEBHOOK_BAD_SIGNATURE = "The delivery's signature does not match the repository's webhook secret."
 BODY_FINDINGS_SHOWN = 10
 
 
@@ -70,16 +60,12 @@ class PullRequestFailed(ApplicationError):
         self.status_code = 503 if retryable else 400
 
 
-class WebhookRefused(ApplicationError):
-    code = "webhook_refused"
-    status_code = 401
-
-
 def _token(repository: Repository) -> str:
     return decrypt_secret(repository.forge_token_encrypted)
 
 
-def _client(repository: Repository) -> Any:
+def forge_client_for(repository: Repository) -> ForgeClient:
+    """The repository's forge, with its token."""
     return forge_client(
         kind=repository.forge_kind,
         api_url=repository.forge_api_url,
@@ -143,7 +129,7 @@ def run_open_pull_request(*, run: PipelineRun, actor: User | None = None) -> Pul
         raise PullRequestFailed(error.message, code="push_failed", retryable=error.retryable) from None
     title, body = pull_request_text(run)
     try:
-        info = _client(repository).open_pull_request(
+        info = forge_client_for(repository).open_pull_request(
             head=run.branch, base=repository.base_branch, title=title, body=body
         )
     except ForgeError as error:
@@ -159,15 +145,16 @@ def run_open_pull_request(*, run: PipelineRun, actor: User | None = None) -> Pul
                 "head_branch": run.branch,
                 "base_branch": repository.base_branch,
                 "pushed_to": pushed_to,
+                "pushed_head": run.head_commit,
                 "opened_by": actor,
                 "state_checked_at": timezone.now(),
             },
         )
-        _publish(pull_request)
+        publish_pull_request(pull_request)
     return pull_request
 
 
-def _publish(pull_request: PullRequest) -> None:
+def publish_pull_request(pull_request: PullRequest) -> None:
     """Tell the card (the task's run summary) and the pages: its state changed."""
     run = pull_request.run
     summary = {"number": pull_request.number, "url": pull_request.url, "state": pull_request.state}
@@ -207,74 +194,8 @@ def pull_request_apply(*, pull_request: PullRequest, info: PullRequestInfo) -> P
             run_transition(
                 run=run, to_status=RunStatus.CANCELLED, reason=f"pull request #{locked.number} closed unmerged"
             )
-        _publish(locked)
+        publish_pull_request(locked)
     return locked
-
-
-@sensitive_variables("secret")
-def pull_request_webhook(*, repository_id: int | None, body: bytes, headers: Any) -> str:
-    """Apply a forge's delivery. Returns what happened in a word: "applied", "ignored"
-    (not about one of our pull requests) or "replayed" (the same body seen before for
-    this repository, whatever its delivery id). A signature that does not match — or is
-    not ASCII, or not well formed — is ``WebhookRefused``."""
-    repository = Repository.objects.filter(pk=repository_id).exclude(forge_kind="").first() if repository_id else None
-    secret = decrypt_secret(repository.forge_webhook_secret_encrypted) if repository else ""
-    if repository is None or not secret:
-        raise NotFound(WEBHOOK_UNKNOWN)
-    kind = repository.forge_kind
-    if not webhook_is_authentic(kind=kind, secret=secret, body=body, headers=headers):
-        raise WebhookRefused(WEBHOOK_BAD_SIGNATURE)
-    # Seen before: the same signed body, whatever delivery id (unsigned) comes with it.
-    try:
-        with transaction.atomic():
-            ForgeDelivery.objects.create(
-                repository=repository,
-                body_sha256=webhook_body_digest(body),
-                delivery_id=webhook_delivery_id(kind=kind, headers=headers),
-            )
-    except IntegrityError:
-        return "replayed"
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        return "ignored"
-    info = webhook_pull_request(kind=kind, payload=payload) if isinstance(payload, dict) else None
-    if info is None:
-        return "ignored"
-    pull_request = (
-        PullRequest.objects.filter(run__task__project_id=repository.project_id, number=info.number)
-        .select_related("run__task")
-        .first()
-    )
-    if pull_request is None:
-        return "ignored"
-    pull_request_apply(pull_request=pull_request, info=info)
-    return "applied"
-
-
-def pull_requests_poll(*, older_than_seconds: int | None = None) -> int:
-    """Ask the forge about open pull requests not heard of for a while (no webhook, or a
-    delivery lost). Returns how many were asked about. A forge that fails is noted on
-    the pull request and asked again next time."""
-    seconds = settings.PULL_REQUEST_POLL_SECONDS if older_than_seconds is None else older_than_seconds
-    cutoff = timezone.now() - timedelta(seconds=seconds)
-    due = PullRequest.objects.filter(state=PullRequestState.OPEN, state_checked_at__lte=cutoff).select_related(
-        "run__task"
-    )
-    asked = 0
-    for pull_request in due.order_by("state_checked_at")[: settings.PULL_REQUEST_POLL_BATCH]:
-        repository = run_repository(pull_request.run)
-        if repository is None or not repository.forge_configured:
-            continue
-        asked += 1
-        try:
-            info = _client(repository).pull_request(pull_request.number)
-        except ForgeError as error:
-            PullRequest.objects.filter(pk=pull_request.pk).update(state_checked_at=timezone.now(), error=error.message)
-            logger.warning("Pull request %s: %s", pull_request.pk, error.message)
-            continue
-        pull_request_apply(pull_request=pull_request, info=info)
-    return asked
 
 
 def pull_request_for_user(*, user: User, run_id: int) -> PullRequest:

@@ -195,12 +195,13 @@ def line_comment_delete(*, comment: RunLineComment) -> None:
             raise LineCommentClosed(ALREADY_SENT)
 
 
-def run_request_changes(*, run: PipelineRun, feedback: str, actor: User | None = None) -> PipelineRun:
+def run_request_changes(*, run: PipelineRun, feedback: str, actor: User | None = None, origin: str = "") -> PipelineRun:
     """Awaiting approval → coding again, with the person's feedback for the Coder and
     the run's pending line comments, in one transaction: the comments are stamped with
     the round of feedback it opens, or, should the request fail, stay pending. The
     feedback may be empty when there are pending comments: they are the request. The
-    review loop starts afresh (up to three reviews again)."""
+    review loop starts afresh (up to three reviews again). ``origin`` says who asked when
+    it was not a person here (the forge: pipelines.pull_requests.rounds)."""
     feedback = feedback.strip()
     with transaction.atomic():
         if not feedback:
@@ -212,7 +213,7 @@ def run_request_changes(*, run: PipelineRun, feedback: str, actor: User | None =
         run = run_transition(
             run=run,
             to_status=RunStatus.CODING,
-            reason="changes requested",
+            reason=f"changes requested {origin}".strip(),
             actor=actor,
             fields={"feedback": feedback, "iteration": 0, "review_findings": []},
         )

@@ -13,7 +13,8 @@ import pytest
 
 from core.crypto import decrypt_secret
 from pipelines.models import ForgeDelivery, PullRequest, RunStatus
-from pipelines.pull_requests.services import PullRequestFailed, pull_requests_poll, run_open_pull_request
+from pipelines.pull_requests.poll import pull_requests_poll
+from pipelines.pull_requests.services import PullRequestFailed, run_open_pull_request
 from pipelines.runs.services import run_start
 from repos.models import Repository, RepositoryFolder
 from repos.services import repository_set_forge

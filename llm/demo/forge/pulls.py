@@ -1,0 +1,167 @@
+"""Pull (merge) requests on the fake forge: GitHub's and Gitea's ``/repos/{o}/{r}/pulls``,
+GitLab's ``/projects/:id/merge_requests``; a new one's head and base must exist in the
+repository's bare git dir (when it has one), a second open one for the same head is
+refused (422 GitHub, 409 GitLab and Gitea); ``/_control/state`` merges or closes one as a
+person would and delivers the event."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import TYPE_CHECKING, Any
+
+from .answers import Answer, ForgeRequest, control_deliver, forbidden, not_found, signed_delivery
+from .state import FakePull, FakeRepository, now_stamp
+
+if TYPE_CHECKING:
+    from .server import FakeForge
+
+
+def github_pull(forge: FakeForge, kind: str, repository: str, pull: FakePull) -> dict[str, Any]:
+    return {
+        "number": pull.number,
+        "html_url": forge.html_url(kind, repository, pull.number),
+        "state": "open" if pull.state == "open" else "closed",
+        "merged": pull.state == "merged",
+        "updated_at": pull.updated_at,
+        "title": pull.title,
+        "body": pull.body,
+        "head": {"ref": pull.head},
+        "base": {"ref": pull.base},
+    }
+
+
+def gitlab_mr(forge: FakeForge, repository: str, pull: FakePull) -> dict[str, Any]:
+    return {
+        "iid": pull.number,
+        "web_url": forge.html_url("gitlab", repository, pull.number),
+        "state": {"open": "opened"}.get(pull.state, pull.state),
+        "title": pull.title,
+        "description": pull.body,
+        "source_branch": pull.head,
+        "target_branch": pull.base,
+        "updated_at": pull.updated_at,
+    }
+
+
+def pull_answer(forge: FakeForge, kind: str, repository: str, pull: FakePull) -> dict[str, Any]:
+    if kind == "gitlab":
+        return gitlab_mr(forge, repository, pull)
+    return github_pull(forge, kind, repository, pull)
+
+
+def set_state(forge: FakeForge, repository: str, number: int, state: str) -> FakePull:
+    pull = forge.repositories[repository].pulls[number]
+    pull.state = state
+    pull.updated_at = now_stamp()
+    return pull
+
+
+def state_payload(forge: FakeForge, kind: str, repository: str, number: int) -> tuple[str, dict[str, Any]]:
+    """The event name and payload the forge sends when a pull request changes."""
+    pull = forge.repositories[repository].pulls[number]
+    if kind == "gitlab":
+        attributes = {
+            "iid": number,
+            "state": {"open": "opened"}.get(pull.state, pull.state),
+            "url": forge.html_url(kind, repository, number),
+            "updated_at": pull.updated_at,
+        }
+        payload = {
+            "object_kind": "merge_request",
+            "project": {"path_with_namespace": repository},
+            "object_attributes": attributes,
+        }
+        return "Merge Request Hook", payload
+    return "pull_request", {
+        "action": "closed" if pull.state != "open" else "opened",
+        "number": number,
+        "pull_request": github_pull(forge, kind, repository, pull),
+        "repository": {"full_name": repository},
+    }
+
+
+def state_delivery(
+    forge: FakeForge, kind: str, repository: str, number: int, secret: str
+) -> tuple[bytes, dict[str, str]]:
+    event, payload = state_payload(forge, kind, repository, number)
+    return signed_delivery(kind, event, payload, secret)
+
+
+def _get(request: ForgeRequest) -> Answer:
+    assert request.repository is not None
+    pull = request.repository.pulls.get(int(request.match["number"]))
+    if pull is None:
+        return not_found(request.kind)
+    return 200, pull_answer(request.forge, request.kind, request.repository.name, pull)
+
+
+def _create(request: ForgeRequest) -> Answer:
+    repository, kind, body = request.repository, request.kind, request.body
+    assert repository is not None
+    if not request.may_write:
+        return forbidden(kind)
+    if kind == "gitlab":
+        head, base, text = body.get("source_branch", ""), body.get("target_branch", ""), body.get("description", "")
+    else:
+        head, base, text = body.get("head", ""), body.get("base", ""), body.get("body", "")
+    problem = _check_new(repository, head, base, body.get("title", ""))
+    if problem:
+        if kind == "github":
+            return 422, {"message": "Validation Failed", "errors": [{"message": problem}]}
+        if kind == "gitlab":
+            return (409 if "already exists" in problem else 422), {"message": [problem]}
+        return 409 if "already exists" in problem else 422, {"message": problem}
+    number = max(repository.pulls, default=0) + 1
+    repository.pulls[number] = FakePull(number=number, head=head, base=base, title=body["title"], body=text)
+    return 201, pull_answer(request.forge, kind, repository.name, repository.pulls[number])
+
+
+def _check_new(repository: FakeRepository, head: str, base: str, title: str) -> str:
+    if not head or not base or not title:
+        return "head, base and title are required"
+    if repository.git_dir is not None:
+        for branch in (head, base):
+            # The server's storage account owns the remote once it has pushed there:
+            # git would call it "dubious" and answer as if the branch were missing.
+            trusted = f"safe.directory={repository.git_dir.resolve()}"
+            found = subprocess.run(  # noqa: S603
+                ["git", "-c", trusted, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"],  # noqa: S607
+                cwd=repository.git_dir,
+                capture_output=True,
+            )
+            if found.returncode != 0:
+                return f"branch {branch} does not exist on the remote"
+    if any(p.head == head and p.state == "open" for p in repository.pulls.values()):
+        return f"A pull request already exists for {head}."
+    return ""
+
+
+def control_state(forge: FakeForge, body: dict[str, Any]) -> Answer:
+    """A person on the forge: set a pull request's state and, given a webhook URL and
+    secret, deliver the signed event to it as the forge would."""
+    try:
+        kind, repository, number = str(body["kind"]), str(body["repository"]), int(body["number"])
+        with forge.lock:
+            set_state(forge, repository, number, str(body["state"]))
+            event, payload = state_payload(forge, kind, repository, number)
+    except (KeyError, TypeError, ValueError) as error:
+        return 400, {"message": f"kind, repository, number and state are required ({error})"}
+    answer: dict[str, Any] = {"state": body["state"]}
+    delivered = control_deliver(body, kind, event, payload)
+    if delivered is not None:
+        if delivered[0] != 200:
+            return delivered
+        answer.update(delivered[1])
+    return 200, answer
+
+
+GITHUB_PULLS = r"/repos/(?P<repo>[^/]+/[^/]+)/pulls"
+GITLAB_MRS = r"/projects/(?P<repo>[^/]+)/merge_requests"
+
+ROUTES = [
+    ("github", "GET", GITHUB_PULLS + r"/(?P<number>\d+)", _get),
+    ("github", "POST", GITHUB_PULLS, _create),
+    ("gitlab", "GET", GITLAB_MRS + r"/(?P<number>\d+)", _get),
+    ("gitlab", "POST", GITLAB_MRS, _create),
+]
+CONTROLS = {"/_control/state": control_state}

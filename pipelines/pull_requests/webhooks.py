@@ -1,0 +1,110 @@
+"""A forge's webhook deliveries to a repository: the signature checked with the
+repository's secret, each delivery applied once (known by its signed body), then handed to
+the first handler in ``DELIVERY_HANDLERS`` that takes it. A handler gets the delivery
+(``Delivery``: the repository, the forge's kind, the event's name, the decoded payload) and
+answers "applied" or "ignored"; a room that follows something else on the forge (checks,
+reviews, issues …) adds its handler to the table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.views.decorators.debug import sensitive_variables
+
+from core.crypto import decrypt_secret
+from core.exceptions import ApplicationError, NotFound
+from pipelines.models import ForgeDelivery, PullRequest
+from repos.forges import (
+    webhook_body_digest,
+    webhook_delivery_id,
+    webhook_event,
+    webhook_is_authentic,
+    webhook_pull_request,
+)
+from repos.models import Repository
+
+from .services import pull_request_apply
+
+WEBHOOK_UNKNOWN = "No repository with pull requests takes webhooks here."
+WEBHOOK_BAD_SIGNATURE = "The delivery's signature does not match the repository's webhook secret."
+
+
+class WebhookRefused(ApplicationError):
+    code = "webhook_refused"
+    status_code = 401
+
+
+@dataclass(frozen=True)
+class Delivery:
+    repository: Repository
+    kind: str  # ForgeKind
+    event: str  # the forge's word: pull_request, check_run, merge_request, note …
+    payload: Mapping[str, Any]
+    headers: Mapping[str, str]
+
+
+def pull_request_state_delivery(delivery: Delivery) -> str:
+    """A pull (merge) request's state changed: merged approves its run, closed cancels it."""
+    info = webhook_pull_request(kind=delivery.kind, payload=delivery.payload)
+    if info is None:
+        return "ignored"
+    pull_request = (
+        PullRequest.objects.filter(run__task__project_id=delivery.repository.project_id, number=info.number)
+        .select_related("run__task")
+        .first()
+    )
+    if pull_request is None:
+        return "ignored"
+    pull_request_apply(pull_request=pull_request, info=info)
+    return "applied"
+
+
+# Tried in order; the first that does not answer "ignored" took the delivery.
+DELIVERY_HANDLERS: tuple[Callable[[Delivery], str], ...] = (pull_request_state_delivery,)
+
+
+@sensitive_variables("secret")
+def pull_request_webhook(*, repository_id: int | None, body: bytes, headers: Any) -> str:
+    """Apply a forge's delivery. Returns what happened in a word: "applied", "ignored"
+    (not about anything of ours) or "replayed" (the same body seen before for this
+    repository, whatever its delivery id). A signature that does not match — or is not
+    ASCII, or not well formed — is ``WebhookRefused``."""
+    repository = Repository.objects.filter(pk=repository_id).exclude(forge_kind="").first() if repository_id else None
+    secret = decrypt_secret(repository.forge_webhook_secret_encrypted) if repository else ""
+    if repository is None or not secret:
+        raise NotFound(WEBHOOK_UNKNOWN)
+    kind = repository.forge_kind
+    if not webhook_is_authentic(kind=kind, secret=secret, body=body, headers=headers):
+        raise WebhookRefused(WEBHOOK_BAD_SIGNATURE)
+    # Seen before: the same signed body, whatever delivery id (unsigned) comes with it.
+    try:
+        with transaction.atomic():
+            ForgeDelivery.objects.create(
+                repository=repository,
+                body_sha256=webhook_body_digest(body),
+                delivery_id=webhook_delivery_id(kind=kind, headers=headers),
+            )
+    except IntegrityError:
+        return "replayed"
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return "ignored"
+    if not isinstance(payload, dict):
+        return "ignored"
+    delivery = Delivery(
+        repository=repository,
+        kind=kind,
+        event=webhook_event(kind=kind, headers=headers, payload=payload),
+        payload=payload,
+        headers=headers,
+    )
+    for handler in DELIVERY_HANDLERS:
+        outcome = handler(delivery)
+        if outcome != "ignored":
+            return outcome
+    return "ignored"
