@@ -12,20 +12,16 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .state import FakeRepository
-
-if TYPE_CHECKING:
-    from .server import FakeForge
-
+from .state import FakeRepository, ForgeState
 
 Answer = tuple[int, Any]
 
 
 @dataclass(frozen=True)
 class ForgeRequest:
-    forge: FakeForge
+    forge: ForgeState
     kind: str  # github, gitea, gitlab
     method: str
     match: re.Match[str]
@@ -38,7 +34,7 @@ class ForgeRequest:
 
 Handler = Callable[[ForgeRequest], Answer]
 Route = tuple[str, str, str, Handler]  # family, method, pattern, handler
-Control = Callable[["FakeForge", dict[str, Any]], Answer]
+Control = Callable[["ForgeState", dict[str, Any]], Answer]
 
 
 def not_found(kind: str) -> Answer:

@@ -7,16 +7,13 @@ person would and delivers the event."""
 from __future__ import annotations
 
 import subprocess
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .answers import Answer, ForgeRequest, control_deliver, forbidden, not_found, signed_delivery
-from .state import FakePull, FakeRepository, now_stamp
-
-if TYPE_CHECKING:
-    from .server import FakeForge
+from .state import FakePull, FakeRepository, ForgeState, now_stamp
 
 
-def github_pull(forge: FakeForge, kind: str, repository: str, pull: FakePull) -> dict[str, Any]:
+def github_pull(forge: ForgeState, kind: str, repository: str, pull: FakePull) -> dict[str, Any]:
     return {
         "number": pull.number,
         "html_url": forge.html_url(kind, repository, pull.number),
@@ -30,7 +27,7 @@ def github_pull(forge: FakeForge, kind: str, repository: str, pull: FakePull) ->
     }
 
 
-def gitlab_mr(forge: FakeForge, repository: str, pull: FakePull) -> dict[str, Any]:
+def gitlab_mr(forge: ForgeState, repository: str, pull: FakePull) -> dict[str, Any]:
     return {
         "iid": pull.number,
         "web_url": forge.html_url("gitlab", repository, pull.number),
@@ -43,20 +40,20 @@ def gitlab_mr(forge: FakeForge, repository: str, pull: FakePull) -> dict[str, An
     }
 
 
-def pull_answer(forge: FakeForge, kind: str, repository: str, pull: FakePull) -> dict[str, Any]:
+def pull_answer(forge: ForgeState, kind: str, repository: str, pull: FakePull) -> dict[str, Any]:
     if kind == "gitlab":
         return gitlab_mr(forge, repository, pull)
     return github_pull(forge, kind, repository, pull)
 
 
-def set_state(forge: FakeForge, repository: str, number: int, state: str) -> FakePull:
+def set_state(forge: ForgeState, repository: str, number: int, state: str) -> FakePull:
     pull = forge.repositories[repository].pulls[number]
     pull.state = state
     pull.updated_at = now_stamp()
     return pull
 
 
-def state_payload(forge: FakeForge, kind: str, repository: str, number: int) -> tuple[str, dict[str, Any]]:
+def state_payload(forge: ForgeState, kind: str, repository: str, number: int) -> tuple[str, dict[str, Any]]:
     """The event name and payload the forge sends when a pull request changes."""
     pull = forge.repositories[repository].pulls[number]
     if kind == "gitlab":
@@ -81,7 +78,7 @@ def state_payload(forge: FakeForge, kind: str, repository: str, number: int) -> 
 
 
 def state_delivery(
-    forge: FakeForge, kind: str, repository: str, number: int, secret: str
+    forge: ForgeState, kind: str, repository: str, number: int, secret: str
 ) -> tuple[bytes, dict[str, str]]:
     event, payload = state_payload(forge, kind, repository, number)
     return signed_delivery(kind, event, payload, secret)
@@ -136,7 +133,7 @@ def _check_new(repository: FakeRepository, head: str, base: str, title: str) -> 
     return ""
 
 
-def control_state(forge: FakeForge, body: dict[str, Any]) -> Answer:
+def control_state(forge: ForgeState, body: dict[str, Any]) -> Answer:
     """A person on the forge: set a pull request's state and, given a webhook URL and
     secret, deliver the signed event to it as the forge would."""
     try:

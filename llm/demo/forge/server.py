@@ -21,25 +21,17 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from . import pulls
 from .answers import Answer, Control, ForgeRequest, Handler, not_found
-from .state import FakePull, FakeRepository, Recorded
-
-PREFIXES = {"github": "/github", "gitea": "/gitea/api/v1", "gitlab": "/gitlab/api/v4"}
+from .state import PREFIXES, FakePull, ForgeState, Recorded
 
 # Every module that serves part of the forge's API; each has ROUTES and CONTROLS.
 ROUTE_MODULES: tuple[ModuleType, ...] = (pulls,)
 
 
-class FakeForge:
+class FakeForge(ForgeState):
     """Start with ``start()``; ``api_url(kind)`` is what the product is configured with."""
 
     def __init__(self) -> None:
-        self.repositories: dict[str, FakeRepository] = {}
-        self.tokens: dict[str, bool] = {}  # token -> may write
-        self.requests: list[Recorded] = []
-        self.fail_next: list[int] = []  # statuses to answer with, in order
-        self.unreachable = False  # drop connections without an answer
-        self.lock = threading.RLock()
-        self._server: ThreadingHTTPServer | None = None
+        super().__init__()
         self._routes: list[tuple[str, str, re.Pattern[str], Handler]] = [
             (family, method, re.compile(pattern), handler)
             for module in ROUTE_MODULES
@@ -48,15 +40,6 @@ class FakeForge:
         self._controls: dict[str, Control] = {
             path: control for module in ROUTE_MODULES for path, control in module.CONTROLS.items()
         }
-
-    # --- set-up
-
-    def add_repository(self, name: str, *, git_dir: Path | None = None) -> FakeRepository:
-        self.repositories[name] = FakeRepository(name=name, git_dir=git_dir)
-        return self.repositories[name]
-
-    def add_token(self, token: str, *, write: bool = True) -> None:
-        self.tokens[token] = write
 
     def start(self, port: int = 0) -> FakeForge:
         forge = self
@@ -73,18 +56,6 @@ class FakeForge:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.server_address[1])
-
-    def api_url(self, kind: str) -> str:
-        return f"http://127.0.0.1:{self.port}{PREFIXES[kind]}"
-
-    def html_url(self, kind: str, repository: str, number: int) -> str:
-        word = "merge_requests" if kind == "gitlab" else "pulls"
-        return f"http://127.0.0.1:{self.port}/{kind}-web/{repository}/{word}/{number}"
 
     # --- a person on the forge (the tests' shortcuts; the controls do the same over HTTP)
 
