@@ -19,6 +19,20 @@ REVIEWER = "reviewer"
 DISTILLER = "distiller"
 
 
+class FeedbackOrigin(models.TextChoices):
+    """Who asked for the changes a run works on: a person here, or the run's pull request
+    on the forge (pipelines.pull_requests.rounds)."""
+
+    PERSON = "person", "the person reviewing"
+    FORGE_REVIEW = "forge_review", "a review on the forge"
+    CHECKS = "checks", "the pull request's checks"
+    BASE = "base", "the base branch, which moved"
+
+
+# People's words teach lessons; a CI log or a merge of the base is no one's advice.
+FEEDBACK_LEARNED_FROM = (FeedbackOrigin.PERSON, FeedbackOrigin.FORGE_REVIEW)
+
+
 class RunStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     PLANNING = "planning", "Planning"
@@ -107,6 +121,7 @@ class PipelineRun(TimeStampedModel):
     review_findings = models.JSONField(default=list, blank=True, help_text="Findings of the latest review.")
     review_history = models.JSONField(default=list, blank=True, help_text="One entry per review iteration.")
     feedback = models.TextField(blank=True, help_text="The person's requested changes, for the Coder.")
+    feedback_origin = models.CharField(max_length=16, choices=FeedbackOrigin.choices, default=FeedbackOrigin.PERSON)
     # Changes the Coder submitted that could not be applied to the worktree (a create of
     # an existing file, say): findings for the next review, never applied blindly.
     change_problems = models.JSONField(default=list, blank=True)

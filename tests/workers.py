@@ -114,16 +114,16 @@ def topology_worker(log: Path, **env: str) -> Iterator[None]:
 
 
 def drive_in_process(run: Any, max_steps: int = 30) -> Any:
-    """Execute a run's phases in this process, one ``run_advance`` at a time as the
-    Celery task would, until it stops needing a worker; the run, refreshed."""
+    """Execute a run's phases in this process, one ``pipeline_advance`` at a time as the
+    Celery worker would, until it stops needing a worker; the run, refreshed."""
     from pipelines.models import WORKING_STATUSES, RunStatus
-    from pipelines.phases.driver import run_advance
+    from pipelines.tasks import pipeline_advance
 
     for _ in range(max_steps):
         run.refresh_from_db()
         if run.status not in (RunStatus.QUEUED, *WORKING_STATUSES):
             return run
-        run_advance(run_id=run.pk)
+        pipeline_advance(run.pk)
     raise AssertionError(f"run did not settle: {run.status}")
 
 

@@ -245,6 +245,7 @@ def coder_editing_prompt(
     branch_diff: str,
     line_comments: Sequence[Mapping[str, Any]] = (),
     reply_hint: str = "",
+    feedback_from: str = "the person reviewing",
 ) -> str:
     """The Coder's task when it edits the worktree: the task, the plan, what the branch
     already changed, and in fix rounds the findings (failing tests included) and the
@@ -257,7 +258,7 @@ def coder_editing_prompt(
     if findings:
         parts.append("# Review findings to fix\n" + json.dumps(findings, indent=2))
     if feedback:
-        parts.append("# Changes requested by the person reviewing\n" + feedback)
+        parts.append(f"# Changes requested by {feedback_from}\n" + feedback)
     if line_comments:
         parts.append(_line_comments_block(line_comments, reply_hint))
     parts.append(

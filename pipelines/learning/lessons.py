@@ -42,7 +42,7 @@ from memory.selectors.semantic import memory_ids_used_by_run
 from memory.services.citations import memory_citations_land
 from memory.services.notes import notes_append
 from memory.services.semantic import memory_create, memory_reinforce_many, memory_text_shortened
-from pipelines.models import CODER, REVIEWER, PipelineRun
+from pipelines.models import CODER, FEEDBACK_LEARNED_FROM, REVIEWER, PipelineRun
 from pipelines.runs.workspace import run_repository
 
 logger = logging.getLogger(__name__)
@@ -138,7 +138,10 @@ def feedback_moment(
     lines said (pipelines.review.selectors.line_comment_lesson_texts, same order as
     ``line_comments``, which give their citations), unless already learned. A request
     of comments alone (no general feedback) teaches its comments; None when there is
-    nothing to learn."""
+    nothing to learn — or when the request was not a person's (the forge's checks, a
+    moved base: FEEDBACK_LEARNED_FROM)."""
+    if run.feedback_origin not in FEEDBACK_LEARNED_FROM:
+        return None
     feedback = (run.feedback or "").strip()
     # The general feedback (cited nowhere: it is about the whole change) comes first.
     texts: list[str] = [feedback] if feedback else []

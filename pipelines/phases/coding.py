@@ -19,7 +19,7 @@ from pipelines.agents.recall import recall_for_phase
 from pipelines.agents.replies import REPLY_MARKER_HINT, REPLY_TOOL_HINT
 from pipelines.agents.turns import PhaseInterrupted, run_provider
 from pipelines.learning.lessons import feedback_moment
-from pipelines.models import PipelineRun, RunStatus
+from pipelines.models import FeedbackOrigin, PipelineRun, RunStatus
 from pipelines.review.selectors import line_comment_lesson_texts, line_comments_for_coder, line_comments_verdicts
 from pipelines.review.services import line_comments_record_verdicts
 from pipelines.runs import workspace
@@ -64,6 +64,7 @@ def execute(run: PipelineRun, lease: Lease) -> None:
         plan=run.plan,
         findings=findings,
         feedback=run.feedback,
+        feedback_from=FeedbackOrigin(run.feedback_origin).label,
         branch_diff=workspace.workspace_diff_text(run),
         line_comments=line_comments,
         reply_hint=REPLY_MARKER_HINT if edits_itself else REPLY_TOOL_HINT,

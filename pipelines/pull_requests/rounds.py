@@ -11,7 +11,7 @@ import logging
 
 from django.utils import timezone
 
-from pipelines.models import PipelineRun, PullRequest, RunStatus
+from pipelines.models import FeedbackOrigin, PipelineRun, PullRequest, RunStatus
 from pipelines.review.services import run_request_changes
 from pipelines.runs.services import InvalidTransition
 from pipelines.runs.workspace import run_repository
@@ -26,17 +26,19 @@ logger = logging.getLogger(__name__)
 NOT_AWAITING_ROUND = "The run is {status}: the forge's request waits until it awaits approval again."
 
 
-def pull_request_round_start(*, pull_request: PullRequest, feedback: str, origin: str) -> PipelineRun:
+def pull_request_round_start(*, pull_request: PullRequest, feedback: str, origin: FeedbackOrigin) -> PipelineRun:
     """Send the run of ``pull_request`` back to the Coder with ``feedback`` (and the run's
-    pending line comments) — ``origin`` says what on the forge asked (checks, a review,
-    the base) and is kept in the run's history. InvalidTransition when the run is not
-    awaiting approval (it is working, or finished)."""
+    pending line comments) — ``origin`` says what on the forge asked (its checks, a
+    review, the base) and is kept on the run and in its history. InvalidTransition when
+    the run is not awaiting approval (it is working, or finished)."""
     run = pull_request.run
     if run.status != RunStatus.AWAITING_APPROVAL:
         raise InvalidTransition(
             NOT_AWAITING_ROUND.format(status=run.get_status_display().lower()), extra={"allowed": []}
         )
-    return run_request_changes(run=run, feedback=feedback, origin=f"on the forge: {origin}")
+    if origin == FeedbackOrigin.PERSON:
+        raise ValueError("A round from the forge has the forge's origin.")
+    return run_request_changes(run=run, feedback=feedback, origin=origin)
 
 
 def pull_request_follow_run(*, run_id: int) -> bool:

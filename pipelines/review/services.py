@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from core.exceptions import Conflict, InvalidTransition
 from pipelines.learning.lessons import lessons_on_approval
-from pipelines.models import RUN_TRANSITIONS, LineSide, PipelineRun, RunLineComment, RunStatus
+from pipelines.models import RUN_TRANSITIONS, FeedbackOrigin, LineSide, PipelineRun, RunLineComment, RunStatus
 from pipelines.review.selectors import LineCommentVerdict, run_diff, run_feedback_round
 from pipelines.runs.services import run_transition
 
@@ -195,13 +195,16 @@ def line_comment_delete(*, comment: RunLineComment) -> None:
             raise LineCommentClosed(ALREADY_SENT)
 
 
-def run_request_changes(*, run: PipelineRun, feedback: str, actor: User | None = None, origin: str = "") -> PipelineRun:
+def run_request_changes(
+    *, run: PipelineRun, feedback: str, actor: User | None = None, origin: str = FeedbackOrigin.PERSON
+) -> PipelineRun:
     """Awaiting approval → coding again, with the person's feedback for the Coder and
     the run's pending line comments, in one transaction: the comments are stamped with
     the round of feedback it opens, or, should the request fail, stay pending. The
     feedback may be empty when there are pending comments: they are the request. The
-    review loop starts afresh (up to three reviews again). ``origin`` says who asked when
-    it was not a person here (the forge: pipelines.pull_requests.rounds)."""
+    review loop starts afresh (up to three reviews again). ``origin`` (FeedbackOrigin) says
+    who asked when it was not a person here: the run's pull request on the forge
+    (pipelines.pull_requests.rounds) — the Coder is told so, and only people teach lessons."""
     feedback = feedback.strip()
     with transaction.atomic():
         if not feedback:
@@ -213,9 +216,11 @@ def run_request_changes(*, run: PipelineRun, feedback: str, actor: User | None =
         run = run_transition(
             run=run,
             to_status=RunStatus.CODING,
-            reason=f"changes requested {origin}".strip(),
+            reason="changes requested"
+            if origin == FeedbackOrigin.PERSON
+            else f"changes requested by {FeedbackOrigin(origin).label}",
             actor=actor,
-            fields={"feedback": feedback, "iteration": 0, "review_findings": []},
+            fields={"feedback_origin": origin, "feedback": feedback, "iteration": 0, "review_findings": []},
         )
         # After the transition holds the run's row: a comment written before it is
         # included, one written after it is refused (_lock_awaiting).

@@ -6,7 +6,6 @@ by webhook — signatures checked, replays ignored — or by polling."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,8 @@ from pipelines.models import ForgeDelivery, PullRequest, RunStatus
 from pipelines.pull_requests.poll import pull_requests_poll
 from pipelines.pull_requests.services import PullRequestFailed, run_open_pull_request
 from pipelines.runs.services import run_start
-from repos.models import Repository, RepositoryFolder
+from pipelines.tests.pull_requests.conftest import TOKEN
+from repos.models import Repository
 from repos.services import repository_set_forge
 from tests.fake_anthropic import EDITOR, TextReply, ToolReply
 from tests.fake_forge import FakeForge
@@ -24,36 +24,12 @@ from tests.workers import drive_in_process
 
 pytestmark = pytest.mark.django_db
 
-TOKEN = "forge-token-s3cr3t"
+
 PLAN = {"subtasks": [{"id": "s1", "title": "Fix add", "description": "add must add", "order": 1}]}
 FIX_CALC = ToolReply(
     name=EDITOR,
     input={"command": "str_replace", "path": "app/calc.py", "old_str": "return a - b", "new_str": "return a + b"},
 )
-
-
-@pytest.fixture
-def repo_files() -> dict[str, str | bytes]:
-    from pipelines.tests.repositories import CALC_FILES
-
-    return dict(CALC_FILES)
-
-
-@pytest.fixture
-def forge(settings) -> Iterator[FakeForge]:  # type: ignore[no-untyped-def]
-    settings.CLONE_ALLOWED_NETWORKS = ["127.0.0.0/8"]
-    server = FakeForge().start()
-    server.add_token(TOKEN)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def remote(repo_root: Path, project) -> Path:  # type: ignore[no-untyped-def]
-    bare = (repo_root.parent / "calc-remote.git").resolve()
-    subprocess.run(["git", "clone", "-q", "--bare", str(repo_root), str(bare)], check=True)
-    RepositoryFolder.objects.create(path=str(bare), owner=project.owner)
-    return bare
 
 
 def set_forge(linked: Repository, forge: FakeForge, remote: Path, kind: str, owner) -> Repository:  # type: ignore[no-untyped-def]
