@@ -307,6 +307,8 @@ class PullRequest(TimeStampedModel):
     # round's new commits after it); the forge's checks are about this commit.
     pushed_head = models.CharField(max_length=64, blank=True)
     opened_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    # Opened on the forge by a person for the run's branch before AutoCoder tried: taken as the run's.
+    adopted = models.BooleanField(default=False)
     state_checked_at = models.DateTimeField(null=True, blank=True)
     # The last failure to ask the forge about it (it is asked again at the next poll).
     error = models.TextField(blank=True)
@@ -327,7 +329,7 @@ class ForgeDelivery(models.Model):
     repository = models.ForeignKey("repos.Repository", on_delete=models.CASCADE, related_name="+")
     body_sha256 = models.CharField(max_length=64)
     delivery_id = models.CharField(max_length=100, blank=True)
-    received_at = models.DateTimeField(auto_now_add=True)
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         constraints = [

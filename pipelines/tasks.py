@@ -33,3 +33,10 @@ def pipeline_poll_pull_requests() -> int:
     from pipelines.pull_requests.poll import pull_requests_poll
 
     return pull_requests_poll()
+
+
+@shared_task(ignore_result=True)
+def pipeline_forget_forge_deliveries() -> int:
+    from pipelines.pull_requests.webhooks import forge_deliveries_forget
+
+    return forge_deliveries_forget()

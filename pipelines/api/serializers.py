@@ -205,6 +205,8 @@ class PullRequestSerializer(serializers.ModelSerializer[PullRequest]):
             "state",
             "head_branch",
             "base_branch",
+            "adopted",
+            "pushed_head",
             "error",
             "state_checked_at",
             "created_at",

@@ -128,12 +128,16 @@ def run_open_pull_request(*, run: PipelineRun, actor: User | None = None) -> Pul
     except PushError as error:
         raise PullRequestFailed(error.message, code="push_failed", retryable=error.retryable) from None
     title, body = pull_request_text(run)
+    client = forge_client_for(repository)
+    adopted = False
     try:
-        info = forge_client_for(repository).open_pull_request(
-            head=run.branch, base=repository.base_branch, title=title, body=body
-        )
+        info = client.open_pull_request(head=run.branch, base=repository.base_branch, title=title, body=body)
     except ForgeError as error:
-        raise PullRequestFailed(error.message, code=error.code, retryable=error.retryable) from None
+        # One already open for the branch (a person opened it by hand) is the run's.
+        found = _open_one_from(client, run.branch) if error.status in (409, 422) else None
+        if found is None:
+            raise PullRequestFailed(error.message, code=error.code, retryable=error.retryable) from None
+        info, adopted = found, True
     with transaction.atomic():
         pull_request, _ = PullRequest.objects.get_or_create(
             run=run,
@@ -147,11 +151,19 @@ def run_open_pull_request(*, run: PipelineRun, actor: User | None = None) -> Pul
                 "pushed_to": pushed_to,
                 "pushed_head": run.head_commit,
                 "opened_by": actor,
+                "adopted": adopted,
                 "state_checked_at": timezone.now(),
             },
         )
         publish_pull_request(pull_request)
     return pull_request
+
+
+def _open_one_from(client: ForgeClient, branch: str) -> PullRequestInfo | None:
+    try:
+        return client.open_pull_request_from(branch)
+    except ForgeError:
+        return None  # the forge's first refusal says more
 
 
 def publish_pull_request(pull_request: PullRequest) -> None:

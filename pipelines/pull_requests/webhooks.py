@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
 from core.crypto import decrypt_secret
@@ -108,3 +111,12 @@ def pull_request_webhook(*, repository_id: int | None, body: bytes, headers: Any
         if outcome != "ignored":
             return outcome
     return "ignored"
+
+
+def forge_deliveries_forget(*, older_than_days: int | None = None) -> int:
+    """Forget deliveries received more than FORGE_DELIVERY_RETENTION_DAYS ago; how many.
+    A replay after that is applied again, and changes nothing: each handler applies what
+    the forge says now, once (a state already recorded, a review already imported)."""
+    days = settings.FORGE_DELIVERY_RETENTION_DAYS if older_than_days is None else older_than_days
+    deleted, _ = ForgeDelivery.objects.filter(received_at__lt=timezone.now() - timedelta(days=days)).delete()
+    return deleted

@@ -50,6 +50,14 @@ class ForgeClient:
     def _info(self, data: Mapping[str, Any]) -> PullRequestInfo:
         raise NotImplementedError
 
+    def _open_ones_request(self, head: str) -> tuple[str, dict[str, str | int]]:
+        """The path and query listing open pull requests from ``head`` (as narrowly as
+        the forge can filter)."""
+        raise NotImplementedError
+
+    def _head_of(self, data: Mapping[str, Any]) -> str:
+        raise NotImplementedError
+
     # --- the same for all
 
     def open_pull_request(self, *, head: str, base: str, title: str, body: str) -> PullRequestInfo:
@@ -58,6 +66,16 @@ class ForgeClient:
 
     def pull_request(self, number: int) -> PullRequestInfo:
         return self._info(self._object(self.call("GET", self._get_path(number))))
+
+    def open_pull_request_from(self, head: str) -> PullRequestInfo | None:
+        """The open pull request whose head is the branch ``head`` of this repository —
+        one a person opened by hand — or None."""
+        path, query = self._open_ones_request(head)
+        found = self.call("GET", path, params=query)
+        for data in found if isinstance(found, list) else []:
+            if isinstance(data, Mapping) and self._head_of(data) == head:
+                return self._info(data)
+        return None
 
     def _object(self, data: Any) -> Mapping[str, Any]:
         if not isinstance(data, Mapping):
@@ -185,6 +203,21 @@ class GitHub(ForgeClient):
     def _info(self, data: Mapping[str, Any]) -> PullRequestInfo:
         return PullRequestInfo(number=int(data["number"]), url=str(data["html_url"]), state=open_or_merged(data))
 
+    def _open_ones_request(self, head: str) -> tuple[str, dict[str, str | int]]:
+        # GitHub filters by "owner:branch"; the head must be of this repository, not a fork.
+        owner = self.repository.split("/", 1)[0]
+        return f"/repos/{self.repository}/pulls", {"state": "open", "head": f"{owner}:{head}", "per_page": 100}
+
+    def _head_of(self, data: Mapping[str, Any]) -> str:
+        head = data.get("head")
+        if not isinstance(head, Mapping):
+            return ""
+        # A fork's branch of the same name is not the run's branch.
+        repo = head.get("repo")
+        if isinstance(repo, Mapping) and repo.get("full_name") and repo["full_name"] != self.repository:
+            return ""
+        return str(head.get("ref") or "")
+
 
 class Gitea(GitHub):
     """Gitea and Forgejo API v1 (<host>/api/v1): GitHub's shapes, its own token header."""
@@ -193,6 +226,10 @@ class Gitea(GitHub):
 
     def _auth_headers(self) -> dict[str, str]:
         return {"Authorization": f"token {self._token}"}
+
+    def _open_ones_request(self, head: str) -> tuple[str, dict[str, str | int]]:
+        # Gitea lists without a head filter: the newest open ones, matched here.
+        return f"/repos/{self.repository}/pulls", {"state": "open", "sort": "recentupdate", "limit": 50}
 
 
 def open_or_merged(data: Mapping[str, Any]) -> str:
@@ -225,6 +262,15 @@ class GitLab(ForgeClient):
             str(data.get("state")), PullRequestState.CLOSED
         )
         return PullRequestInfo(number=int(data["iid"]), url=str(data["web_url"]), state=state)
+
+    def _open_ones_request(self, head: str) -> tuple[str, dict[str, str | int]]:
+        return f"/projects/{self._project()}/merge_requests", {"state": "opened", "source_branch": head}
+
+    def _head_of(self, data: Mapping[str, Any]) -> str:
+        # A merge request from a fork has another source project.
+        if data.get("source_project_id") not in (None, data.get("target_project_id")):
+            return ""
+        return str(data.get("source_branch") or "")
 
 
 CLIENTS: dict[str, type[ForgeClient]] = {ForgeKind.GITHUB: GitHub, ForgeKind.GITLAB: GitLab, ForgeKind.GITEA: Gitea}

@@ -62,6 +62,10 @@ CELERY_BEAT_SCHEDULE = {
     "memory-summarise-notes": {"task": "memory.tasks.memory_summarise_notes", "schedule": 3600.0},
     "chat-expire-sessions": {"task": "chat.tasks.chat_expire_sessions", "schedule": 60.0},
     "pipeline-poll-pull-requests": {"task": "pipelines.tasks.pipeline_poll_pull_requests", "schedule": 60.0},
+    "pipeline-forget-forge-deliveries": {
+        "task": "pipelines.tasks.pipeline_forget_forge_deliveries",
+        "schedule": 3600.0,
+    },
     "pipeline-cleanup-worktrees": {"task": "pipelines.tasks.pipeline_cleanup_worktrees", "schedule": 3600.0},
     "repository-evict-environments": {"task": "repos.tasks.repository_evict_environments", "schedule": 3600.0},
 }

@@ -26,6 +26,9 @@ CLONE_ALLOWED_NETWORKS = env_ip_networks("CLONE_ALLOWED_NETWORKS")
 # Open pull requests are asked about at most this often (webhooks usually report first).
 PULL_REQUEST_POLL_SECONDS = env_int("PULL_REQUEST_POLL_SECONDS", default=300, minimum=10)
 PULL_REQUEST_POLL_BATCH = 50
+# How long a forge's webhook delivery is remembered (a replay within it is known and
+# ignored; every delivery's effect is idempotent anyway, so forgetting one loses nothing).
+FORGE_DELIVERY_RETENTION_DAYS = env_int("FORGE_DELIVERY_RETENTION_DAYS", default=30, minimum=1)
 
 # Environments (repos/environments/): what a repository's setup script produced, kept
 # once per key (the script, the base image, the files below at the run's base commit)

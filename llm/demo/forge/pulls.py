@@ -22,7 +22,7 @@ def github_pull(forge: ForgeState, kind: str, repository: str, pull: FakePull) -
         "updated_at": pull.updated_at,
         "title": pull.title,
         "body": pull.body,
-        "head": {"ref": pull.head},
+        "head": {"ref": pull.head, "repo": {"full_name": repository}},
         "base": {"ref": pull.base},
     }
 
@@ -35,6 +35,8 @@ def gitlab_mr(forge: ForgeState, repository: str, pull: FakePull) -> dict[str, A
         "title": pull.title,
         "description": pull.body,
         "source_branch": pull.head,
+        "source_project_id": 1,
+        "target_project_id": 1,
         "target_branch": pull.base,
         "updated_at": pull.updated_at,
     }
@@ -90,6 +92,30 @@ def _get(request: ForgeRequest) -> Answer:
     if pull is None:
         return not_found(request.kind)
     return 200, pull_answer(request.forge, request.kind, request.repository.name, pull)
+
+
+def _list(request: ForgeRequest) -> Answer:
+    """Open (or all) pull requests, filtered as each forge filters: GitHub by
+    ``head=owner:branch``, GitLab by ``source_branch``; Gitea not by head."""
+    repository, kind, query = request.repository, request.kind, request.query
+    assert repository is not None
+    wanted_state = query.get("state", "opened" if kind == "gitlab" else "open")
+    pulls = list(repository.pulls.values())
+    if wanted_state in ("open", "opened"):
+        pulls = [p for p in pulls if p.state == "open"]
+    if kind == "github" and "head" in query:
+        pulls = [p for p in pulls if f"{repository.name.split('/')[0]}:{p.head}" == query["head"]]
+    if kind == "gitlab" and "source_branch" in query:
+        pulls = [p for p in pulls if p.head == query["source_branch"]]
+    return 200, [pull_answer(request.forge, kind, repository.name, pull) for pull in reversed(pulls)]
+
+
+def open_by_hand(forge: ForgeState, repository: str, head: str, base: str, title: str) -> FakePull:
+    """A person opens a pull request on the forge (no check of the branches)."""
+    pulls = forge.repositories[repository].pulls
+    number = max(pulls, default=0) + 1
+    pulls[number] = FakePull(number=number, head=head, base=base, title=title, body="Opened by hand.")
+    return pulls[number]
 
 
 def _create(request: ForgeRequest) -> Answer:
@@ -157,8 +183,10 @@ GITLAB_MRS = r"/projects/(?P<repo>[^/]+)/merge_requests"
 
 ROUTES = [
     ("github", "GET", GITHUB_PULLS + r"/(?P<number>\d+)", _get),
+    ("github", "GET", GITHUB_PULLS, _list),
     ("github", "POST", GITHUB_PULLS, _create),
     ("gitlab", "GET", GITLAB_MRS + r"/(?P<number>\d+)", _get),
+    ("gitlab", "GET", GITLAB_MRS, _list),
     ("gitlab", "POST", GITLAB_MRS, _create),
 ]
 CONTROLS = {"/_control/state": control_state}
