@@ -32,6 +32,7 @@ from typing import Any
 
 from llm.demo.coder_reading import (
     BRANCH_DIFF_HEADING,
+    CHECKS_ASKED,
     CLOSING,
     COMMENT_STYLES,
     DEFAULT_COMMENT_STYLE,
@@ -101,6 +102,11 @@ class DemoCoder:
     @property
     def feedback(self) -> str:
         return prompt_section(self.prompt, FEEDBACK_HEADING, ["\n\n" + LINE_COMMENTS_HEADING, CLOSING])
+
+    @property
+    def feedback_from(self) -> str:
+        found = FEEDBACK_HEADING.search(self.prompt)
+        return found.group("who") if found else ""
 
     @property
     def line_comments(self) -> list[LineComment]:
@@ -189,6 +195,10 @@ class DemoCoder:
     # --- the scripts
 
     def script(self) -> Script:
+        if self.feedback_from == CHECKS_ASKED:
+            # The forge's CI failed on the pull request: find the bug it caught, as for a task.
+            listing = yield self.edit("The pull request's checks failed: looking for why.\n", command="view", path=".")
+            return (yield from self.fix_one_line(set(listing.text.splitlines())))
         if self.feedback or self.line_comments:
             return (yield from self.follow_the_review())
         listing = yield self.edit("Looking at the repository before changing it.\n", command="view", path=".")

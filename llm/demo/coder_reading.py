@@ -19,7 +19,10 @@ SEARCH_TOOL_NAME = "search_code"
 
 # The prompt's sections (pipelines/agents/prompts.py coder_editing_prompt).
 TASK_SECTION = re.compile(r"^# Task\nTitle: (?P<title>[^\n]*)\n\n(?P<description>.*?)\n\n# Plan\n", re.DOTALL)
-FEEDBACK_HEADING = "# Changes requested by the person reviewing\n"
+# "… by the person reviewing", or by the pull request's checks, a review on the forge, the
+# base branch (pipelines.models.FeedbackOrigin's labels).
+FEEDBACK_HEADING = re.compile(r"^# Changes requested by (?P<who>[^\n]+)\n", re.MULTILINE)
+CHECKS_ASKED = "the pull request's checks"
 LINE_COMMENTS_HEADING = "# Comments on lines of your changes"
 BRANCH_DIFF_HEADING = "# Already changed on your branch (committed; the files hold it)\n"
 CLOSING = "\n\nMake the changes in the repository"
@@ -87,11 +90,15 @@ def result_text(block: dict[str, Any]) -> str:
     return str(content or "")
 
 
-def prompt_section(prompt: str, heading: str, ends: Sequence[str]) -> str:
-    start = prompt.find(heading)
+def prompt_section(prompt: str, heading: str | re.Pattern[str], ends: Sequence[str]) -> str:
+    if isinstance(heading, re.Pattern):
+        found = heading.search(prompt)
+        start = found.end() if found else -1
+    else:
+        start = prompt.find(heading)
+        start = start + len(heading) if start >= 0 else -1
     if start < 0:
         return ""
-    start += len(heading)
     stops = [index for index in (prompt.find(end, start) for end in ends) if index >= 0]
     return prompt[start : min(stops, default=len(prompt))].strip()
 
