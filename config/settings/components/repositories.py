@@ -3,6 +3,8 @@ them: the read-only tools, the verify step, the Coder's tests and turns."""
 
 from __future__ import annotations
 
+from django.core.exceptions import ImproperlyConfigured
+
 from ..env import BASE_DIR, env_int, env_ip_networks, env_list, env_str
 
 # --- Repositories ---------------------------------------------------------------------
@@ -26,6 +28,16 @@ CLONE_ALLOWED_NETWORKS = env_ip_networks("CLONE_ALLOWED_NETWORKS")
 # Open pull requests are asked about at most this often (webhooks usually report first).
 PULL_REQUEST_POLL_SECONDS = env_int("PULL_REQUEST_POLL_SECONDS", default=300, minimum=10)
 PULL_REQUEST_POLL_BATCH = 50
+# Whose reviews on a pull request send its run back to the Coder, where the repository does
+# not say: "collaborators" (people with write access on the forge) or "list" (the
+# repository's own list of logins; none listed: nobody).
+FORGE_TRUSTED_COMMENTERS = env_str("FORGE_TRUSTED_COMMENTERS", "collaborators")
+if FORGE_TRUSTED_COMMENTERS not in ("collaborators", "list"):
+    raise ImproperlyConfigured(
+        f"FORGE_TRUSTED_COMMENTERS={FORGE_TRUSTED_COMMENTERS!r}: expected collaborators or list."
+    )
+# How long the forge's answer "may this login write here?" is kept before it is asked again.
+FORGE_TRUST_CACHE_SECONDS = env_int("FORGE_TRUST_CACHE_SECONDS", default=300, minimum=0)
 
 # Environments (repos/environments/): what a repository's setup script produced, kept
 # once per key (the script, the base image, the files below at the run's base commit)
