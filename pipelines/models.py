@@ -349,9 +349,7 @@ class ForgeReview(TimeStampedModel):
     state = models.CharField(max_length=32, blank=True, help_text="The forge's word: CHANGES_REQUESTED, COMMENTED …")
     body = models.TextField(blank=True)
     comments = models.JSONField(default=list, blank=True)
-    outcome = models.CharField(
-        max_length=16, choices=ForgeReviewOutcome.choices, default=ForgeReviewOutcome.PENDING
-    )
+    outcome = models.CharField(max_length=16, choices=ForgeReviewOutcome.choices, default=ForgeReviewOutcome.PENDING)
     # A worker acting on it (claimed): another leaves it alone until the claim is old.
     claimed_at = models.DateTimeField(null=True, blank=True)
     feedback_round = models.PositiveSmallIntegerField(null=True, blank=True)

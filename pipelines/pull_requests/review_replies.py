@@ -54,7 +54,10 @@ def forge_replies_post(*, pull_request: PullRequest, client: ForgeClient) -> int
         now = timezone.now()
         claimed = (
             RunLineComment.objects.filter(pk=comment.pk, forge_replied_at__isnull=True)
-            .filter(Q(forge_reply_claimed_at__isnull=True) | Q(forge_reply_claimed_at__lt=now - timedelta(seconds=CLAIM_SECONDS)))
+            .filter(
+                Q(forge_reply_claimed_at__isnull=True)
+                | Q(forge_reply_claimed_at__lt=now - timedelta(seconds=CLAIM_SECONDS))
+            )
             .update(forge_reply_claimed_at=now)
         )
         if not claimed:

@@ -261,7 +261,9 @@ def reply_post(client: ForgeClient, *, number: int, comment: ReplyTarget, body: 
     else:
         # Gitea has no reply endpoint for a review comment: an issue comment quoting it.
         quoted = "\n".join(f"> {line}" for line in _quote_lines(comment))
-        answer = client.call("POST", f"/repos/{client.repository}/issues/{number}/comments", {"body": f"{quoted}\n\n{body}"})
+        answer = client.call(
+            "POST", f"/repos/{client.repository}/issues/{number}/comments", {"body": f"{quoted}\n\n{body}"}
+        )
     return str(answer.get("id") or "") if isinstance(answer, Mapping) else ""
 
 

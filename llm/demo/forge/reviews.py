@@ -84,7 +84,9 @@ def reviews_state(forge: ForgeState) -> ReviewState:
 
 def add_collaborator(forge: ForgeState, repository: str, login: str, permission: str = "write") -> None:
     with forge.lock:
-        reviews_state(forge).collaborators.setdefault(repository, {})[login] = permission
+        data = reviews_state(forge)
+        data.user_id(login)
+        data.collaborators.setdefault(repository, {})[login] = permission
 
 
 def add_review(
@@ -231,7 +233,11 @@ def _issue_comment(request: ForgeRequest) -> Answer:
     if not request.may_write:
         return forbidden(request.kind)
     data = reviews_state(request.forge)
-    comment = {"id": next(data.ids), "body": str(request.body.get("body", "")), "user": _user(data, data.own_login, request.kind)}
+    comment = {
+        "id": next(data.ids),
+        "body": str(request.body.get("body", "")),
+        "user": _user(data, data.own_login, request.kind),
+    }
     data.issue_comments.setdefault(key, []).append(comment)
     return 201, comment
 
@@ -289,7 +295,9 @@ def _discussions(request: ForgeRequest) -> Answer:
 
 def _position(comment: FakeReviewComment) -> dict[str, Any]:
     side = "old" if comment.side == "LEFT" else "new"
-    line = {"new_line": comment.line, "old_line": None} if side == "new" else {"new_line": None, "old_line": comment.line}
+    line = (
+        {"new_line": comment.line, "old_line": None} if side == "new" else {"new_line": None, "old_line": comment.line}
+    )
     position: dict[str, Any] = {"position_type": "text", "new_path": comment.path, "old_path": comment.path, **line}
     if comment.start_line:
         start = {f"{side}_line": comment.start_line, "type": side}

@@ -34,7 +34,7 @@ from pipelines.tasks import pipeline_advance
 from pipelines.tests.repositories import CALC_FILES
 from repos.models import Repository, RepositoryFolder
 from repos.services import repository_set_forge
-from tests.fake_anthropic import TextReply, ToolReply, coder_replaces
+from tests.fake_anthropic import ToolReply, coder_replaces
 from tests.fake_forge import FakeForge
 from tests.workers import drive_in_process
 
@@ -130,7 +130,9 @@ def post(client: Client, repository: Repository, body: bytes, headers: dict[str,
 
 
 def rounds(run: PipelineRun) -> int:
-    return RunTransition.objects.filter(run=run, from_status=RunStatus.AWAITING_APPROVAL, to_status=RunStatus.CODING).count()
+    return RunTransition.objects.filter(
+        run=run, from_status=RunStatus.AWAITING_APPROVAL, to_status=RunStatus.CODING
+    ).count()
 
 
 def script_round(fake_llm, comment_17: RunLineComment) -> None:  # type: ignore[no-untyped-def]
@@ -195,9 +197,12 @@ def test_a_review_with_two_line_comments_is_one_round_answered_on_the_forge_afte
     pipeline_advance(run.pk)  # what the worker does after the round: push, then answer
     pull_request = PullRequest.objects.get()
     assert pull_request.pushed_head == run.head_commit
-    assert subprocess.run(
-        ["git", "rev-parse", run.branch], cwd=remote, capture_output=True, text=True, check=True
-    ).stdout.strip() == run.head_commit
+    assert (
+        subprocess.run(
+            ["git", "rev-parse", run.branch], cwd=remote, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        == run.head_commit
+    )
     for comment in comments.values():
         comment.refresh_from_db()
     assert comments[14].addressed == LineCommentAddressed.CHANGED
@@ -248,7 +253,15 @@ def test_an_untrusted_commenter_is_shown_and_never_acted_on(
 
 def test_a_list_of_logins_trusts_only_them(fake_llm, forge, linked, remote, task, owner, client) -> None:  # type: ignore[no-untyped-def]
     run = open_pull_request(
-        fake_llm, forge, linked, remote, task, owner, "github", forge_trusted_commenters="list", forge_trusted_logins="Bob"
+        fake_llm,
+        forge,
+        linked,
+        remote,
+        task,
+        owner,
+        "github",
+        forge_trusted_commenters="list",
+        forge_trusted_logins="Bob",
     )
     linked.refresh_from_db()
     add_review_by = review(forge, "alice", [], body="From a collaborator not on the list")
@@ -261,7 +274,9 @@ def test_a_list_of_logins_trusts_only_them(fake_llm, forge, linked, remote, task
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_review_delivered_twice_and_polled_is_one_round(fake_llm, forge, linked, remote, task, owner, client, kind) -> None:  # type: ignore[no-untyped-def]
+def test_a_review_delivered_twice_and_polled_is_one_round(
+    fake_llm, forge, linked, remote, task, owner, client, kind
+) -> None:  # type: ignore[no-untyped-def]
     run = open_pull_request(fake_llm, forge, linked, remote, task, owner, kind)
     linked.refresh_from_db()
     submitted = review(forge, "alice")
