@@ -162,7 +162,7 @@ def coder_prompts(fake_llm) -> list[str]:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_review_with_two_line_comments_is_one_round_answered_on_the_forge_after_the_push(
-    fake_llm, forge, linked, remote, task, owner, client, kind
+    fake_llm, forge, linked, remote, task, owner, client, owner_client, kind
 ) -> None:  # type: ignore[no-untyped-def]
     run = open_pull_request(fake_llm, forge, linked, remote, task, owner, kind)
     linked.refresh_from_db()
@@ -217,6 +217,9 @@ def test_a_review_with_two_line_comments_is_one_round_answered_on_the_forge_afte
         assert {to for to, _ in replies} == {comments[14].forge_thread_id, comments[17].forge_thread_id}
     else:
         assert any("@alice on app/long.py, line 17" in quote for quote, _ in replies)
+
+    listed = owner_client.get(f"/api/runs/{run.pk}/line-comments").json()
+    assert {(c["forge_author"], c["forge_replied_at"] is not None) for c in listed} == {("alice", True)}
 
     # The poll reads the reviews again: AutoCoder's replies (on GitHub a review of its
     # own, on GitLab notes in the threads) are not a review; nothing is answered twice.
