@@ -278,7 +278,9 @@ def pull_request_reviews_resume(*, run_id: int) -> None:
     pull_request = (
         PullRequest.objects.filter(run_id=run_id, state=PullRequestState.OPEN).select_related("run__task").first()
     )
-    if pull_request is None or not ForgeReview.objects.filter(pull_request=pull_request).exists():
+    if pull_request is None or pull_request.run.status != RunStatus.AWAITING_APPROVAL:
+        return  # a phase of the round, not its end: nothing to answer yet
+    if not ForgeReview.objects.filter(pull_request=pull_request).exists():
         return
     repository = run_repository(pull_request.run)
     if repository is None or not repository.forge_configured:

@@ -341,3 +341,48 @@ def test_a_forge_down_loses_nothing_and_is_retried(fake_llm, forge, linked, remo
     assert len(replies_on_forge(forge, kind)) == 2
     pull_requests_poll(older_than_seconds=0)
     assert len(replies_on_forge(forge, kind)) == 2
+
+
+def test_a_review_written_during_a_round_waits_for_it_then_is_the_next_round(
+    fake_llm, forge, linked, remote, task, owner, client
+) -> None:  # type: ignore[no-untyped-def]
+    run = open_pull_request(fake_llm, forge, linked, remote, task, owner, "github")
+    linked.refresh_from_db()
+    deliver(client, forge, "github", review(forge, "alice"), linked)
+    run.refresh_from_db()
+    assert run.status == RunStatus.CODING
+    later = review(forge, "alice", [{"path": "app/long.py", "line": 16, "body": "And sixteen?"}], body="One more")
+    deliver(client, forge, "github", later, linked)
+    assert ForgeReview.objects.filter(outcome=ForgeReviewOutcome.PENDING).count() == 1  # kept, waiting
+
+    script_round(fake_llm, RunLineComment.objects.get(run=run, line_start=17))
+    run = drive_in_process(run)
+    pipeline_advance(run.pk)  # the push, the answers, then the review that waited
+    run.refresh_from_db()
+    assert len(replies_on_forge(forge, "github")) == 2
+    assert run.status == RunStatus.CODING and rounds(run) == 2 and "One more" in run.feedback
+    sent = RunLineComment.objects.get(run=run, line_start=16)
+    assert sent.feedback_round == 2 and sent.body == "And sixteen?"
+    assert not ForgeReview.objects.filter(outcome=ForgeReviewOutcome.PENDING).exists()
+
+
+def test_asking_the_forge_who_may_write_fails_the_review_waits(fake_llm, forge, linked, remote, task, owner) -> None:  # type: ignore[no-untyped-def]
+    from pipelines.pull_requests.reviews import forge_reviews_act, forge_reviews_record
+    from pipelines.pull_requests.services import forge_client_for
+    from repos.forges import ForgeError
+    from repos.forges.reviews import reviews_list
+
+    run = open_pull_request(fake_llm, forge, linked, remote, task, owner, "gitea")
+    linked.refresh_from_db()
+    review(forge, "alice")
+    pull_request = PullRequest.objects.get()
+    client = forge_client_for(linked)
+    forge_reviews_record(pull_request=pull_request, reviews=reviews_list(client, 1), own="autocoder-bot")
+    forge.fail_next = [502]
+    with pytest.raises(ForgeError):
+        forge_reviews_act(pull_request=pull_request, client=client)
+    run.refresh_from_db()
+    assert run.status == RunStatus.AWAITING_APPROVAL and ForgeReview.objects.get().outcome == "pending"
+    pull_requests_poll(older_than_seconds=0)
+    run.refresh_from_db()
+    assert run.status == RunStatus.CODING and ForgeReview.objects.get().outcome == "round"
