@@ -340,6 +340,47 @@ class ForgeDelivery(models.Model):
         return self.delivery_id or self.body_sha256
 
 
+class ForgeReviewOutcome(models.TextChoices):
+    """What became of a review on a run's pull request."""
+
+    # Trusted, waiting for the run to await approval (or for the forge to answer).
+    PENDING = "pending", "Waiting for the run"
+    ROUND = "round", "Sent to the Coder"
+    UNTRUSTED = "untrusted", "Not acted on: not trusted"
+
+
+class ForgeReview(TimeStampedModel):
+    """A review on a run's pull request, as the forge gave it (GitHub's and Gitea's
+    review; GitLab's notes of one person found together): recorded once, whether it came
+    by webhook or by the poll (``key`` per pull request), then acted on once — a Coder
+    round when its author is trusted on the project, else only shown. Its line comments
+    become the run's ``RunLineComment`` rows when the round starts; until then they wait
+    here (``comments``), bounded, as the forge sent them."""
+
+    pull_request = models.ForeignKey(PullRequest, on_delete=models.CASCADE, related_name="forge_reviews")
+    key = models.CharField(max_length=100, help_text="The forge's review id (GitLab: its first note's).")
+    # The forge's ids of every comment in it: a comment is never imported twice.
+    comment_ids = models.JSONField(default=list, blank=True)
+    author = models.CharField(max_length=255)
+    author_id = models.CharField(max_length=64, blank=True)
+    state = models.CharField(max_length=32, blank=True, help_text="The forge's word: CHANGES_REQUESTED, COMMENTED …")
+    body = models.TextField(blank=True)
+    comments = models.JSONField(default=list, blank=True)
+    outcome = models.CharField(max_length=16, choices=ForgeReviewOutcome.choices, default=ForgeReviewOutcome.PENDING)
+    # A worker acting on it (claimed): another leaves it alone until the claim is old.
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    feedback_round = models.PositiveSmallIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["pull_request", "key"], name="pipelines_forge_review_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"review {self.key} by {self.author} ({self.outcome})"
+
+
 class LineCommentAddressed(models.TextChoices):
     """What the Coder's round did about a line comment it was sent, judged from git
     (pipelines/review/selectors.py ``line_comments_verdicts``), never assumed."""
@@ -399,6 +440,19 @@ class RunLineComment(TimeStampedModel):
     judged_at_commit = models.CharField(
         max_length=64, blank=True, help_text="The round's head commit ``addressed`` was judged at."
     )
+    # A comment of a review on the run's pull request (pipelines.pull_requests.reviews):
+    # the forge's comment, the thread AutoCoder answers in, and when it answered there.
+    forge_review = models.ForeignKey(
+        "ForgeReview", null=True, blank=True, on_delete=models.SET_NULL, related_name="line_comments"
+    )
+    forge_comment_id = models.CharField(max_length=64, blank=True, help_text="The forge's id of the comment.")
+    forge_thread_id = models.CharField(
+        max_length=64, blank=True, help_text="Where a reply goes: GitLab's discussion id; else the comment's id."
+    )
+    forge_author = models.CharField(max_length=255, blank=True, help_text="The commenter's login on the forge.")
+    # A reply being posted (claimed) and posted: each comment is answered once.
+    forge_reply_claimed_at = models.DateTimeField(null=True, blank=True)
+    forge_replied_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["path", "line_start", "line_end", "created_at", "id"]
@@ -406,6 +460,11 @@ class RunLineComment(TimeStampedModel):
             models.CheckConstraint(
                 condition=Q(line_start__gte=1, line_end__gte=models.F("line_start")),
                 name="pipelines_line_comment_lines_ordered",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "forge_comment_id"],
+                condition=~Q(forge_comment_id=""),
+                name="pipelines_line_comment_forge_comment_once",
             ),
         ]
 

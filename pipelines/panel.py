@@ -17,6 +17,8 @@ from pipelines.models import (
     ACTIVE_STATUSES,
     MAX_REVIEW_ITERATIONS,
     WORKING_STATUSES,
+    ForgeReview,
+    ForgeReviewOutcome,
     LineCommentAddressed,
     PipelineRun,
     PullRequest,
@@ -334,6 +336,7 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
                     "state": _pane_state(agent, active_agent, focus_agent, run, segments),
                 }
             )
+    pull_request = PullRequest.objects.filter(run=run).first() if run else None
     return {
         "task": task,
         "run": run,
@@ -342,7 +345,13 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "steps": _steps(run, stopped_in, with_tests=with_tests, with_environment=with_environment),
         "with_tests": with_tests,
         "repository": repository,
-        "pull_request": PullRequest.objects.filter(run=run).first() if run else None,
+        "pull_request": pull_request,
+        # Reviews on the forge whose authors are not trusted: shown, never acted on.
+        "forge_reviews_not_acted": list(
+            ForgeReview.objects.filter(pull_request=pull_request, outcome=ForgeReviewOutcome.UNTRUSTED)
+        )
+        if pull_request
+        else [],
         "changed_nothing": changed_nothing,
         "run_messages": list(run_messages_for_run(run=run)) if run else [],
         "can_message": bool(run and run.status in ACTIVE_STATUSES),

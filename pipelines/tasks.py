@@ -14,11 +14,14 @@ from celery import shared_task
 @shared_task(acks_late=True, ignore_result=True)
 def pipeline_advance(run_id: int) -> None:
     from pipelines.phases.driver import run_advance
+    from pipelines.pull_requests.reviews import pull_request_reviews_resume
     from pipelines.pull_requests.rounds import pull_request_follow_run
 
     run_advance(run_id=run_id)
     # A round the forge asked for is over: its new commits go to the pull request.
     pull_request_follow_run(run_id=run_id)
+    # Then the review comments it judged are answered there, and the next review starts.
+    pull_request_reviews_resume(run_id=run_id)
 
 
 @shared_task(ignore_result=True)

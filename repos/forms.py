@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from .forges import ForgeKind
-from .models import MergeStrategy
+from .models import ForgeTrust, MergeStrategy
 
 
 class _SettingsFields(forms.Form):
@@ -95,6 +95,20 @@ class ForgeForm(forms.Form):
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
     )
     remove_token = forms.BooleanField(required=False, label="Remove the saved token")
+    forge_trusted_commenters = forms.ChoiceField(
+        choices=[("", "The server's default"), *ForgeTrust.choices],
+        required=False,
+        label="Reviews acted on",
+        help_text="A review on the pull request sends the run back to the Coder only when its author is trusted; "
+        "others are shown on the run's page, never acted on.",
+    )
+    forge_trusted_logins = forms.CharField(
+        max_length=2000,
+        required=False,
+        label="Trusted logins",
+        help_text="With “Only the logins listed”: forge logins, comma-separated.",
+        widget=forms.TextInput(attrs={"placeholder": "alice, bob", "spellcheck": "false"}),
+    )
 
     def token_argument(self) -> str | None:
         """repository_set_forge's token: "" removes the saved one, None keeps it."""

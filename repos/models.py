@@ -14,6 +14,14 @@ from .forges import ForgeKind
 FOLDER_OUTSIDE_ROOT = "Give a folder inside REPOS_ROOT (relative to it, or absolute)."
 
 
+class ForgeTrust(models.TextChoices):
+    """Whose comments on a pull request may send its run back to the Coder: a comment is
+    untrusted input to an agent, so only people the forge gives write access, or a list."""
+
+    COLLABORATORS = "collaborators", "People with write access on the forge"
+    LIST = "list", "Only the logins listed"
+
+
 class MergeStrategy(models.TextChoices):
     MERGE = "merge", "Merge commit"
     FF_ONLY = "ff_only", "Fast-forward only"
@@ -66,6 +74,16 @@ class Repository(TimeStampedModel):
     )
     forge_token_encrypted = models.TextField(blank=True, editable=False)
     forge_webhook_secret_encrypted = models.TextField(blank=True, editable=False)
+    # Reviews on the forge (pipelines.pull_requests.reviews): whose become a Coder round.
+    forge_trusted_commenters = models.CharField(
+        max_length=16,
+        choices=ForgeTrust.choices,
+        blank=True,
+        help_text="Whose reviews on the forge become a round; empty: the server's FORGE_TRUSTED_COMMENTERS.",
+    )
+    forge_trusted_logins = models.TextField(
+        blank=True, help_text="With “list”: the forge logins trusted, comma-separated."
+    )
 
     class Meta:
         verbose_name_plural = "repositories"
@@ -85,6 +103,16 @@ class Repository(TimeStampedModel):
     @property
     def forge_configured(self) -> bool:
         return bool(self.forge_kind and self.forge_api_url and self.forge_repository and self.forge_token_encrypted)
+
+    @property
+    def forge_trust(self) -> str:
+        """The trust in force: the repository's, else the server's default."""
+        return self.forge_trusted_commenters or settings.FORGE_TRUSTED_COMMENTERS
+
+    @property
+    def forge_trusted_login_set(self) -> frozenset[str]:
+        """The listed logins, compared without case (the forges' logins are not case-sensitive)."""
+        return frozenset(login.strip().lower() for login in self.forge_trusted_logins.split(",") if login.strip())
 
     @property
     def display_path(self) -> str:

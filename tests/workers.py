@@ -113,17 +113,24 @@ def topology_worker(log: Path, **env: str) -> Iterator[None]:
         delete_queue(queue)
 
 
-def drive_in_process(run: Any, max_steps: int = 30) -> Any:
+def drive_in_process(run: Any, max_steps: int = 30, *, follow: bool = True) -> Any:
     """Execute a run's phases in this process, one ``pipeline_advance`` at a time as the
-    Celery worker would, until it stops needing a worker; the run, refreshed."""
+    Celery worker would, until it stops needing a worker; the run, refreshed. ``follow``
+    False: the phases only (``run_advance``), without what the task does after each —
+    pushing a round's commits to its pull request and answering there — for a test to
+    look in between."""
     from pipelines.models import WORKING_STATUSES, RunStatus
+    from pipelines.phases.driver import run_advance
     from pipelines.tasks import pipeline_advance
 
     for _ in range(max_steps):
         run.refresh_from_db()
         if run.status not in (RunStatus.QUEUED, *WORKING_STATUSES):
             return run
-        pipeline_advance(run.pk)
+        if follow:
+            pipeline_advance(run.pk)
+        else:
+            run_advance(run_id=run.pk)
     raise AssertionError(f"run did not settle: {run.status}")
 
 

@@ -249,6 +249,8 @@ class LineCommentSerializer(serializers.ModelSerializer[RunLineComment]):
             "addressed",
             "reply",
             "judged_at_commit",
+            "forge_author",
+            "forge_replied_at",
             "created_at",
             "updated_at",
         ]
@@ -262,6 +264,8 @@ class LineCommentSerializer(serializers.ModelSerializer[RunLineComment]):
             "reply": {"help_text": "What the Coder said about the comment ('' when it said nothing)."},
             "judged_at_commit": {"help_text": "The round's head commit `addressed` was judged at ('' until then)."},
             "quote": {"help_text": "The commented lines of the new file, as they read when it was written."},
+            "forge_author": {"help_text": "A review's comment on the forge: its author's login there ('' otherwise)."},
+            "forge_replied_at": {"help_text": "When AutoCoder answered it on the forge's thread (null until then)."},
         }
 
     def get_author(self, comment: RunLineComment) -> str | None:

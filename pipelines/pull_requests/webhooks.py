@@ -30,6 +30,7 @@ from repos.forges import (
 )
 from repos.models import Repository
 
+from .reviews import forge_review_delivery
 from .services import pull_request_apply
 
 WEBHOOK_UNKNOWN = "No repository with pull requests takes webhooks here."
@@ -66,8 +67,9 @@ def pull_request_state_delivery(delivery: Delivery) -> str:
     return "applied"
 
 
-# Tried in order; the first that does not answer "ignored" took the delivery.
-DELIVERY_HANDLERS: tuple[Callable[[Delivery], str], ...] = (pull_request_state_delivery,)
+# Tried in order; the first that does not answer "ignored" took the delivery. A review's
+# delivery carries its pull request too: the review handler goes before the state's.
+DELIVERY_HANDLERS: tuple[Callable[[Delivery], str], ...] = (forge_review_delivery, pull_request_state_delivery)
 
 
 @sensitive_variables("secret")

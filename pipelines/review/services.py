@@ -19,7 +19,7 @@ poll alike.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -140,11 +140,14 @@ def line_comment_create(
     line_end: int | None = None,
     body: str,
     side: str = LineSide.NEW,
+    forge_fields: Mapping[str, Any] | None = None,
 ) -> RunLineComment:
     """A pending comment on lines ``line_start``–``line_end`` (one line when None) of the
     new ``path`` in the run's diff — or, ``side`` "old", of the lines the change removed,
     numbered as the old file had them — with those lines quoted. ValidationError (by
-    field) for bad input, LineCommentClosed unless the run awaits approval."""
+    field) for bad input, LineCommentClosed unless the run awaits approval.
+    ``forge_fields``: where a comment of a review on the forge came from
+    (pipelines.pull_requests.reviews), written with it."""
     if run.status != RunStatus.AWAITING_APPROVAL:
         raise LineCommentClosed(NOT_AWAITING_APPROVAL)
     if side not in LineSide.values:
@@ -169,6 +172,7 @@ def line_comment_create(
             # The lines are numbered as the diff at this commit shows them: the round
             # that answers the comment is compared with it (line_comments_verdicts).
             made_on_commit=run.head_commit,
+            **(forge_fields or {}),
         )
 
 

@@ -9,7 +9,7 @@ from core.api import StrictBooleanField, StrictCharField
 from core.crypto import decrypt_secret
 
 from ..forges import ForgeKind
-from ..models import MergeStrategy, Repository
+from ..models import ForgeTrust, MergeStrategy, Repository
 
 
 class RepositoryStateSerializer(serializers.Serializer[Any]):
@@ -102,6 +102,8 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
             "forge_token_saved",
             "forge_webhook_url",
             "forge_webhook_secret",
+            "forge_trusted_commenters",
+            "forge_trusted_logins",
             "created_at",
             "updated_at",
         ]
@@ -157,6 +159,22 @@ class RepositoryForgeSerializer(serializers.Serializer[Any]):
         write_only=True,
         help_text="The forge access token, stored encrypted and never returned. Absent or null: keep the saved "
         "one; empty: remove it.",
+    )
+    forge_trusted_commenters = serializers.ChoiceField(
+        choices=[("", "the server's default"), *ForgeTrust.choices],
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Whose reviews on the forge become a Coder round: collaborators (write access there) or list. "
+        "Absent or null: keep; empty: the server's FORGE_TRUSTED_COMMENTERS.",
+    )
+    forge_trusted_logins = StrictCharField(
+        max_length=2000,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        default=None,
+        help_text="With list: the trusted forge logins, comma-separated. Absent or null: keep.",
     )
 
 

@@ -16,6 +16,7 @@ from core.crypto import encrypt_secret
 from ..clone import PushError, push_to
 from ..forges import ForgeError, ForgeKind, forge_host_check
 from ..models import Repository
+from .forge_trust import forge_trust_clean
 from .linking import validate_git_url
 
 if TYPE_CHECKING:
@@ -63,12 +64,29 @@ def repository_set_forge(
     forge_api_url: str = "",
     forge_repository: str = "",
     token: str | None = None,
+    forge_trusted_commenters: str | None = None,
+    forge_trusted_logins: str | None = None,
 ) -> Repository:
     """Where run branches are pushed and which forge opens their pull requests.
     ``token``: None keeps the saved one, "" removes it. A webhook secret is made the
-    first time a forge is set."""
+    first time a forge is set. Whose reviews there become rounds
+    (``forge_trusted_commenters``, ``forge_trusted_logins``): None keeps them."""
     errors: dict[str, list[str]] = {}
     fields: dict[str, Any] = {"push_url": "", "forge_kind": forge_kind, "forge_api_url": "", "forge_repository": ""}
+    if forge_trusted_commenters is not None or forge_trusted_logins is not None:
+        try:
+            fields.update(
+                forge_trust_clean(
+                    forge_trusted_commenters=repository.forge_trusted_commenters
+                    if forge_trusted_commenters is None
+                    else forge_trusted_commenters,
+                    forge_trusted_logins=repository.forge_trusted_logins
+                    if forge_trusted_logins is None
+                    else forge_trusted_logins,
+                )
+            )
+        except ValidationError as error:
+            errors.update(error.message_dict)
     if push_url.strip():
         try:
             fields["push_url"] = validate_git_url(push_url, user, field="push_url", unavailable=PUSH_TARGET_UNAVAILABLE)

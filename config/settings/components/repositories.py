@@ -3,6 +3,8 @@ them: the read-only tools, the verify step, the Coder's tests and turns."""
 
 from __future__ import annotations
 
+from django.core.exceptions import ImproperlyConfigured
+
 from ..env import BASE_DIR, env_int, env_ip_networks, env_list, env_str
 
 # --- Repositories ---------------------------------------------------------------------
@@ -29,6 +31,16 @@ PULL_REQUEST_POLL_BATCH = 50
 # How long a forge's webhook delivery is remembered (a replay within it is known and
 # ignored; every delivery's effect is idempotent anyway, so forgetting one loses nothing).
 FORGE_DELIVERY_RETENTION_DAYS = env_int("FORGE_DELIVERY_RETENTION_DAYS", default=30, minimum=1)
+# Whose reviews on a pull request send its run back to the Coder, where the repository does
+# not say: "collaborators" (people with write access on the forge) or "list" (the
+# repository's own list of logins; none listed: nobody).
+FORGE_TRUSTED_COMMENTERS = env_str("FORGE_TRUSTED_COMMENTERS", "collaborators")
+if FORGE_TRUSTED_COMMENTERS not in ("collaborators", "list"):
+    raise ImproperlyConfigured(
+        f"FORGE_TRUSTED_COMMENTERS={FORGE_TRUSTED_COMMENTERS!r}: expected collaborators or list."
+    )
+# How long the forge's answer "may this login write here?" is kept before it is asked again.
+FORGE_TRUST_CACHE_SECONDS = env_int("FORGE_TRUST_CACHE_SECONDS", default=300, minimum=0)
 
 # Environments (repos/environments/): what a repository's setup script produced, kept
 # once per key (the script, the base image, the files below at the run's base commit)
