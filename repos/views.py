@@ -81,6 +81,8 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
                 "forge_kind": repository.forge_kind,
                 "forge_api_url": repository.forge_api_url,
                 "forge_repository": repository.forge_repository,
+                "forge_issue_label": repository.forge_issue_label,
+                "forge_issue_assigned": repository.forge_issue_assigned,
             }
         )
     if repository and context["settings_form"] is None and state and state.branches:
@@ -177,6 +179,8 @@ def repository_forge_view(request: HttpRequest, project_id: int) -> HttpResponse
                 forge_api_url=data["forge_api_url"],
                 forge_repository=data["forge_repository"],
                 token=form.token_argument(),
+                forge_issue_label=data["forge_issue_label"],
+                forge_issue_assigned=data["forge_issue_assigned"],
             )
         except ValidationError as exc:
             add_service_errors(form, exc)

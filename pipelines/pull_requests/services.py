@@ -18,7 +18,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
-from core.crypto import decrypt_secret
 from core.exceptions import ApplicationError, NotFound
 from pipelines.events import PullRequestChange, event_publish
 from pipelines.models import PipelineRun, PullRequest, RunStatus
@@ -31,10 +30,9 @@ from repos.forges import (
     ForgeError,
     PullRequestInfo,
     PullRequestState,
-    forge_client,
 )
 from repos.models import Repository
-from repos.services import branch_push
+from repos.services import branch_push, repository_forge_client
 from tasks.models import Task
 
 logger = logging.getLogger(__name__)
@@ -60,18 +58,9 @@ class PullRequestFailed(ApplicationError):
         self.status_code = 503 if retryable else 400
 
 
-def _token(repository: Repository) -> str:
-    return decrypt_secret(repository.forge_token_encrypted)
-
-
 def forge_client_for(repository: Repository) -> ForgeClient:
     """The repository's forge, with its token."""
-    return forge_client(
-        kind=repository.forge_kind,
-        api_url=repository.forge_api_url,
-        repository=repository.forge_repository,
-        token=_token(repository),
-    )
+    return repository_forge_client(repository)
 
 
 def pull_request_text(run: PipelineRun) -> tuple[str, str]:

@@ -102,6 +102,9 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
             "forge_token_saved",
             "forge_webhook_url",
             "forge_webhook_secret",
+            "forge_issue_label",
+            "forge_issue_assigned",
+            "forge_issues_error",
             "created_at",
             "updated_at",
         ]
@@ -157,6 +160,15 @@ class RepositoryForgeSerializer(serializers.Serializer[Any]):
         write_only=True,
         help_text="The forge access token, stored encrypted and never returned. Absent or null: keep the saved "
         "one; empty: remove it.",
+    )
+    forge_issue_label = StrictCharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        help_text="Issues on the forge with this label become tasks; empty: none by label; absent: keep.",
+    )
+    forge_issue_assigned = StrictBooleanField(
+        required=False, help_text="Issues assigned to the token's account become tasks; absent: keep."
     )
 
 
