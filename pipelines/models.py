@@ -351,12 +351,17 @@ class ForgeIssue(TimeStampedModel):
     last changed it (an older report is not applied over a newer one)."""
 
     repository = models.ForeignKey("repos.Repository", on_delete=models.CASCADE, related_name="+")
+    forge_kind = models.CharField(max_length=16, choices=ForgeKind.choices)
     number = models.PositiveIntegerField(help_text="The forge's number (GitLab: the issue's iid).")
     url = models.URLField(max_length=1000)
     state = models.CharField(max_length=16, choices=ForgeIssueState.choices, default=ForgeIssueState.OPEN)
     title = models.CharField(max_length=255)
-    task = models.OneToOneField("tasks.Task", on_delete=models.CASCADE, related_name="forge_issue")
+    # Null once a person deleted the task: the issue stays known, so it is not imported again.
+    task = models.OneToOneField(
+        "tasks.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="forge_issue"
+    )
     forge_updated_at = models.DateTimeField(help_text="The forge's updated_at of the version last applied.")
+    body_sha256 = models.CharField(max_length=64, help_text="The issue's body last seen (an edit is told by it).")
     # What the forge changed that was not applied to the task (it had started), for the pages.
     note = models.CharField(max_length=500, blank=True)
     # A run approved by a merge here: the commit to name when AutoCoder closes the issue
@@ -365,12 +370,20 @@ class ForgeIssue(TimeStampedModel):
     error = models.TextField(blank=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["repository", "number"], name="pipelines_forge_issue_once")
-        ]
+        constraints = [models.UniqueConstraint(fields=["repository", "number"], name="pipelines_forge_issue_once")]
 
     def __str__(self) -> str:
         return f"#{self.number} ({self.state})"
+
+    def summary(self) -> dict[str, str | int]:
+        """What the card and the API show (``Task.pipeline_state["forge_issue"]``)."""
+        return {
+            "number": self.number,
+            "url": self.url,
+            "state": self.state,
+            "forge": self.get_forge_kind_display(),
+            "note": self.note,
+        }
 
 
 class LineCommentAddressed(models.TextChoices):

@@ -20,6 +20,7 @@ from django.utils import timezone
 from accounts.models import User
 from core.exceptions import ApplicationError, NotFound
 from pipelines.events import PullRequestChange, event_publish
+from pipelines.forge_issues.selectors import forge_issue_closing_line
 from pipelines.models import PipelineRun, PullRequest, RunStatus
 from pipelines.review.services import MergedOnForge, run_approve
 from pipelines.runs.services import InvalidTransition, run_transition
@@ -68,6 +69,9 @@ def pull_request_text(run: PipelineRun) -> tuple[str, str]:
     review, the tests and what the run cost."""
     task = run.task
     lines = [task.description.strip() or "_No description._", "", "## Plan", ""]
+    closing = forge_issue_closing_line(task_id=task.pk)
+    if closing:  # merged on the forge, the pull request closes the task's issue there
+        lines[1:1] = ["", closing]
     plan = sorted(run.plan or [], key=lambda step: step.get("order", 0)) if isinstance(run.plan, list) else []
     lines += [f"{i}. **{step.get('title', '')}** — {step.get('description', '')}" for i, step in enumerate(plan, 1)]
     if not plan:

@@ -188,3 +188,14 @@ def webhook_issue(*, kind: str, event: str, payload: Mapping[str, Any]) -> Issue
         return gitlab_issue(attributes, labels=payload.get("labels") or [], assignees=payload.get("assignees") or [])
     issue = payload.get("issue")
     return github_issue(issue) if isinstance(issue, Mapping) else None
+
+
+def commit_web_url(*, kind: str, issue_url: str, commit: str) -> str:
+    """The page of ``commit`` in the repository the issue at ``issue_url`` belongs to
+    (GitHub, Gitea: <repository>/issues/N → <repository>/commit/<sha>; GitLab:
+    <project>/-/issues/N → <project>/-/commit/<sha>); '' when the URL is not an issue's."""
+    marker = "/-/issues/" if kind == ForgeKind.GITLAB else "/issues/"
+    base, found, _ = issue_url.rpartition(marker)
+    if not found or not base.startswith(("https://", "http://")):
+        return ""
+    return f"{base}{'/-' if kind == ForgeKind.GITLAB else ''}/commit/{commit}"

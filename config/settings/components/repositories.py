@@ -29,6 +29,10 @@ PULL_REQUEST_POLL_BATCH = 50
 # How long a forge's webhook delivery is remembered (a replay within it is known and
 # ignored; every delivery's effect is idempotent anyway, so forgetting one loses nothing).
 FORGE_DELIVERY_RETENTION_DAYS = env_int("FORGE_DELIVERY_RETENTION_DAYS", default=30, minimum=1)
+# A repository that imports its forge's issues (a label, or those assigned to the token's
+# account) asks for the ones changed at most this often (webhooks usually report first).
+FORGE_ISSUE_POLL_SECONDS = env_int("FORGE_ISSUE_POLL_SECONDS", default=300, minimum=10)
+FORGE_ISSUE_POLL_BATCH = 50
 
 # Environments (repos/environments/): what a repository's setup script produced, kept
 # once per key (the script, the base image, the files below at the run's base commit)

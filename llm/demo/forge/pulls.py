@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
+from . import issues
 from .answers import Answer, ForgeRequest, control_deliver, forbidden, not_found, signed_delivery
 from .state import FakePull, FakeRepository, ForgeState, now_stamp
 
@@ -52,6 +53,8 @@ def set_state(forge: ForgeState, repository: str, number: int, state: str) -> Fa
     pull = forge.repositories[repository].pulls[number]
     pull.state = state
     pull.updated_at = now_stamp()
+    if state == "merged":  # as the forges do: "Closes #N" in its body closes issue N
+        issues.close_referenced(forge, forge.repositories[repository], pull)
     return pull
 
 
