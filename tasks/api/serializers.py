@@ -116,7 +116,6 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
             return None
         return LatestRunSerializer({"cost_usd": None, "run_number": None, "phase": "", **state}).data
 
-
     @extend_schema_field(ForgeIssueSummarySerializer(allow_null=True))
     def get_forge_issue(self, task: Task) -> dict[str, Any] | None:
         state = task.pipeline_state

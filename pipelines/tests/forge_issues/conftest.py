@@ -11,8 +11,7 @@ import pytest
 from core.crypto import decrypt_secret
 from llm.demo.forge.answers import signed_delivery
 from llm.demo.forge.issues import issue_event, person_edits
-from pipelines.tests.pull_requests.conftest import forge, remote, repo_files  # noqa: F401 (fixtures)
-from pipelines.tests.pull_requests.conftest import TOKEN
+from pipelines.tests.pull_requests.conftest import TOKEN, forge, remote, repo_files  # noqa: F401 (fixtures)
 from repos.models import Repository
 from repos.services import repository_set_forge
 from tests.fake_forge import FakeForge
