@@ -17,6 +17,8 @@ README's pull-request walk-through), it serves until Ctrl-C:
 and ``POST /_control/state`` with {"kind", "repository", "number", "state"} and, to be told
 like a real forge tells, {"webhook": URL, "secret": S} plays the person on the forge: the
 pull request is merged or closed and the signed delivery is POSTed to the webhook URL.
+``POST /_control/issue`` with {"kind", "repository", "title", "body", "labels", "assignee"?,
+"state"?, "number"? (to edit or close one)} does the same for an issue (``issues.py``).
 """
 
 from .server import PREFIXES, FakeForge, main
