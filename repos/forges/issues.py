@@ -47,6 +47,12 @@ def _text(value: Any, limit: int) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
+def _link(value: Any) -> str:
+    """A web link the pages may show: http(s) only."""
+    text = _text(value, 1000)
+    return text if text.startswith(("https://", "http://")) else ""
+
+
 def _names(items: Any, key: str) -> tuple[str, ...]:
     names = []
     for item in items if isinstance(items, list) else []:
@@ -66,7 +72,7 @@ def github_issue(data: Mapping[str, Any]) -> IssueInfo | None:
         return None
     return IssueInfo(
         number=number,
-        url=_text(data.get("html_url"), 1000),
+        url=_link(data.get("html_url")),
         title=_text(data.get("title"), TITLE_MAX_CHARS),
         body=_text(data.get("body"), BODY_MAX_CHARS),
         state="closed" if data.get("state") == "closed" else "open",
@@ -89,7 +95,7 @@ def gitlab_issue(data: Mapping[str, Any], *, labels: Any = None, assignees: Any 
         assignees = data.get("assignees")
     return IssueInfo(
         number=number,
-        url=_text(data.get("web_url") or data.get("url"), 1000),
+        url=_link(data.get("web_url") or data.get("url")),
         title=_text(data.get("title"), TITLE_MAX_CHARS),
         body=_text(data.get("description"), BODY_MAX_CHARS),
         state="closed" if data.get("state") == "closed" else "open",

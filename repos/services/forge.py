@@ -111,6 +111,11 @@ def repository_set_forge(
         fields["forge_issue_assigned"] = bool(forge_issue_assigned)
     if token is not None or fields["forge_api_url"] != repository.forge_api_url:
         fields["forge_login"] = ""  # another account, or another forge: learned again
+    if any(
+        name in fields and fields[name] != getattr(repository, name)
+        for name in ("forge_api_url", "forge_repository", "forge_issue_label", "forge_issue_assigned")
+    ):
+        fields["forge_issues_since"] = ""  # other issues are wanted now: the next poll reads them all
     if forge_kind and not (token or (token is None and repository.forge_token_encrypted)):
         errors.setdefault("token", [FORGE_FIELDS_REQUIRED])
     if errors:

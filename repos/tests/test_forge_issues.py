@@ -124,6 +124,8 @@ def test_webhook_issues_of_each_forge() -> None:
         ("bot",),
     )
     assert webhook_issue(kind=ForgeKind.GITHUB, event="pull_request", payload=github) is None
+    scripted = {**github, "issue": {**github["issue"], "html_url": "javascript:alert(1)"}}
+    assert webhook_issue(kind=ForgeKind.GITEA, event="issues", payload=scripted).url == ""  # type: ignore[union-attr]
     pull = {**github, "issue": {**github["issue"], "pull_request": {"url": "…"}}}
     assert webhook_issue(kind=ForgeKind.GITEA, event="issues", payload=pull) is None
     gitlab = {
@@ -171,12 +173,13 @@ def test_the_settings_over_the_api_page_and_admin(
     saved = owner_client.put(forge_url(project), body, format="json")
     assert saved.status_code == 200, saved.json()
     assert (saved.json()["forge_issue_label"], saved.json()["forge_issue_assigned"]) == ("autocoder", True)
-    Repository.objects.filter(pk=linked.pk).update(forge_login="the-bot")
+    Repository.objects.filter(pk=linked.pk).update(forge_login="the-bot", forge_issues_since="2026-11-27T00:00:00Z")
     # Absent: kept; a new token forgets the login learned with the old one.
     rest = {k: v for k, v in body.items() if not k.startswith("forge_issue")}
     assert owner_client.put(forge_url(project), {**rest, "token": None}, format="json").status_code == 200
     linked.refresh_from_db()
     assert (linked.forge_issue_label, linked.forge_issue_assigned, linked.forge_login) == ("autocoder", True, "the-bot")
+    assert linked.forge_issues_since == "2026-11-27T00:00:00Z"  # the same issues wanted: the poll goes on
     assert owner_client.put(forge_url(project), {**rest, "token": "another"}, format="json").status_code == 200
     linked.refresh_from_db()
     assert linked.forge_login == ""
@@ -198,4 +201,5 @@ def test_the_settings_over_the_api_page_and_admin(
     assert client.post(f"/projects/{project.pk}/repository/forge", form).status_code == 302
     linked.refresh_from_db()
     assert (linked.forge_issue_label, linked.forge_issue_assigned) == ("ai", False)
+    assert linked.forge_issues_since == ""  # another label: the next poll reads every issue again
     assert admin_client.get(f"/admin/repos/repository/{linked.pk}/change/").content.count(b"forge_issue_label") >= 1
