@@ -21,9 +21,12 @@ from repos.forges.issues import (
     webhook_issue,
 )
 from repos.models import Repository
+from repos.tests import test_forge_settings
 from repos.tests.test_forge_settings import PUBLIC_API, TOKEN, a_bare_remote, forge_url
-from repos.tests.test_forge_settings import linked, repo  # noqa: F401 (fixtures)
 from tests.fake_forge import FakeForge
+
+# The linked repository of the settings tests (fixtures).
+repo, linked = test_forge_settings.repo, test_forge_settings.linked
 
 KINDS = [ForgeKind.GITHUB, ForgeKind.GITLAB, ForgeKind.GITEA]
 
@@ -159,7 +162,7 @@ def test_commit_links_from_issue_links() -> None:
 @pytest.mark.django_db
 def test_the_settings_over_the_api_page_and_admin(
     owner_client, client, admin_client, owner, project, repo: Path, linked: Repository
-) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+) -> None:  # type: ignore[no-untyped-def]
     bare = a_bare_remote(owner_client, project, repo)
     body = {
         "push_url": f"file://{bare}",
