@@ -381,6 +381,52 @@ class ForgeReview(TimeStampedModel):
         return f"review {self.key} by {self.author} ({self.outcome})"
 
 
+class ForgeIssueState(models.TextChoices):
+    OPEN = "open", "Open"
+    CLOSED = "closed", "Closed"
+
+
+class ForgeIssue(TimeStampedModel):
+    """An issue on the repository's forge that became a task (pipelines.forge_issues): its
+    number and link there, the state and title the forge last reported, and when the forge
+    last changed it (an older report is not applied over a newer one)."""
+
+    repository = models.ForeignKey("repos.Repository", on_delete=models.CASCADE, related_name="+")
+    forge_kind = models.CharField(max_length=16, choices=ForgeKind.choices)
+    number = models.PositiveIntegerField(help_text="The forge's number (GitLab: the issue's iid).")
+    url = models.URLField(max_length=1000)
+    state = models.CharField(max_length=16, choices=ForgeIssueState.choices, default=ForgeIssueState.OPEN)
+    title = models.CharField(max_length=255)
+    # Null once a person deleted the task: the issue stays known, so it is not imported again.
+    task = models.OneToOneField(
+        "tasks.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="forge_issue"
+    )
+    forge_updated_at = models.DateTimeField(help_text="The forge's updated_at of the version last applied.")
+    body_sha256 = models.CharField(max_length=64, help_text="The issue's body last seen (an edit is told by it).")
+    # What the forge changed that was not applied to the task (it had started), for the pages.
+    note = models.CharField(max_length=500, blank=True)
+    # A run approved by a merge here: the commit to name when AutoCoder closes the issue
+    # (cleared once closed; the poll tries again after a failure).
+    close_commit = models.CharField(max_length=64, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["repository", "number"], name="pipelines_forge_issue_once")]
+
+    def __str__(self) -> str:
+        return f"#{self.number} ({self.state})"
+
+    def summary(self) -> dict[str, str | int]:
+        """What the card and the API show (``Task.pipeline_state["forge_issue"]``)."""
+        return {
+            "number": self.number,
+            "url": self.url,
+            "state": self.state,
+            "forge": self.get_forge_kind_display(),
+            "note": self.note,
+        }
+
+
 class LineCommentAddressed(models.TextChoices):
     """What the Coder's round did about a line comment it was sent, judged from git
     (pipelines/review/selectors.py ``line_comments_verdicts``), never assumed."""

@@ -43,3 +43,17 @@ def pipeline_forget_forge_deliveries() -> int:
     from pipelines.pull_requests.webhooks import forge_deliveries_forget
 
     return forge_deliveries_forget()
+
+
+@shared_task(ignore_result=True)
+def pipeline_poll_forge_issues() -> int:
+    from pipelines.forge_issues.services import forge_issues_poll
+
+    return forge_issues_poll()
+
+
+@shared_task(ignore_result=True)
+def pipeline_close_forge_issue(task_id: int) -> None:
+    from pipelines.forge_issues.services import forge_issue_close_pending
+
+    forge_issue_close_pending(task_id=task_id)

@@ -13,7 +13,14 @@ class RepositoryAdmin(admin.ModelAdmin):
     search_fields = ("path", "origin_url", "project__name", "project__owner__email")
     list_select_related = ("project",)
     raw_id_fields = ("project",)
-    readonly_fields = ("created_at", "updated_at")
+    readonly_fields = (
+        "forge_login",
+        "forge_issues_since",
+        "forge_issues_checked_at",
+        "forge_issues_error",
+        "created_at",
+        "updated_at",
+    )
 
 
 @admin.register(RepositoryFolder)

@@ -109,6 +109,17 @@ class ForgeForm(forms.Form):
         help_text="With “Only the logins listed”: forge logins, comma-separated.",
         widget=forms.TextInput(attrs={"placeholder": "alice, bob", "spellcheck": "false"}),
     )
+    forge_issue_label = forms.CharField(
+        max_length=100,
+        required=False,
+        label="Issues with this label become tasks",
+        help_text="An issue on the forge with this label is imported into the backlog, and followed (edits, "
+        "closing). Empty: none by label.",
+        widget=forms.TextInput(attrs={"placeholder": "autocoder", "spellcheck": "false"}),
+    )
+    forge_issue_assigned = forms.BooleanField(
+        required=False, label="Issues assigned to the token's account become tasks"
+    )
 
     def token_argument(self) -> str | None:
         """repository_set_forge's token: "" removes the saved one, None keeps it."""

@@ -84,6 +84,19 @@ class Repository(TimeStampedModel):
     forge_trusted_logins = models.TextField(
         blank=True, help_text="With “list”: the forge logins trusted, comma-separated."
     )
+    # Forge issues become tasks (pipelines.forge_issues): those with this label, or assigned to
+    # the token's own account (its login learned from the forge once per token).
+    forge_issue_label = models.CharField(
+        max_length=100, blank=True, help_text="Issues with this label become tasks; empty: none by label."
+    )
+    forge_issue_assigned = models.BooleanField(
+        default=False, help_text="Issues assigned to the access token's account become tasks."
+    )
+    forge_login = models.CharField(max_length=255, blank=True, editable=False)
+    # The poll's place: the forge's own updated_at of the newest issue seen (its clock, not ours).
+    forge_issues_since = models.CharField(max_length=64, blank=True, editable=False)
+    forge_issues_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    forge_issues_error = models.TextField(blank=True, editable=False)
 
     class Meta:
         verbose_name_plural = "repositories"
@@ -113,6 +126,10 @@ class Repository(TimeStampedModel):
     def forge_trusted_login_set(self) -> frozenset[str]:
         """The listed logins, compared without case (the forges' logins are not case-sensitive)."""
         return frozenset(login.strip().lower() for login in self.forge_trusted_logins.split(",") if login.strip())
+
+    @property
+    def forge_issues_wanted(self) -> bool:
+        return self.forge_configured and bool(self.forge_issue_label or self.forge_issue_assigned)
 
     @property
     def display_path(self) -> str:

@@ -83,6 +83,8 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
                 "forge_repository": repository.forge_repository,
                 "forge_trusted_commenters": repository.forge_trusted_commenters,
                 "forge_trusted_logins": repository.forge_trusted_logins,
+                "forge_issue_label": repository.forge_issue_label,
+                "forge_issue_assigned": repository.forge_issue_assigned,
             }
         )
     if repository and context["settings_form"] is None and state and state.branches:
@@ -181,6 +183,8 @@ def repository_forge_view(request: HttpRequest, project_id: int) -> HttpResponse
                 token=form.token_argument(),
                 forge_trusted_commenters=data["forge_trusted_commenters"],
                 forge_trusted_logins=data["forge_trusted_logins"],
+                forge_issue_label=data["forge_issue_label"],
+                forge_issue_assigned=data["forge_issue_assigned"],
             )
         except ValidationError as exc:
             add_service_errors(form, exc)

@@ -18,9 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
-from core.crypto import decrypt_secret
 from core.exceptions import ApplicationError, NotFound
 from pipelines.events import PullRequestChange, event_publish
+from pipelines.forge_issues.selectors import forge_issue_closing_line
 from pipelines.models import PipelineRun, PullRequest, RunStatus
 from pipelines.review.services import MergedOnForge, run_approve
 from pipelines.runs.services import InvalidTransition, run_transition
@@ -31,10 +31,9 @@ from repos.forges import (
     ForgeError,
     PullRequestInfo,
     PullRequestState,
-    forge_client,
 )
 from repos.models import Repository
-from repos.services import branch_push
+from repos.services import branch_push, repository_forge_client
 from tasks.models import Task
 
 logger = logging.getLogger(__name__)
@@ -60,18 +59,9 @@ class PullRequestFailed(ApplicationError):
         self.status_code = 503 if retryable else 400
 
 
-def _token(repository: Repository) -> str:
-    return decrypt_secret(repository.forge_token_encrypted)
-
-
 def forge_client_for(repository: Repository) -> ForgeClient:
     """The repository's forge, with its token."""
-    return forge_client(
-        kind=repository.forge_kind,
-        api_url=repository.forge_api_url,
-        repository=repository.forge_repository,
-        token=_token(repository),
-    )
+    return repository_forge_client(repository)
 
 
 def pull_request_text(run: PipelineRun) -> tuple[str, str]:
@@ -79,6 +69,9 @@ def pull_request_text(run: PipelineRun) -> tuple[str, str]:
     review, the tests and what the run cost."""
     task = run.task
     lines = [task.description.strip() or "_No description._", "", "## Plan", ""]
+    closing = forge_issue_closing_line(task_id=task.pk)
+    if closing:  # merged on the forge, the pull request closes the task's issue there
+        lines[1:1] = ["", closing]
     plan = sorted(run.plan or [], key=lambda step: step.get("order", 0)) if isinstance(run.plan, list) else []
     lines += [f"{i}. **{step.get('title', '')}** — {step.get('description', '')}" for i, step in enumerate(plan, 1)]
     if not plan:

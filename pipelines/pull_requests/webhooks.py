@@ -20,6 +20,7 @@ from django.views.decorators.debug import sensitive_variables
 
 from core.crypto import decrypt_secret
 from core.exceptions import ApplicationError, NotFound
+from pipelines.forge_issues.webhooks import forge_issue_delivery
 from pipelines.models import ForgeDelivery, PullRequest
 from repos.forges import (
     webhook_body_digest,
@@ -69,7 +70,11 @@ def pull_request_state_delivery(delivery: Delivery) -> str:
 
 # Tried in order; the first that does not answer "ignored" took the delivery. A review's
 # delivery carries its pull request too: the review handler goes before the state's.
-DELIVERY_HANDLERS: tuple[Callable[[Delivery], str], ...] = (forge_review_delivery, pull_request_state_delivery)
+DELIVERY_HANDLERS: tuple[Callable[[Delivery], str], ...] = (
+    forge_review_delivery,
+    pull_request_state_delivery,
+    forge_issue_delivery,
+)
 
 
 @sensitive_variables("secret")

@@ -28,8 +28,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.exceptions import Conflict, InvalidTransition
+from core.jobs import enqueue_on_commit
 from pipelines.learning.lessons import lessons_on_approval
-from pipelines.models import RUN_TRANSITIONS, FeedbackOrigin, LineSide, PipelineRun, RunLineComment, RunStatus
+from pipelines.models import (
+    RUN_TRANSITIONS,
+    FeedbackOrigin,
+    ForgeIssue,
+    ForgeIssueState,
+    LineSide,
+    PipelineRun,
+    RunLineComment,
+    RunStatus,
+)
 from pipelines.review.selectors import LineCommentVerdict, run_diff, run_feedback_round
 from pipelines.runs.services import run_transition
 
@@ -267,7 +277,18 @@ def run_approve(*, run: PipelineRun, actor: User | None = None, via: MergedOnFor
         reason, fields = "approved", _merge_here(run)
     run = run_transition(run=run, to_status=RunStatus.APPROVED, reason=reason, actor=actor, fields=fields)
     lessons_on_approval(run)
+    if via is None:
+        _forge_issue_close_later(run)
     return run
+
+
+def _forge_issue_close_later(run: PipelineRun) -> None:
+    """Merged here, a task from a forge's issue closes its issue from here, naming the
+    commit (a pull request merged on the forge closes it there: "Closes #N")."""
+    commit = str((run.merge_result or {}).get("commit") or "")
+    open_issue = ForgeIssue.objects.filter(task_id=run.task_id, state=ForgeIssueState.OPEN)
+    if commit and open_issue.update(close_commit=commit):
+        enqueue_on_commit("pipelines.tasks.pipeline_close_forge_issue", run.task_id)
 
 
 def _merge_here(run: PipelineRun) -> dict[str, Any]:

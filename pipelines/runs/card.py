@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.models import RUN_CARD_COLUMNS, TASK_STATUS_FOR_RUN, PipelineRun, RunStatus
+from pipelines.models import RUN_CARD_COLUMNS, TASK_STATUS_FOR_RUN, ForgeIssue, PipelineRun, RunStatus
 from pipelines.runs.costs import cost_text
 
 
 def pipeline_state(run: PipelineRun) -> dict[str, Any]:
     """The task's summary of its latest run (``Task.pipeline_state``: the board card's
-    chip, the API's ``latest_run``)."""
-    return {
+    chip, the API's ``latest_run``) — and, for a task from a forge's issue, the issue's
+    (pipelines.forge_issues keeps it there too), which a new run must not drop."""
+    state: dict[str, Any] = {
         "run_id": run.pk,
         "run_number": run.number,
         "status": run.status,
@@ -22,6 +23,10 @@ def pipeline_state(run: PipelineRun) -> dict[str, Any]:
         "iteration": run.iteration,
         "cost_usd": cost_text(run.cost_usd),
     }
+    issue = ForgeIssue.objects.filter(task_id=run.task_id).first()
+    if issue is not None:
+        state["forge_issue"] = issue.summary()
+    return state
 
 
 def card_column(*, run: PipelineRun, from_status: str, to_status: str, card_column: str) -> str | None:

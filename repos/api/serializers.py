@@ -104,6 +104,9 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
             "forge_webhook_secret",
             "forge_trusted_commenters",
             "forge_trusted_logins",
+            "forge_issue_label",
+            "forge_issue_assigned",
+            "forge_issues_error",
             "created_at",
             "updated_at",
         ]
@@ -175,6 +178,15 @@ class RepositoryForgeSerializer(serializers.Serializer[Any]):
         allow_null=True,
         default=None,
         help_text="With list: the trusted forge logins, comma-separated. Absent or null: keep.",
+    )
+    forge_issue_label = StrictCharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        help_text="Issues on the forge with this label become tasks; empty: none by label; absent: keep.",
+    )
+    forge_issue_assigned = StrictBooleanField(
+        required=False, help_text="Issues assigned to the token's account become tasks; absent: keep."
     )
 
 

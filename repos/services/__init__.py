@@ -24,7 +24,7 @@ from .branches import (
     file_line_changes,
 )
 from .commits import worktree_commit, worktree_pending
-from .forge import branch_push, repository_set_forge
+from .forge import branch_push, repository_forge_client, repository_set_forge
 from .linking import OWN_REPOSITORY_START, own_repository_path, repository_ensure, repository_link, repository_unlink
 from .linking import _create_empty_repository as _create_empty_repository  # pipelines' tests
 from .worktrees import worktree_create, worktree_remove
@@ -41,6 +41,7 @@ __all__ = [
     "file_line_changes",
     "own_repository_path",
     "repository_ensure",
+    "repository_forge_client",
     "repository_link",
     "repository_set_forge",
     "repository_unlink",

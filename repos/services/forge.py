@@ -11,10 +11,10 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 
-from core.crypto import encrypt_secret
+from core.crypto import decrypt_secret, encrypt_secret
 
 from ..clone import PushError, push_to
-from ..forges import ForgeError, ForgeKind, forge_host_check
+from ..forges import ForgeClient, ForgeError, ForgeKind, forge_client, forge_host_check
 from ..models import Repository
 from .forge_trust import forge_trust_clean
 from .linking import validate_git_url
@@ -27,6 +27,7 @@ FORGE_FIELDS_REQUIRED = "Give this too, to open pull requests on the forge."
 FORGE_BAD_API_URL = "Give the forge's API base URL: https://api.github.com, https://gitlab.example.com/api/v4, …"
 FORGE_BAD_REPOSITORY = "Give the repository as owner/name (GitLab: group/subgroup/project)."
 FORGE_BAD_TOKEN = "A token is one word of at most 500 characters."
+FORGE_BAD_ISSUE_LABEL = "A label is at most 100 characters, without commas (the forges' lists separate labels by them)."
 PUSH_TARGET_UNAVAILABLE = "There is no repository at that path that you can push to."
 NO_PUSH_TARGET = "The repository has no remote to push to: set one under Pull requests on its page."
 FORGE_API_DEFAULTS: dict[str, str] = {
@@ -66,11 +67,15 @@ def repository_set_forge(
     token: str | None = None,
     forge_trusted_commenters: str | None = None,
     forge_trusted_logins: str | None = None,
+    forge_issue_label: str | None = None,
+    forge_issue_assigned: bool | None = None,
 ) -> Repository:
     """Where run branches are pushed and which forge opens their pull requests.
     ``token``: None keeps the saved one, "" removes it. A webhook secret is made the
     first time a forge is set. Whose reviews there become rounds
-    (``forge_trusted_commenters``, ``forge_trusted_logins``): None keeps them."""
+    (``forge_trusted_commenters``, ``forge_trusted_logins``) and which of the forge's
+    issues become tasks (``forge_issue_label``, ``forge_issue_assigned``): None keeps
+    the saved setting."""
     errors: dict[str, list[str]] = {}
     fields: dict[str, Any] = {"push_url": "", "forge_kind": forge_kind, "forge_api_url": "", "forge_repository": ""}
     if forge_trusted_commenters is not None or forge_trusted_logins is not None:
@@ -116,6 +121,20 @@ def repository_set_forge(
         if len(token) > 500 or any(ch.isspace() for ch in token):
             errors["token"] = [FORGE_BAD_TOKEN]
         fields["forge_token_encrypted"] = encrypt_secret(token)
+    if forge_issue_label is not None:
+        label = forge_issue_label.strip()
+        if len(label) > 100 or "," in label:
+            errors["forge_issue_label"] = [FORGE_BAD_ISSUE_LABEL]
+        fields["forge_issue_label"] = label
+    if forge_issue_assigned is not None:
+        fields["forge_issue_assigned"] = bool(forge_issue_assigned)
+    if token is not None or fields["forge_api_url"] != repository.forge_api_url:
+        fields["forge_login"] = ""  # another account, or another forge: learned again
+    if any(
+        name in fields and fields[name] != getattr(repository, name)
+        for name in ("forge_api_url", "forge_repository", "forge_issue_label", "forge_issue_assigned")
+    ):
+        fields["forge_issues_since"] = ""  # other issues are wanted now: the next poll reads them all
     if forge_kind and not (token or (token is None and repository.forge_token_encrypted)):
         errors.setdefault("token", [FORGE_FIELDS_REQUIRED])
     if errors:
@@ -126,6 +145,16 @@ def repository_set_forge(
         setattr(repository, name, value)
     repository.save(update_fields=[*fields, "updated_at"])
     return repository
+
+
+def repository_forge_client(repository: Repository) -> ForgeClient:
+    """The repository's forge, with its token."""
+    return forge_client(
+        kind=repository.forge_kind,
+        api_url=repository.forge_api_url,
+        repository=repository.forge_repository,
+        token=decrypt_secret(repository.forge_token_encrypted),
+    )
 
 
 def branch_push(*, repository: Repository, user: User, branch: str) -> str:

@@ -51,6 +51,15 @@ class LatestRunSerializer(serializers.Serializer):
     )
 
 
+class ForgeIssueSummarySerializer(serializers.Serializer):
+    """The forge's issue a task was imported from, read from the task's summary
+    (``Task.pipeline_state["forge_issue"]``, kept by the pipeline): no query per task."""
+
+    number = serializers.IntegerField(help_text="The issue's number on the forge (GitLab: its iid).")
+    url = serializers.CharField(help_text="The issue's page on the forge.")
+    state = serializers.CharField(help_text="open or closed, as the forge last said.")
+
+
 class TaskSerializer(serializers.ModelSerializer[Task]):
     project = serializers.IntegerField(source="project_id", read_only=True, help_text="The project's id.")
     subtasks = SubtasksField(
@@ -63,6 +72,9 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
     )
     latest_run = serializers.SerializerMethodField(
         help_text="The latest pipeline run's state and cost; null before the task's first run."
+    )
+    forge_issue = serializers.SerializerMethodField(
+        help_text="The issue on the forge this task was imported from; null for a task made here."
     )
     total_cost = _usd_field("What all the task's pipeline runs cost, in USD; null before its first run.")
     spend_ceiling_usd = serializers.SerializerMethodField(
@@ -84,6 +96,7 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
             "subtasks",
             "pipeline_state",
             "latest_run",
+            "forge_issue",
             "total_cost",
             "spend_ceiling_usd",
             "created_at",
@@ -102,6 +115,12 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
         if not isinstance(state, dict) or "run_id" not in state:
             return None
         return LatestRunSerializer({"cost_usd": None, "run_number": None, "phase": "", **state}).data
+
+    @extend_schema_field(ForgeIssueSummarySerializer(allow_null=True))
+    def get_forge_issue(self, task: Task) -> dict[str, Any] | None:
+        state = task.pipeline_state
+        issue = state.get("forge_issue") if isinstance(state, dict) else None
+        return ForgeIssueSummarySerializer(issue).data if isinstance(issue, dict) else None
 
 
 class _TaskFieldsSerializer(serializers.Serializer):

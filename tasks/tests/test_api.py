@@ -34,6 +34,7 @@ FIELDS = {
     "subtasks",
     "pipeline_state",
     "latest_run",
+    "forge_issue",
     "total_cost",
     "spend_ceiling_usd",
     "created_at",

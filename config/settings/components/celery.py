@@ -62,6 +62,7 @@ CELERY_BEAT_SCHEDULE = {
     "memory-summarise-notes": {"task": "memory.tasks.memory_summarise_notes", "schedule": 3600.0},
     "chat-expire-sessions": {"task": "chat.tasks.chat_expire_sessions", "schedule": 60.0},
     "pipeline-poll-pull-requests": {"task": "pipelines.tasks.pipeline_poll_pull_requests", "schedule": 60.0},
+    "pipeline-poll-forge-issues": {"task": "pipelines.tasks.pipeline_poll_forge_issues", "schedule": 60.0},
     "pipeline-forget-forge-deliveries": {
         "task": "pipelines.tasks.pipeline_forget_forge_deliveries",
         "schedule": 3600.0,

@@ -41,6 +41,10 @@ if FORGE_TRUSTED_COMMENTERS not in ("collaborators", "list"):
     )
 # How long the forge's answer "may this login write here?" is kept before it is asked again.
 FORGE_TRUST_CACHE_SECONDS = env_int("FORGE_TRUST_CACHE_SECONDS", default=300, minimum=0)
+# A repository that imports its forge's issues (a label, or those assigned to the token's
+# account) asks for the ones changed at most this often (webhooks usually report first).
+FORGE_ISSUE_POLL_SECONDS = env_int("FORGE_ISSUE_POLL_SECONDS", default=300, minimum=10)
+FORGE_ISSUE_POLL_BATCH = 50
 
 # Environments (repos/environments/): what a repository's setup script produced, kept
 # once per key (the script, the base image, the files below at the run's base commit)

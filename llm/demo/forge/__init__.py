@@ -19,6 +19,8 @@ like a real forge tells, {"webhook": URL, "secret": S} plays the person on the f
 pull request is merged or closed and the signed delivery is POSTed to the webhook URL.
 ``POST /_control/review`` plays a reviewer the same way (``reviews``), and
 ``/_control/collaborator`` {repository, login, permission} gives someone write access.
+``POST /_control/issue`` with {"kind", "repository", "title", "body", "labels", "assignee"?,
+"state"?, "number"? (to edit or close one)} does the same for an issue (``issues.py``).
 """
 
 from .server import PREFIXES, FakeForge, main

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .answers import Answer, ForgeRequest, forbidden, not_found
-from .review_state import FakeReviewComment, ReviewState, pull_key, reviews_state, user_answer
+from .review_state import FakeReviewComment, ReviewState, pull_key, reviews_state, token_login, user_answer
 
 
 def _gitlab_note(data: ReviewState, note_id: int, author: str, body: str, **extra: Any) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def _discussion_note(request: ForgeRequest) -> Answer:
     reply = FakeReviewComment(
         id=next(data.ids),
         review_id=0,
-        author=data.own_login,
+        author=token_login(request.forge, request.token),
         path=first.path,
         line=first.line,
         start_line=first.start_line,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
+from . import issues
 from .answers import Answer, ForgeRequest, control_deliver, forbidden, not_found, signed_delivery
 from .state import FakePull, FakeRepository, ForgeState, now_stamp
 
@@ -52,6 +53,8 @@ def set_state(forge: ForgeState, repository: str, number: int, state: str) -> Fa
     pull = forge.repositories[repository].pulls[number]
     pull.state = state
     pull.updated_at = now_stamp()
+    if state == "merged":  # as the forges do: "Closes #N" in its body closes issue N
+        issues.close_referenced(forge, forge.repositories[repository], pull)
     return pull
 
 
@@ -113,7 +116,8 @@ def _list(request: ForgeRequest) -> Answer:
 def open_by_hand(forge: ForgeState, repository: str, head: str, base: str, title: str) -> FakePull:
     """A person opens a pull request on the forge (no check of the branches)."""
     pulls = forge.repositories[repository].pulls
-    number = max(pulls, default=0) + 1
+    # As on GitHub and Gitea, issues and pull requests share their numbers.
+    number = max([*pulls, *forge.repositories[repository].issues], default=0) + 1
     pulls[number] = FakePull(number=number, head=head, base=base, title=title, body="Opened by hand.")
     return pulls[number]
 
@@ -134,7 +138,7 @@ def _create(request: ForgeRequest) -> Answer:
         if kind == "gitlab":
             return (409 if "already exists" in problem else 422), {"message": [problem]}
         return 409 if "already exists" in problem else 422, {"message": problem}
-    number = max(repository.pulls, default=0) + 1
+    number = max([*repository.pulls, *repository.issues], default=0) + 1
     repository.pulls[number] = FakePull(number=number, head=head, base=base, title=body["title"], body=text)
     return 201, pull_answer(request.forge, kind, repository.name, repository.pulls[number])
 

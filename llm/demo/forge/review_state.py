@@ -65,6 +65,12 @@ def reviews_state(forge: ForgeState) -> ReviewState:
     return state
 
 
+def token_login(forge: ForgeState, token: str) -> str:
+    """The login of the account a token belongs to (``GET /user``): set per token in
+    ``forge.logins``, else the forge's own bot account."""
+    return forge.logins.get(token) or reviews_state(forge).own_login
+
+
 def add_collaborator(forge: ForgeState, repository: str, login: str, permission: str = "write") -> None:
     with forge.lock:
         data = reviews_state(forge)

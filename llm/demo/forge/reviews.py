@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import issues
 from .answers import Answer, ForgeRequest, control_deliver, forbidden, not_found
 from .discussions import note_position
 from .review_state import (
@@ -32,6 +33,7 @@ from .review_state import (
     add_review,
     pull_key,
     reviews_state,
+    token_login,
     user_answer,
 )
 from .state import ForgeState
@@ -113,12 +115,12 @@ def _reply(request: ForgeRequest) -> Answer:
     parent = next((c for c in data.comments.get(key, []) if c.id == int(request.match["comment"])), None)
     if parent is None:
         return not_found(request.kind)
-    review = FakeReview(id=next(data.ids), author=data.own_login, state="COMMENTED", body="")
+    review = FakeReview(id=next(data.ids), author=token_login(request.forge, request.token), state="COMMENTED", body="")
     data.reviews[key].append(review)
     reply = FakeReviewComment(
         id=next(data.ids),
         review_id=review.id,
-        author=data.own_login,
+        author=token_login(request.forge, request.token),
         path=parent.path,
         line=parent.line,
         start_line=parent.start_line,
@@ -131,16 +133,18 @@ def _reply(request: ForgeRequest) -> Answer:
 
 
 def _issue_comment(request: ForgeRequest) -> Answer:
+    """A comment on a pull request's conversation — or, the number being an issue's (they
+    share numbers), on the issue."""
     key = pull_key(request)
     if key is None:
-        return not_found(request.kind)
+        return issues.comment(request)
     if not request.may_write:
         return forbidden(request.kind)
     data = reviews_state(request.forge)
     comment = {
         "id": next(data.ids),
         "body": str(request.body.get("body", "")),
-        "user": user_answer(data, data.own_login, request.kind),
+        "user": user_answer(data, token_login(request.forge, request.token), request.kind),
     }
     data.issue_comments.setdefault(key, []).append(comment)
     return 201, comment
@@ -165,7 +169,7 @@ def _collaborator(request: ForgeRequest) -> Answer:
 
 def _user_self(request: ForgeRequest) -> Answer:
     data = reviews_state(request.forge)
-    return 200, user_answer(data, data.own_login, request.kind)
+    return 200, user_answer(data, token_login(request.forge, request.token), request.kind)
 
 
 # --- a reviewer on the forge

@@ -34,6 +34,7 @@ class FakeRepository:
     name: str  # owner/name (GitLab: the project's path)
     git_dir: Path | None = None
     pulls: dict[int, FakePull] = field(default_factory=dict)
+    issues: dict[int, Any] = field(default_factory=dict)  # issues.FakeIssue by number
 
 
 @dataclass
@@ -50,6 +51,7 @@ class ForgeState:
     def __init__(self) -> None:
         self.repositories: dict[str, FakeRepository] = {}
         self.tokens: dict[str, bool] = {}  # token -> may write
+        self.logins: dict[str, str] = {}  # token -> its account's login (GET /user); default: review_state.OWN_LOGIN
         self.requests: list[Recorded] = []
         self.fail_next: list[int] = []  # statuses to answer with, in order
         self.unreachable = False  # drop connections without an answer
