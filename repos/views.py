@@ -31,6 +31,7 @@ from .selectors import (
     repository_suggestion,
     repository_worktrees_disk_usage,
 )
+from .services.ci import ci_check_names, ci_settings_clean, repository_set_ci
 from .services.forge import repository_set_forge
 from .services.linking import repository_clone, repository_link, repository_unlink
 from .services.settings import repository_update
@@ -81,6 +82,9 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
                 "forge_kind": repository.forge_kind,
                 "forge_api_url": repository.forge_api_url,
                 "forge_repository": repository.forge_repository,
+                "ci_required_checks": "\n".join(repository.ci_required_checks),
+                "ci_fix_rounds_max": repository.ci_fix_rounds_max,
+                "merge_when_green": repository.merge_when_green,
             }
         )
     if repository and context["settings_form"] is None and state and state.branches:
@@ -169,6 +173,12 @@ def repository_forge_view(request: HttpRequest, project_id: int) -> HttpResponse
     if form.is_valid():
         try:
             data = form.cleaned_data
+            ci = {
+                "ci_required_checks": ci_check_names(data["ci_required_checks"]),
+                "ci_fix_rounds_max": data["ci_fix_rounds_max"],
+                "merge_when_green": data["merge_when_green"],
+            }
+            ci_settings_clean(**ci)  # before anything is saved
             repository_set_forge(
                 repository=repository,
                 user=user,
@@ -178,6 +188,7 @@ def repository_forge_view(request: HttpRequest, project_id: int) -> HttpResponse
                 forge_repository=data["forge_repository"],
                 token=form.token_argument(),
             )
+            repository_set_ci(repository=repository, **ci)
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:

@@ -170,6 +170,8 @@ def publish_pull_request(pull_request: PullRequest) -> None:
     """Tell the card (the task's run summary) and the pages: its state changed."""
     run = pull_request.run
     summary = {"number": pull_request.number, "url": pull_request.url, "state": pull_request.state}
+    if pull_request.checks:  # its CI (pipelines.pull_requests.checks): the card shows each check
+        summary["checks"] = pull_request.checks
     state = Task.objects.filter(pk=run.task_id).values_list("pipeline_state", flat=True).get()
     if state.get("run_id") == run.pk:
         Task.objects.filter(pk=run.task_id).update(pipeline_state={**state, "pull_request": summary})

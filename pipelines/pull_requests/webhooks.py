@@ -30,6 +30,7 @@ from repos.forges import (
 )
 from repos.models import Repository
 
+from .checks import checks_delivery
 from .services import pull_request_apply
 
 WEBHOOK_UNKNOWN = "No repository with pull requests takes webhooks here."
@@ -67,7 +68,7 @@ def pull_request_state_delivery(delivery: Delivery) -> str:
 
 
 # Tried in order; the first that does not answer "ignored" took the delivery.
-DELIVERY_HANDLERS: tuple[Callable[[Delivery], str], ...] = (pull_request_state_delivery,)
+DELIVERY_HANDLERS: tuple[Callable[[Delivery], str], ...] = (pull_request_state_delivery, checks_delivery)
 
 
 @sensitive_variables("secret")

@@ -130,7 +130,8 @@ def _github_checks(client: ForgeClient, *, sha: str) -> list[CheckRun]:
                 logs_read += 1
                 tail = _github_job_log(client, int(run["id"]))
             if not tail:  # not an Actions job (or its log is gone): what the check said
-                output = run.get("output") if isinstance(run.get("output"), Mapping) else {}
+                output = run.get("output")
+                output = output if isinstance(output, Mapping) else {}
                 tail = log_tail(str(output.get("text") or output.get("summary") or ""))
         found.append(
             CheckRun(
@@ -154,7 +155,9 @@ def _gitlab_checks(client: ForgeClient, *, sha: str, number: int | None) -> list
         pipelines = client.call("GET", f"/projects/{project}/merge_requests/{number}/pipelines")
     else:
         pipelines = client.call("GET", f"/projects/{project}/pipelines", params={"sha": sha})
-    ours = [p for p in pipelines if isinstance(p, Mapping) and p.get("sha") == sha] if isinstance(pipelines, list) else []
+    ours = (
+        [p for p in pipelines if isinstance(p, Mapping) and p.get("sha") == sha] if isinstance(pipelines, list) else []
+    )
     if not ours:
         return []
     newest = max(ours, key=lambda p: int(p.get("id") or 0))
@@ -191,7 +194,12 @@ def _text(client: ForgeClient, url: str, *, authorized: bool = True, redirects: 
             response = http.get(pinned, headers=headers, extensions=extensions)
             if response.is_redirect and redirects > 0:
                 location = response.headers.get("Location", "")
-                forge_host_check(location)  # the same check as every call, before connecting
+                try:
+                    forge_host_check(location)  # the same check as every call, before connecting
+                except ForgeError as refused:
+                    if refused.retryable:
+                        raise
+                    return ""  # an internal or malformed address: the log is not fetched
                 return _text(client, location, authorized=False, redirects=redirects - 1)
             if response.status_code == 404 or response.status_code == 410:
                 return ""  # the log expired, or the check has none

@@ -38,6 +38,8 @@ class FakeCI:
     pipelines: dict[tuple[str, str], int] = field(default_factory=dict)  # GitLab: a commit's pipeline id
     next_id: int = 100
     stamp: str = ""
+    down: int = 0  # the next reads of CI answer 503 (CI's service is failing)
+    log_host: str = "localhost"  # where GitHub's job logs redirect to
 
 
 def ci(forge: ForgeState) -> FakeCI:
@@ -75,7 +77,17 @@ def _web(forge: ForgeState, kind: str, repository: str, what: str) -> str:
     return f"http://127.0.0.1:{forge.port}/{kind}-web/{repository}/{what}"
 
 
+def _failing(forge: ForgeState) -> Answer | None:
+    state = ci(forge)
+    if state.down > 0:
+        state.down -= 1
+        return 503, {"message": "Service Unavailable"}
+    return None
+
+
 def _check_runs(request: ForgeRequest) -> Answer:
+    if (failing := _failing(request.forge)) is not None:
+        return failing
     if request.kind != "github":
         return not_found(request.kind)  # Gitea has commit statuses only
     assert request.repository is not None
@@ -100,6 +112,8 @@ def _check_runs(request: ForgeRequest) -> Answer:
 
 
 def _combined_status(request: ForgeRequest) -> Answer:
+    if (failing := _failing(request.forge)) is not None:
+        return failing
     assert request.repository is not None
     name, sha = request.repository.name, request.match["sha"]
     checks = ci(request.forge).checks.get((name, sha), [])
@@ -138,7 +152,8 @@ def _job_logs(request: ForgeRequest) -> Answer:
     if request.kind != "github" or check is None:
         return not_found(request.kind)
     # As GitHub does: a redirect to a short-lived URL on another host, which needs no token.
-    location = f"http://localhost:{request.forge.port}/_downloads/logs/{check.id}?sig={_signature(check.id)}"
+    host = ci(request.forge).log_host
+    location = f"http://{host}:{request.forge.port}/_downloads/logs/{check.id}?sig={_signature(check.id)}"
     return 302, Redirect(location)
 
 
@@ -154,6 +169,8 @@ def download_log(forge: ForgeState, match: Any, query: dict[str, str]) -> Answer
 
 
 def _mr_pipelines(request: ForgeRequest) -> Answer:
+    if (failing := _failing(request.forge)) is not None:
+        return failing
     assert request.repository is not None
     repository = request.repository
     pull = repository.pulls.get(int(request.match["number"]))
@@ -269,44 +286,60 @@ def _delivery(forge: ForgeState, kind: str, name: str, sha: str, number: int | N
     }
 
 
+def set_checks(
+    forge: ForgeState,
+    kind: str,
+    name: str,
+    checks: list[dict[str, Any]],
+    *,
+    sha: str = "",
+    number: int | None = None,
+) -> tuple[str, str, dict[str, Any]]:
+    """CI reports on a commit (``sha``, or pull request ``number``'s head): its checks
+    are now ``checks``. The commit, and the event name and payload the forge sends."""
+    with forge.lock:
+        repository = forge.repositories[name]
+        if not sha and number is not None:
+            sha = head_sha(repository, repository.pulls[number].head)
+        if not sha:
+            raise ValueError("no sha, and no pull request head to take it from")
+        state = ci(forge)
+        made = []
+        for item in checks:
+            state.next_id += 1
+            made.append(
+                FakeCheck(
+                    id=state.next_id,
+                    name=str(item["name"]),
+                    state=str(item["state"]),
+                    log=str(item.get("log", "")),
+                    via=str(item.get("via", "check")),
+                )
+            )
+        state.checks[(name, sha)] = made
+        if (name, sha) not in state.pipelines:
+            state.next_id += 1
+            state.pipelines[(name, sha)] = state.next_id
+        state.stamp = now_stamp()
+        event, payload = _delivery(forge, kind, name, sha, number)
+    return sha, event, payload
+
+
 def control_checks(forge: ForgeState, body: dict[str, Any]) -> Answer:
     """CI on the forge: set a commit's checks and, given a webhook URL and secret,
     deliver the event as the forge would."""
     try:
-        kind, name = str(body["kind"]), str(body["repository"])
         given = body["checks"]
         if not isinstance(given, list):
             raise TypeError("checks must be a list")
-        with forge.lock:
-            repository = forge.repositories[name]
-            number = int(body["number"]) if body.get("number") is not None else None
-            sha = str(body.get("sha") or "")
-            if not sha and number is not None:
-                sha = head_sha(repository, repository.pulls[number].head)
-            if not sha:
-                raise ValueError("no sha, and no pull request head to take it from")
-            state = ci(forge)
-            checks = []
-            for item in given:
-                state.next_id += 1
-                checks.append(
-                    FakeCheck(
-                        id=state.next_id,
-                        name=str(item["name"]),
-                        state=str(item["state"]),
-                        log=str(item.get("log", "")),
-                        via=str(item.get("via", "check")),
-                    )
-                )
-            state.checks[(name, sha)] = checks
-            if (name, sha) not in state.pipelines:
-                state.next_id += 1
-                state.pipelines[(name, sha)] = state.next_id
-            state.stamp = now_stamp()
-            event, payload = _delivery(forge, kind, name, sha, number)
+        number = int(body["number"]) if body.get("number") is not None else None
+        kind = str(body["kind"])
+        sha, event, payload = set_checks(
+            forge, kind, str(body["repository"]), given, sha=str(body.get("sha") or ""), number=number
+        )
     except (KeyError, TypeError, ValueError) as error:
         return 400, {"message": f"kind, repository, sha or number, and checks are required ({error})"}
-    answer: dict[str, Any] = {"sha": sha, "ids": [c.id for c in checks]}
+    answer: dict[str, Any] = {"sha": sha}
     delivered = control_deliver(body, kind, event, payload)
     if delivered is not None:
         if delivered[0] != 200:
