@@ -238,11 +238,11 @@ class RunMergeWhenGreenApi(ApiView):
         operation_id="runs_pull_request_merge_when_green",
         summary="Approve the run's pull request to be merged on the forge once all its checks pass",
         description="The repository must allow it (`merge_when_green` in `PUT /api/projects/{id}/repository/forge`) "
-        "and the run must await approval with an open pull request (else 409 `invalid_transition`). Records who "
+        "and the run must await approval with an open pull request (else 400 `invalid_transition`). Records who "
         "asked and when; if the checks of the pushed head already pass it is merged now, else when they do (by "
         "webhook or poll) — the forge's merge then approves the run and the task moves to done.",
         request=None,
-        responses={200: PullRequestSerializer, **error_responses(401, 404, 409)},
+        responses={200: PullRequestSerializer, **error_responses(400, 401, 404)},
     )
     def post(self, request: Request, run_id: str) -> Response:
         user = request_user(request)

@@ -219,3 +219,38 @@ def test_only_the_required_checks_count(fake_llm, forge, linked, remote, task, o
     assert forge.repositories["team/calc"].pulls[1].state == "merged"
     rows = {c["name"]: c for c in PullRequest.objects.get().checks["checks"]}
     assert rows["docs"]["required"] is False and rows["unit"]["required"] is True
+
+
+def test_approve_and_merge_when_green_from_the_page_and_the_api(
+    fake_llm, forge, linked, remote, task, owner, client, owner_client, other_client
+) -> None:  # type: ignore[no-untyped-def]
+    repository = set_forge(linked, forge, remote, "gitlab", owner)
+    run = awaiting_run(fake_llm, task, owner)
+    run_open_pull_request(run=run, actor=owner)
+    api = f"/api/runs/{run.pk}/pull-request/merge-when-green"
+    off = owner_client.post(api)
+    assert off.status_code == 400 and off.json()["code"] == "invalid_transition"
+    assert "Merge when green" in off.json()["message"]
+    client.force_login(owner)
+    assert "Approve and merge when green" not in client.get(f"/tasks/{task.pk}").content.decode()
+
+    Repository.objects.filter(pk=repository.pk).update(merge_when_green=True)
+    assert other_client.post(api).status_code == 404
+    page = client.get(f"/tasks/{task.pk}").content.decode()
+    assert "Approve and merge when green" in page
+    done = client.post(f"/runs/{run.pk}/pull-request/merge-when-green", follow=True).content.decode()
+    assert "merged on the forge once all its checks pass" in done
+    assert "Approve and merge when green" not in done and 'data-testid="merge-when-green"' in done
+    assert PullRequest.objects.get().merge_when_green_by == owner
+
+    # Pending, then green: shown on the run page with their links, then merged.
+    deliver_ci(client, forge, repository, "gitlab", [{"name": "unit", "state": "pending"}])
+    page = client.get(f"/tasks/{task.pk}").content.decode()
+    unit = PullRequest.objects.get().checks["checks"][0]
+    assert unit["state"] == "pending" and unit["url"] in page and 'data-testid="run-checks"' in page
+    assert forge.repositories["team/calc"].pulls[1].state == "open"
+    deliver_ci(client, forge, repository, "gitlab", passing())
+    run.refresh_from_db()
+    assert run.status == RunStatus.APPROVED and forge.repositories["team/calc"].pulls[1].state == "merged"
+    body = owner_client.get(f"/api/runs/{run.pk}/pull-request").json()
+    assert body["state"] == "merged" and body["checks"]["state"] == "passed" and body["merge_when_green_at"]
