@@ -129,44 +129,38 @@ def pull_request_checks_apply(*, pull_request: PullRequest, head: str, checks: S
         if locked.state != PullRequestState.OPEN or head != _current_head(locked):
             return "stale"
         same = locked.checks_head == head and _comparable(locked.checks) == _comparable(summary)
-        locked.checks_checked_at = timezone.now()
-        if same:
-            locked.save(update_fields=["checks_checked_at", "updated_at"])
-        else:
+        if not same:
             locked.checks, locked.checks_head = summary, head
-            _act_on_failure(locked, repository, checks)
-            locked.save(
-                update_fields=[
-                    "checks",
-                    "checks_head",
-                    "checks_checked_at",
-                    "ci_fix_rounds",
-                    "ci_round_head",
-                    "updated_at",
-                ]
-            )
+        locked.checks_checked_at = timezone.now()
+        # Also when nothing changed: a run that was busy when its head failed gets its
+        # round once it awaits approval again (still once per head: ci_round_head).
+        acted = _act_on_failure(locked, repository, checks)
+        locked.save(
+            update_fields=["checks", "checks_head", "checks_checked_at", "ci_fix_rounds", "ci_round_head", "updated_at"]
+        )
+        if acted or not same:
             publish_pull_request(locked)
     # The merge is HTTP: after the transaction (and tried again while it fails).
     pull_request_merge_if_green(pull_request=locked)
-    return "unchanged" if same else "applied"
+    return "unchanged" if same and not acted else "applied"
 
 
 def _comparable(summary: dict[str, Any]) -> Any:
     return (summary.get("state"), summary.get("checks"), summary.get("missing"))
 
 
-def _act_on_failure(locked: PullRequest, repository: Repository | None, checks: Sequence[CheckRun]) -> None:
+def _act_on_failure(locked: PullRequest, repository: Repository | None, checks: Sequence[CheckRun]) -> bool:
     """Failed and settled (no required check still running): a round for the Coder,
-    or, the rounds spent, the message that says so. Once per head."""
+    or, the rounds spent, the message that says so. Once per head; whether it acted."""
     summary = locked.checks
     head = locked.checks_head
-    if summary["state"] != FAILED or locked.ci_round_head == head:
-        return
+    if summary.get("state") != FAILED or locked.ci_round_head == head:
+        return False
     rows = summary["checks"]
     if any(row["required"] and row["state"] == PENDING for row in rows):
-        return  # the rest may fail too: one round for all of them
+        return False  # the rest may fail too: one round for all of them
     if locked.run.status != RunStatus.AWAITING_APPROVAL:
-        return  # a round is under way: its own head's checks will come
+        return False  # busy (a round under way): asked again at the next reading
     failing_names = {row["name"] for row in rows if row["required"] and row["state"] == FAILED}
     failing = [check for check in checks if check.name in failing_names]
     limit = repository.ci_fix_rounds_limit if repository is not None else 0
@@ -175,11 +169,12 @@ def _act_on_failure(locked: PullRequest, repository: Repository | None, checks: 
         names = ", ".join(_clean_name(check.name) for check in failing)
         plural = "" if locked.ci_fix_rounds == 1 else "s"
         summary["message"] = CI_STILL_FAILS.format(rounds=locked.ci_fix_rounds, plural=plural, checks=names)
-        return
+        return True
     locked.ci_fix_rounds += 1
     pull_request_round_start(
         pull_request=locked, feedback=checks_feedback(head=head, failing=failing), origin=FeedbackOrigin.CHECKS
     )
+    return True
 
 
 def pull_request_checks_refresh(*, pull_request: PullRequest, client: ForgeClient) -> str:

@@ -9,6 +9,7 @@ host: followed once, after the same address check as every call, without the tok
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ import httpx2
 from .client import TIMEOUT_SECONDS, ForgeClient, GitLab
 from .errors import ForgeError, ForgeKind
 from .hosts import forge_host_check
+
+logger = logging.getLogger(__name__)
 
 PENDING, PASSED, FAILED = "pending", "passed", "failed"
 LOG_TAIL_BYTES = 4096
@@ -173,7 +176,7 @@ def _gitlab_checks(client: ForgeClient, *, sha: str, number: int | None) -> list
         tail = ""
         if state == FAILED and logs_read < FAILED_LOGS_READ and isinstance(job.get("id"), int):
             logs_read += 1
-            tail = log_tail(_text(client, client.api_url + f"/projects/{project}/jobs/{int(job['id'])}/trace"))
+            tail = _job_log(client, client.api_url + f"/projects/{project}/jobs/{int(job['id'])}/trace")
         found.append(
             CheckRun(name=_bounded(job.get("name"), NAME_MAX), state=state, url=_url(job.get("web_url")), log_tail=tail)
         )
@@ -183,41 +186,54 @@ def _gitlab_checks(client: ForgeClient, *, sha: str, number: int | None) -> list
 # --- logs: text, and GitHub's redirect
 
 
-def _text(client: ForgeClient, url: str, *, authorized: bool = True, redirects: int = 0) -> str:
-    """GET ``url`` as text. With ``redirects`` left, one redirect is followed — to its
-    checked address, and never with the token (a download URL carries its own grant)."""
-    pinned, host, extensions = client._pinned(url)
-    headers = {"User-Agent": "AutoCoder", "Host": host, **(client._auth_headers() if authorized else {})}
-    headers["Accept"] = "*/*"
+def _job_log(client: ForgeClient, url: str, *, redirects: int = 0) -> str:
+    """A job's log's tail, or '' when the forge has none or it cannot be fetched now:
+    the check is still named as failing, and its log is best effort."""
     try:
-        with httpx2.Client(timeout=TIMEOUT_SECONDS, transport=client._transport, trust_env=False) as http:
-            response = http.get(pinned, headers=headers, extensions=extensions)
+        return _log_tail_at(client, url, authorized=True, redirects=redirects)
+    except ForgeError as error:
+        logger.warning("A job's log on %s was not fetched: %s", client.kind.label, error.message)
+        return ""
+
+
+def _log_tail_at(client: ForgeClient, url: str, *, authorized: bool, redirects: int) -> str:
+    """GET ``url``, streamed, keeping its last LOG_TAIL_BYTES. With ``redirects`` left,
+    one redirect is followed — to a checked address, and never with the token (a
+    download URL carries its own grant)."""
+    pinned, host, extensions = client._pinned(url)
+    headers = {**(client._auth_headers() if authorized else {}), "User-Agent": "AutoCoder", "Host": host}
+    headers["Accept"] = "*/*"
+    location = ""
+    try:
+        with (
+            httpx2.Client(timeout=TIMEOUT_SECONDS, transport=client._transport, trust_env=False) as http,
+            http.stream("GET", pinned, headers=headers, extensions=extensions) as response,
+        ):
             if response.is_redirect and redirects > 0:
                 location = response.headers.get("Location", "")
-                try:
-                    forge_host_check(location)  # the same check as every call, before connecting
-                except ForgeError as refused:
-                    if refused.retryable:
-                        raise
-                    return ""  # an internal or malformed address: the log is not fetched
-                return _text(client, location, authorized=False, redirects=redirects - 1)
-            if response.status_code == 404 or response.status_code == 410:
+            elif response.status_code in (404, 410):
                 return ""  # the log expired, or the check has none
-            if not response.is_success:
+            elif not response.is_success:
+                response.read()
                 raise client._error(response)
-            # Only the end matters: read no more of a long log than needed.
-            return log_tail(response.content)
+            else:
+                tail = b""
+                for chunk in response.iter_bytes():
+                    tail = (tail + chunk)[-LOG_TAIL_BYTES:]
+                return log_tail(tail)
     except httpx2.HTTPError:
         raise ForgeError(
-            f"{client.kind.label} at {client.api_url} could not be reached for a job's log. Try again later.",
+            f"{client.kind.label} at {client.api_url} could not be reached for a job's log.",
             code="forge_unreachable",
             retryable=True,
         ) from None
+    forge_host_check(location)  # the same check as every call's, before connecting anywhere
+    return _log_tail_at(client, location, authorized=False, redirects=redirects - 1)
 
 
 def _github_job_log(client: ForgeClient, job_id: int) -> str:
     """An Actions job's log: the API answers 302 to a short-lived download URL."""
-    return _text(client, client.api_url + f"/repos/{client.repository}/actions/jobs/{job_id}/logs", redirects=1)
+    return _job_log(client, client.api_url + f"/repos/{client.repository}/actions/jobs/{job_id}/logs", redirects=1)
 
 
 # --- merging

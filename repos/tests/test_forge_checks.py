@@ -6,13 +6,20 @@ and the repository's CI settings on the API and the page."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
 from llm.demo.forge.checks import ci, set_checks
 from llm.demo.forge.pulls import open_by_hand
-from repos.forges import ForgeError, ForgeKind
+from repos.forges import ForgeError, ForgeKind, webhook_event, webhook_is_authentic
 from repos.forges.checks import (
     FAILED,
     LOG_TAIL_BYTES,
@@ -207,3 +214,59 @@ def test_ci_settings_on_the_page_and_the_admin(client, owner, project, linked, a
     admin_page = admin_client.get(f"/admin/repos/repository/{linked.pk}/change/").content.decode()
     assert 'name="merge_when_green"' in admin_page and 'name="ci_fix_rounds_max"' in admin_page
     assert isinstance(Repository.objects.get().ci_required_checks, list)
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, list[tuple[bytes, Any]]]]:
+    """A webhook endpoint that keeps what it is sent."""
+    received: list[tuple[bytes, Any]] = []
+
+    class Keep(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((body, self.headers))  # case-insensitive, as Django's request.headers
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Keep)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
+    server.shutdown()
+    server.server_close()
+
+
+def control(forge: FakeForge, body: dict) -> tuple[int, dict]:  # type: ignore[type-arg]
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{forge.port}/_control/checks", json.dumps(body).encode(), method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_control_plays_ci_and_delivers_the_signed_event(forge: FakeForge, receiver, kind: str) -> None:  # type: ignore[no-untyped-def]
+    url, received = receiver
+    open_by_hand(forge, "team/app", BRANCH, "main", "A change")
+    checks = [{"name": "unit", "state": "failed", "log": "boom"}]
+    status, answer = control(
+        forge,
+        {"kind": kind, "repository": "team/app", "number": 1, "checks": checks, "webhook": url, "secret": "s3"},
+    )
+    assert (status, answer["webhook_status"], answer["sha"]) == (200, 200, head(forge))
+    [(body, headers)] = received
+    assert webhook_is_authentic(kind=kind, secret="s3", body=body, headers=headers)
+    payload = json.loads(body)
+    event = webhook_event(kind=kind, headers=headers, payload=payload)
+    assert webhook_checks_sha(kind=kind, event=event, payload=payload) == head(forge)
+    [check] = checks_read(client(forge, kind), sha=answer["sha"], number=1)
+    assert (check.name, check.state) == ("unit", FAILED)
+    # A request it cannot play is a 400 that says what it needs.
+    assert control(forge, {"kind": kind, "repository": "team/app", "checks": checks})[0] == 400
+    assert control(forge, {"kind": kind, "repository": "team/app", "sha": "abc", "checks": "unit"})[0] == 400

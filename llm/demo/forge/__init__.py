@@ -16,7 +16,9 @@ README's pull-request walk-through), it serves until Ctrl-C:
 
 and ``POST /_control/state`` with {"kind", "repository", "number", "state"} and, to be told
 like a real forge tells, {"webhook": URL, "secret": S} plays the person on the forge: the
-pull request is merged or closed and the signed delivery is POSTed to the webhook URL.
+pull request is merged or closed and the signed delivery is POSTed to the webhook URL;
+``POST /_control/checks`` with {"kind", "repository", "sha" or "number", "checks": [{"name",
+"state", "log"}]} plays CI the same way (``checks.py``).
 """
 
 from .server import PREFIXES, FakeForge, main
