@@ -39,6 +39,7 @@ class FakeCI:
     next_id: int = 100
     stamp: str = ""
     down: int = 0  # the next reads of CI answer 503 (CI's service is failing)
+    merges_down: int = 0  # the next merges answer 503
     log_host: str = "localhost"  # where GitHub's job logs redirect to
 
 
@@ -228,6 +229,9 @@ def _merge(request: ForgeRequest) -> Answer:
     assert repository is not None
     if (kind, request.method) not in (("github", "PUT"), ("gitea", "POST"), ("gitlab", "PUT")):
         return 405, {"message": "Method Not Allowed"}
+    if ci(request.forge).merges_down > 0:
+        ci(request.forge).merges_down -= 1
+        return 503, {"message": "Service Unavailable"}
     if not request.may_write:
         return 403, {"message": "403 Forbidden" if kind == "gitlab" else "Must have write access"}
     pull = repository.pulls.get(int(request.match["number"]))

@@ -210,6 +210,27 @@ def test_a_forge_down_is_noted_and_the_next_poll_applies(fake_llm, forge, linked
     assert git(remote, "rev-parse", run.branch) == run.head_commit == PullRequest.objects.get().pushed_head
 
 
+def test_a_merge_the_forge_fails_is_noted_and_done_by_the_next_poll(
+    fake_llm, forge, linked, remote, task, owner, client
+) -> None:  # type: ignore[no-untyped-def]
+    repository = set_forge(linked, forge, remote, "github", owner)
+    Repository.objects.filter(pk=repository.pk).update(merge_when_green=True)
+    run = awaiting_run(fake_llm, task, owner)
+    run_open_pull_request(run=run, actor=owner)
+    pull_request_merge_when_green(run=run, actor=owner)
+    ci(forge).merges_down = 1
+    deliver_ci(client, forge, repository, "github", passing())
+    pull_request = PullRequest.objects.get()
+    run.refresh_from_db()
+    assert "Try again later" in pull_request.error and pull_request.checks["state"] == "passed"
+    assert run.status == RunStatus.AWAITING_APPROVAL and forge.repositories["team/calc"].pulls[1].state == "open"
+
+    assert pull_requests_poll(older_than_seconds=0) == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.APPROVED and forge.repositories["team/calc"].pulls[1].state == "merged"
+    assert PullRequest.objects.get().state == "merged"
+
+
 def test_only_the_required_checks_count(fake_llm, forge, linked, remote, task, owner, client) -> None:  # type: ignore[no-untyped-def]
     repository = set_forge(linked, forge, remote, "github", owner)
     Repository.objects.filter(pk=repository.pk).update(ci_required_checks=["unit"], merge_when_green=True)
