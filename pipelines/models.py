@@ -312,6 +312,19 @@ class PullRequest(TimeStampedModel):
     state_checked_at = models.DateTimeField(null=True, blank=True)
     # The last failure to ask the forge about it (it is asked again at the next poll).
     error = models.TextField(blank=True)
+    # Its CI (pipelines.pull_requests.checks): the summary of the checks of ``checks_head``
+    # ({"state", "checks": [{"name", "state", "url"}], "message"}), the rounds the Coder was
+    # sent back for failing checks, the head the last such round was for (once per head),
+    # and a person's wish that it be merged on the forge once they pass.
+    checks = models.JSONField(default=dict, blank=True)
+    checks_head = models.CharField(max_length=64, blank=True)
+    checks_checked_at = models.DateTimeField(null=True, blank=True)
+    ci_fix_rounds = models.PositiveIntegerField(default=0)
+    ci_round_head = models.CharField(max_length=64, blank=True)
+    merge_when_green_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    merge_when_green_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["state", "state_checked_at"])]

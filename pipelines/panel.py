@@ -40,6 +40,7 @@ from pipelines.runs.selectors import (
     run_totals_for_task,
     run_transcript_for_task,
 )
+from repos.forges import PullRequestState
 from tasks.models import Task
 
 # The stepper, in pipeline order: (key, label). Reviewing and fixing share a step.
@@ -336,7 +337,7 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
                     "state": _pane_state(agent, active_agent, focus_agent, run, segments),
                 }
             )
-    pull_request = PullRequest.objects.filter(run=run).first() if run else None
+    pull_request = PullRequest.objects.filter(run=run).select_related("merge_when_green_by").first() if run else None
     return {
         "task": task,
         "run": run,
@@ -352,6 +353,16 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         )
         if pull_request
         else [],
+        # The repository merges when green, and no one asked yet (pipelines.pull_requests.merging).
+        "can_merge_when_green": bool(
+            pull_request
+            and pull_request.state == PullRequestState.OPEN
+            and pull_request.merge_when_green_at is None
+            and run
+            and run.status == RunStatus.AWAITING_APPROVAL
+            and repository
+            and repository.merge_when_green
+        ),
         "changed_nothing": changed_nothing,
         "run_messages": list(run_messages_for_run(run=run)) if run else [],
         "can_message": bool(run and run.status in ACTIVE_STATUSES),

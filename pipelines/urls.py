@@ -23,6 +23,11 @@ urlpatterns = [
     path("runs/<id:run_id>/messages", views.run_message, name="message"),
     path("runs/<id:run_id>/approve", views.run_approve, name="approve"),
     path("runs/<id:run_id>/pull-request", views.run_open_pull_request_view, name="open_pull_request"),
+    path(
+        "runs/<id:run_id>/pull-request/merge-when-green",
+        views.run_merge_when_green_view,
+        name="merge_when_green",
+    ),
     path("runs/<id:run_id>/patch", views.run_patch, name="patch"),
     path("runs/<id:run_id>/discard-branch", views.run_discard_branch, name="discard_branch"),
     # Under /memory/ since it shows what the agents remembered (the context store).

@@ -27,6 +27,7 @@ from pipelines.messages.selectors import run_message_note
 from pipelines.messages.services import run_message_send
 from pipelines.models import RunStatus
 from pipelines.panel import panel_context
+from pipelines.pull_requests.merging import pull_request_merge_when_green
 from pipelines.pull_requests.services import run_open_pull_request
 from pipelines.review import selectors as review_selectors
 from pipelines.review import services as review_services
@@ -70,6 +71,8 @@ def _respond(request: HttpRequest, task: Task) -> HttpResponse:
 
 
 PULL_REQUEST_OPENED = "Pull request #{number} is open on the forge: merged there, the task moves to Done."
+MERGE_WHEN_GREEN_RECORDED = "Approved: pull request #{number} is merged on the forge once all its checks pass."
+MERGED_WHEN_GREEN = "Its checks pass: pull request #{number} was merged on the forge."
 
 
 def _act(request: HttpRequest, task: Task, action: Callable[[], str]) -> HttpResponse:
@@ -242,6 +245,19 @@ def run_open_pull_request_view(request: HttpRequest, run_id: int) -> HttpRespons
         return PULL_REQUEST_OPENED.format(number=pull_request.number)
 
     return _act(request, run.task, open_pull_request)
+
+
+@login_required
+@require_POST
+def run_merge_when_green_view(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = run_get_for_user(user=request_user(request), run_id=run_id)
+
+    def merge_when_green() -> str:
+        pull_request = pull_request_merge_when_green(run=run, actor=request_user(request))
+        done = MERGED_WHEN_GREEN if pull_request.state == "merged" else MERGE_WHEN_GREEN_RECORDED
+        return done.format(number=pull_request.number)
+
+    return _act(request, run.task, merge_when_green)
 
 
 @login_required

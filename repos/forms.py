@@ -120,6 +120,27 @@ class ForgeForm(forms.Form):
     forge_issue_assigned = forms.BooleanField(
         required=False, label="Issues assigned to the token's account become tasks"
     )
+    ci_required_checks = forms.CharField(
+        max_length=11_000,
+        required=False,
+        label="Required checks",
+        help_text="The pull request's checks that must pass, one a line; empty: every check. Failing ones send "
+        "the run back to the Coder.",
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "placeholder": "unit\nlint"}),
+    )
+    ci_fix_rounds_max = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=20,
+        label="Rounds to fix failing checks",
+        help_text="How many times the Coder is sent back for failing checks; empty: the server's default.",
+    )
+    merge_when_green = forms.BooleanField(
+        required=False,
+        label="Merge when green",
+        help_text="Offer “Approve and merge when green” on runs: the pull request is merged on the forge once "
+        "its checks pass.",
+    )
 
     def token_argument(self) -> str | None:
         """repository_set_forge's token: "" removes the saved one, None keeps it."""

@@ -97,6 +97,19 @@ class Repository(TimeStampedModel):
     forge_issues_since = models.CharField(max_length=64, blank=True, editable=False)
     forge_issues_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
     forge_issues_error = models.TextField(blank=True, editable=False)
+    # CI on the pull request (pipelines.pull_requests.checks): which checks must pass
+    # (empty: all), how many rounds the Coder gets to make failing ones pass, and whether
+    # a pull request a person approved is merged on the forge once they pass.
+    ci_required_checks = models.JSONField(
+        default=list, blank=True, help_text="Names of the checks that must pass; empty: every check."
+    )
+    ci_fix_rounds_max = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Rounds the Coder gets to fix failing checks; empty: the server's default."
+    )
+    merge_when_green = models.BooleanField(
+        default=False,
+        help_text="Merge a pull request on the forge once its checks pass, when a person asked for it on the run.",
+    )
 
     class Meta:
         verbose_name_plural = "repositories"
@@ -130,6 +143,10 @@ class Repository(TimeStampedModel):
     @property
     def forge_issues_wanted(self) -> bool:
         return self.forge_configured and bool(self.forge_issue_label or self.forge_issue_assigned)
+
+    @property
+    def ci_fix_rounds_limit(self) -> int:
+        return settings.CI_FIX_ROUNDS_MAX if self.ci_fix_rounds_max is None else self.ci_fix_rounds_max
 
     @property
     def display_path(self) -> str:

@@ -31,6 +31,7 @@ from .selectors import (
     repository_suggestion,
     repository_worktrees_disk_usage,
 )
+from .services.ci import ci_check_names, ci_settings_clean, repository_set_ci
 from .services.forge import repository_set_forge
 from .services.linking import repository_clone, repository_link, repository_unlink
 from .services.settings import repository_update
@@ -85,6 +86,9 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
                 "forge_trusted_logins": repository.forge_trusted_logins,
                 "forge_issue_label": repository.forge_issue_label,
                 "forge_issue_assigned": repository.forge_issue_assigned,
+                "ci_required_checks": "\n".join(repository.ci_required_checks),
+                "ci_fix_rounds_max": repository.ci_fix_rounds_max,
+                "merge_when_green": repository.merge_when_green,
             }
         )
     if repository and context["settings_form"] is None and state and state.branches:
@@ -173,6 +177,12 @@ def repository_forge_view(request: HttpRequest, project_id: int) -> HttpResponse
     if form.is_valid():
         try:
             data = form.cleaned_data
+            ci = {
+                "ci_required_checks": ci_check_names(data["ci_required_checks"]),
+                "ci_fix_rounds_max": data["ci_fix_rounds_max"],
+                "merge_when_green": data["merge_when_green"],
+            }
+            ci_settings_clean(**ci)  # before anything is saved
             repository_set_forge(
                 repository=repository,
                 user=user,
@@ -186,6 +196,7 @@ def repository_forge_view(request: HttpRequest, project_id: int) -> HttpResponse
                 forge_issue_label=data["forge_issue_label"],
                 forge_issue_assigned=data["forge_issue_assigned"],
             )
+            repository_set_ci(repository=repository, **ci)
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:

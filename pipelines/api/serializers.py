@@ -209,6 +209,11 @@ class PullRequestSerializer(serializers.ModelSerializer[PullRequest]):
             "pushed_head",
             "error",
             "state_checked_at",
+            "checks",
+            "checks_head",
+            "checks_checked_at",
+            "ci_fix_rounds",
+            "merge_when_green_at",
             "created_at",
         ]
         read_only_fields = fields

@@ -24,5 +24,10 @@ urlpatterns = [
     path("runs/<str:run_id>/patch", views.RunPatchApi.as_view(), name="run-patch"),
     path("runs/<str:run_id>/discard-branch", views.RunDiscardBranchApi.as_view(), name="run-discard-branch"),
     path("runs/<str:run_id>/pull-request", views.RunPullRequestApi.as_view(), name="run-pull-request"),
+    path(
+        "runs/<str:run_id>/pull-request/merge-when-green",
+        views.RunMergeWhenGreenApi.as_view(),
+        name="run-pull-request-merge-when-green",
+    ),
     path("forges/webhooks/<str:repository_id>", webhooks.forge_webhook, name="forge-webhook"),
 ]

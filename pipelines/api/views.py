@@ -27,6 +27,7 @@ from pipelines.api.serializers import (
 from pipelines.messages.selectors import run_messages_for_run
 from pipelines.messages.services import run_message_send
 from pipelines.models import PipelineRun, PullRequest
+from pipelines.pull_requests.merging import pull_request_merge_when_green
 from pipelines.pull_requests.services import pull_request_for_user, run_open_pull_request
 from pipelines.review.selectors import line_comment_get_for_run, line_comments_for_run, run_diff, run_patch
 from pipelines.review.services import (
@@ -230,6 +231,23 @@ class RunPullRequestApi(ApiView):
         return Response(
             PullRequestSerializer(pull_request).data, status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED
         )
+
+
+class RunMergeWhenGreenApi(ApiView):
+    @extend_schema(
+        operation_id="runs_pull_request_merge_when_green",
+        summary="Approve the run's pull request to be merged on the forge once all its checks pass",
+        description="The repository must allow it (`merge_when_green` in `PUT /api/projects/{id}/repository/forge`) "
+        "and the run must await approval with an open pull request (else 400 `invalid_transition`). Records who "
+        "asked and when; if the checks of the pushed head already pass it is merged now, else when they do (by "
+        "webhook or poll) — the forge's merge then approves the run and the task moves to done.",
+        request=None,
+        responses={200: PullRequestSerializer, **error_responses(400, 401, 404)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        user = request_user(request)
+        run = run_get_for_user(user=user, run_id=run_id)
+        return Response(PullRequestSerializer(pull_request_merge_when_green(run=run, actor=user)).data)
 
 
 LINE_COMMENT_CLOSED = {409: "The run no longer awaits approval, or the comment was already sent to the Coder."}

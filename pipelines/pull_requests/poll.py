@@ -17,6 +17,7 @@ from pipelines.models import PullRequest
 from pipelines.runs.workspace import run_repository
 from repos.forges import ForgeClient, ForgeError, PullRequestState
 
+from .checks import pull_request_checks_follow
 from .reviews import pull_request_reviews_follow
 from .rounds import pull_request_follow_run
 from .services import forge_client_for, pull_request_apply
@@ -31,7 +32,11 @@ def _push_pending(pull_request: PullRequest, client: ForgeClient) -> None:
 
 # Each asks the forge about one open pull request and applies what it learns.
 # Reviews after the push: their replies wait for the round's commits to be there.
-POLL_FOLLOWERS: tuple[Callable[[PullRequest, ForgeClient], None], ...] = (_push_pending, pull_request_reviews_follow)
+POLL_FOLLOWERS: tuple[Callable[[PullRequest, ForgeClient], None], ...] = (
+    _push_pending,
+    pull_request_reviews_follow,
+    pull_request_checks_follow,
+)
 
 
 def pull_requests_poll(*, older_than_seconds: int | None = None) -> int:

@@ -36,6 +36,8 @@ from repos.models import Repository
 from repos.services import branch_push, repository_forge_client
 from tasks.models import Task
 
+from .card import pull_request_checks_card
+
 logger = logging.getLogger(__name__)
 
 NOT_AWAITING = "Only a run awaiting approval can open a pull request; this one is {status}."
@@ -163,6 +165,9 @@ def publish_pull_request(pull_request: PullRequest) -> None:
     """Tell the card (the task's run summary) and the pages: its state changed."""
     run = pull_request.run
     summary = {"number": pull_request.number, "url": pull_request.url, "state": pull_request.state}
+    checks = pull_request_checks_card(pull_request)  # its CI (pipelines.pull_requests.checks)
+    if checks:
+        summary["checks"] = checks
     state = Task.objects.filter(pk=run.task_id).values_list("pipeline_state", flat=True).get()
     if state.get("run_id") == run.pk:
         Task.objects.filter(pk=run.task_id).update(pipeline_state={**state, "pull_request": summary})

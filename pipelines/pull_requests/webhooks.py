@@ -31,6 +31,7 @@ from repos.forges import (
 )
 from repos.models import Repository
 
+from .checks import checks_delivery
 from .reviews import forge_review_delivery
 from .services import pull_request_apply
 
@@ -74,6 +75,7 @@ DELIVERY_HANDLERS: tuple[Callable[[Delivery], str], ...] = (
     forge_review_delivery,
     pull_request_state_delivery,
     forge_issue_delivery,
+    checks_delivery,
 )
 
 

@@ -44,6 +44,9 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
         "whose URLs are refused or could not be fetched), found when it was linked or a worktree was made.",
     )
     worktrees_bytes = serializers.IntegerField(read_only=True, help_text="Disk used by the runs' worktrees.")
+    ci_fix_rounds_limit = serializers.IntegerField(
+        read_only=True, help_text="Rounds for failing checks in force: ci_fix_rounds_max, or the server's default."
+    )
     suggested = SuggestionSerializer(
         read_only=True,
         allow_null=True,
@@ -107,6 +110,10 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
             "forge_issue_label",
             "forge_issue_assigned",
             "forge_issues_error",
+            "ci_required_checks",
+            "ci_fix_rounds_max",
+            "ci_fix_rounds_limit",
+            "merge_when_green",
             "created_at",
             "updated_at",
         ]
@@ -187,6 +194,25 @@ class RepositoryForgeSerializer(serializers.Serializer[Any]):
     )
     forge_issue_assigned = StrictBooleanField(
         required=False, help_text="Issues assigned to the token's account become tasks; absent: keep."
+    )
+    ci_required_checks = serializers.ListField(
+        child=StrictCharField(max_length=200),
+        required=False,
+        max_length=50,
+        help_text="Names of the pull request's checks that must pass; empty: every check. Absent: kept.",
+    )
+    ci_fix_rounds_max = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=20,
+        help_text="Rounds the Coder gets to make failing checks pass; null: the server's CI_FIX_ROUNDS_MAX. "
+        "Absent: kept.",
+    )
+    merge_when_green = serializers.BooleanField(
+        required=False,
+        help_text="Merge a pull request on the forge once its checks pass, when a person approved it to "
+        "(POST /api/runs/{id}/pull-request/merge-when-green). Absent: kept.",
     )
 
 

@@ -22,6 +22,7 @@ from ..selectors import (
     repository_suggestion,
     repository_worktrees_disk_usage,
 )
+from ..services.ci import ci_settings_clean, repository_set_ci
 from ..services.forge import repository_set_forge
 from ..services.linking import repository_clone, repository_link, repository_unlink
 from ..services.settings import repository_update
@@ -103,6 +104,9 @@ class RepositoryCloneApi(ApiView):
         return Response(_body(repository), status=status.HTTP_202_ACCEPTED)
 
 
+CI_FIELDS = ("ci_required_checks", "ci_fix_rounds_max", "merge_when_green")
+
+
 class RepositoryForgeApi(ApiView):
     @extend_schema(
         operation_id="projects_repository_forge",
@@ -115,7 +119,11 @@ class RepositoryForgeApi(ApiView):
         repository = repository_get_for_user(user=user, project_id=project_id)
         body = RepositoryForgeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(_body(repository_set_forge(repository=repository, user=user, **body.validated_data), request))
+        given = dict(body.validated_data)
+        ci = {name: given.pop(name) for name in CI_FIELDS if name in given}
+        ci_settings_clean(**ci)  # before anything is saved
+        repository = repository_set_forge(repository=repository, user=user, **given)
+        return Response(_body(repository_set_ci(repository=repository, **ci), request))
 
 
 class ProjectVariablesApi(ApiView):

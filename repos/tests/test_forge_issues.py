@@ -193,7 +193,7 @@ def test_the_settings_over_the_api_page_and_admin(
     client.force_login(owner)
     page = client.get(f"/projects/{project.pk}/repository").content.decode()
     assert 'name="forge_issue_label"' in page and 'value="autocoder"' in page
-    assert "Pull request review comments, Issues, content type" in page  # the webhook's events to tick
+    assert "Statuses, Issues, content type" in page  # the webhook's events to tick
     form = {
         "push_url": f"file://{bare}",
         "forge_kind": "github",

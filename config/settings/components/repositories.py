@@ -28,6 +28,9 @@ CLONE_ALLOWED_NETWORKS = env_ip_networks("CLONE_ALLOWED_NETWORKS")
 # Open pull requests are asked about at most this often (webhooks usually report first).
 PULL_REQUEST_POLL_SECONDS = env_int("PULL_REQUEST_POLL_SECONDS", default=300, minimum=10)
 PULL_REQUEST_POLL_BATCH = 50
+# Rounds the Coder gets to make a pull request's failing checks pass before the run is
+# left to a person (a repository may set its own).
+CI_FIX_ROUNDS_MAX = env_int("CI_FIX_ROUNDS_MAX", default=3, minimum=0)
 # How long a forge's webhook delivery is remembered (a replay within it is known and
 # ignored; every delivery's effect is idempotent anyway, so forgetting one loses nothing).
 FORGE_DELIVERY_RETENTION_DAYS = env_int("FORGE_DELIVERY_RETENTION_DAYS", default=30, minimum=1)

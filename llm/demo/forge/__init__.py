@@ -21,6 +21,8 @@ pull request is merged or closed and the signed delivery is POSTed to the webhoo
 ``/_control/collaborator`` {repository, login, permission} gives someone write access.
 ``POST /_control/issue`` with {"kind", "repository", "title", "body", "labels", "assignee"?,
 "state"?, "number"? (to edit or close one)} does the same for an issue (``issues.py``).
+``POST /_control/checks`` with {"kind", "repository", "sha" or "number", "checks": [{"name",
+"state", "log"}]} plays CI the same way (``checks.py``).
 """
 
 from .server import PREFIXES, FakeForge, main

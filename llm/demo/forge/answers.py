@@ -20,6 +20,13 @@ Answer = tuple[int, Any]
 
 
 @dataclass(frozen=True)
+class Redirect:
+    """An answer's body that is a redirect (GitHub's job logs: 302 to a download URL)."""
+
+    location: str
+
+
+@dataclass(frozen=True)
 class ForgeRequest:
     forge: ForgeState
     kind: str  # github, gitea, gitlab
@@ -35,6 +42,8 @@ class ForgeRequest:
 Handler = Callable[[ForgeRequest], Answer]
 Route = tuple[str, str, str, Handler]  # family, method, pattern, handler
 Control = Callable[["ForgeState", dict[str, Any]], Answer]
+# A download outside the API (no token: its URL is the grant), given the path's match.
+Download = Callable[["ForgeState", re.Match[str], dict[str, str]], Answer]
 
 
 def not_found(kind: str) -> Answer:

@@ -4,7 +4,9 @@ demand, and the routes — each feature module (``ROUTE_MODULES``) gives its ``R
 method; a regular expression over the path after the API prefix, whose group ``repo`` names
 the repository; the handler) and its ``CONTROLS`` (``/_control/<name>``: a person or a CI
 on the forge doing something, then, given a webhook URL and secret, delivering the signed
-event as the forge would: ``control_deliver``)."""
+event as the forge would: ``control_deliver``) and, optionally, its ``DOWNLOADS``
+(a regular expression over a path outside the API, served without a token, as a
+forge's download host serves a signed URL)."""
 
 from __future__ import annotations
 
@@ -19,12 +21,12 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from . import discussions, issues, pulls, reviews
-from .answers import Answer, Control, ForgeRequest, Handler, not_found
+from . import checks, discussions, issues, pulls, reviews
+from .answers import Answer, Control, Download, ForgeRequest, Handler, Redirect, not_found
 from .state import PREFIXES, FakePull, ForgeState, Recorded
 
 # Every module that serves part of the forge's API; each has ROUTES and CONTROLS.
-ROUTE_MODULES: tuple[ModuleType, ...] = (pulls, reviews, discussions, issues)
+ROUTE_MODULES: tuple[ModuleType, ...] = (pulls, reviews, discussions, issues, checks)
 
 
 class FakeForge(ForgeState):
@@ -40,6 +42,11 @@ class FakeForge(ForgeState):
         self._controls: dict[str, Control] = {
             path: control for module in ROUTE_MODULES for path, control in module.CONTROLS.items()
         }
+        self._downloads: list[tuple[re.Pattern[str], Download]] = [
+            (re.compile(pattern), download)
+            for module in ROUTE_MODULES
+            for pattern, download in getattr(module, "DOWNLOADS", {}).items()
+        ]
 
     def start(self, port: int = 0) -> FakeForge:
         forge = self
@@ -77,6 +84,10 @@ class FakeForge(ForgeState):
             self.requests.append(Recorded(method, path, headers, body))
             if self.fail_next:
                 return self.fail_next.pop(0), {"message": "Server Error"}
+            for pattern, download in self._downloads:
+                found = pattern.fullmatch(parts.path)
+                if found is not None and method == "GET":
+                    return download(self, found, dict(parse_qsl(parts.query)))
             kind = next((k for k, prefix in PREFIXES.items() if parts.path.startswith(prefix + "/")), None)
             if kind is None:
                 return 404, {"message": "Not Found"}
@@ -136,6 +147,12 @@ class _Handler(BaseHTTPRequestHandler):
             status, answer = 400, {"message": "Problems parsing JSON"}
         else:
             status, answer = self.forge.handle(method, self.path, dict(self.headers.items()), body)
+        if isinstance(answer, Redirect):
+            self.send_response(status)
+            self.send_header("Location", answer.location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if isinstance(answer, str | bytes):  # a job's log, as the forges send it
             data = answer.encode() if isinstance(answer, str) else answer
             content_type = "text/plain; charset=utf-8"
