@@ -113,6 +113,14 @@ def repository_set_forge(
 def branch_push(*, repository: Repository, user: User, branch: str) -> str:
     """Push ``branch`` to the repository's push target; returns the target. A local
     target must still be a folder ``user`` may use (sharing can be withdrawn)."""
+    target = push_target_checked(repository=repository, user=user)
+    push_to(Path(repository.path), target, branch)
+    return target
+
+
+def push_target_checked(*, repository: Repository, user: User) -> str:
+    """The repository's push target (PushError when it has none). A local target must
+    still be a folder ``user`` may use (sharing can be withdrawn)."""
     target = repository.push_target
     if not target:
         raise PushError(NO_PUSH_TARGET)
@@ -121,5 +129,4 @@ def branch_push(*, repository: Repository, user: User, branch: str) -> str:
             validate_git_url(target, user, field="push_url", unavailable=PUSH_TARGET_UNAVAILABLE)
         except ValidationError:
             raise PushError(PUSH_TARGET_UNAVAILABLE) from None
-    push_to(Path(repository.path), target, branch)
     return target
