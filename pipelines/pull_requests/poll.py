@@ -17,6 +17,7 @@ from pipelines.models import PullRequest
 from pipelines.runs.workspace import run_repository
 from repos.forges import ForgeClient, ForgeError, PullRequestState
 
+from .conflicts import pull_request_base_poll
 from .rounds import pull_request_follow_run
 from .services import forge_client_for, pull_request_apply
 
@@ -29,7 +30,7 @@ def _push_pending(pull_request: PullRequest, client: ForgeClient) -> None:
 
 
 # Each asks the forge about one open pull request and applies what it learns.
-POLL_FOLLOWERS: tuple[Callable[[PullRequest, ForgeClient], None], ...] = (_push_pending,)
+POLL_FOLLOWERS: tuple[Callable[[PullRequest, ForgeClient], None], ...] = (_push_pending, pull_request_base_poll)
 
 
 def pull_requests_poll(*, older_than_seconds: int | None = None) -> int:

@@ -30,6 +30,7 @@ from repos.forges import (
 )
 from repos.models import Repository
 
+from .conflicts import pull_request_update_delivery
 from .services import pull_request_apply
 
 WEBHOOK_UNKNOWN = "No repository with pull requests takes webhooks here."
@@ -67,7 +68,8 @@ def pull_request_state_delivery(delivery: Delivery) -> str:
 
 
 # Tried in order; the first that does not answer "ignored" took the delivery.
-DELIVERY_HANDLERS: tuple[Callable[[Delivery], str], ...] = (pull_request_state_delivery,)
+# An update (head or base changed) before the plain state change, which takes every pull request event.
+DELIVERY_HANDLERS: tuple[Callable[[Delivery], str], ...] = (pull_request_update_delivery, pull_request_state_delivery)
 
 
 @sensitive_variables("secret")

@@ -10,13 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.models import FeedbackOrigin, PipelineRun, RunStatus
+from core.crypto import decrypt_secret
+from llm.demo.forge.answers import signed_delivery
+from llm.demo.forge.pulls import state_payload
+from pipelines.models import FeedbackOrigin, PipelineRun, PullRequest, RunStatus
 from pipelines.phases.verifying import MARKERS_LEFT_OUTPUT
 from pipelines.review.services import BaseMoved, MergeRefused, run_approve
 from pipelines.runs.base_update import MARKERS_LEFT
-from pipelines.tests.pull_requests.test_pull_requests import awaiting_run, git
+from pipelines.pull_requests.poll import pull_requests_poll
+from pipelines.pull_requests.services import run_open_pull_request
+from pipelines.tests.pull_requests.test_pull_requests import awaiting_run, git, http_headers, set_forge
 from pipelines.tests.repositories import git_commit
-from repos.models import Repository
+from repos.models import BaseUpdate, Repository
+from repos.services.base_update import REBASE_REFUSED_PUSHED
 from tests.fake_anthropic import EDITOR, TextReply, ToolReply
 from tests.workers import drive_in_process
 
@@ -142,3 +148,104 @@ def test_markers_left_fail_the_verification_and_refuse_the_approval(fake_llm, li
         run_approve(run=run, actor=owner)
     assert refused.value.message == MARKERS_LEFT.format(paths="app/calc.py")
     assert git(repo_root, "rev-parse", "main") == main_before
+
+
+# --- the forge says the pull request conflicts
+
+
+def push_to_remote_base(remote: Path, tmp_path: Path, files: dict[str, str], message: str) -> str:
+    """Someone merges another change into the forge's main."""
+    clone = tmp_path / "someone"
+    git(tmp_path, "clone", "--quiet", str(remote), str(clone))
+    moved = move_base(clone, files, message)
+    git(clone, "push", "--quiet", "origin", "main")
+    return moved
+
+
+def pull_answer(forge, kind: str, number: int = 1) -> dict:  # type: ignore[no-untyped-def]
+    from llm.demo.forge.pulls import pull_answer as answer
+
+    with forge.lock:
+        return answer(forge, kind, "team/calc", forge.repositories["team/calc"].pulls[number])
+
+
+def resolved_by_the_coder(fake_llm, run):  # type: ignore[no-untyped-def]
+    fake_llm.script(resolve_conflict_reply(Path(run.worktree_path)), TextReply("Both kept."), REVIEW_PASSES)
+    return drive_in_process(run)
+
+
+def test_the_forge_reporting_a_conflict_brings_a_coder_round_pushed_as_a_fast_forward(
+    fake_llm, forge, tested, remote, task, owner, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    set_forge(tested, forge, remote, "github", owner)
+    run = awaiting_run(fake_llm, task, owner)
+    run_open_pull_request(run=run, actor=owner)
+    first_head = git(remote, "rev-parse", run.branch)
+    moved = push_to_remote_base(remote, tmp_path, {"app/calc.py": BASE_CALC}, "add converts its arguments to int")
+    assert (pull_answer(forge, "github")["mergeable"], pull_answer(forge, "github")["mergeable_state"]) == (
+        False,
+        "dirty",
+    )
+
+    assert pull_requests_poll(older_than_seconds=0) == 1
+    run.refresh_from_db()
+    assert (run.status, run.feedback_origin) == (RunStatus.CODING, FeedbackOrigin.BASE)
+    assert run.base_updates[-1]["base_commit"] == moved and run.base_updates[-1]["via"] == "pull_request"
+
+    run = resolved_by_the_coder(fake_llm, run)
+    assert run.status == RunStatus.AWAITING_APPROVAL and run.verify_result["passed"]
+    prompt = [r for r in fake_llm.requests if EDITOR in r.tool_names][-1].prompt_text
+    assert "return a + b" in prompt and "return int(a) - int(b)" in prompt
+    # Pushed to the same branch, never forced: the forge's old head and its base are
+    # both ancestors of the new one, and the forge no longer reports a conflict.
+    new_head = git(remote, "rev-parse", run.branch)
+    assert new_head == run.head_commit == PullRequest.objects.get().pushed_head
+    git(remote, "merge-base", "--is-ancestor", first_head, new_head)
+    git(remote, "merge-base", "--is-ancestor", moved, new_head)
+    assert pull_answer(forge, "github")["mergeable"] is True
+    assert pull_requests_poll(older_than_seconds=0) == 1  # nothing more to do
+    run.refresh_from_db()
+    assert run.status == RunStatus.AWAITING_APPROVAL
+
+
+def test_a_gitlab_update_webhook_asks_the_forge_and_takes_the_base_in(
+    fake_llm, forge, tested, remote, task, owner, tmp_path, client
+) -> None:  # type: ignore[no-untyped-def]
+    repository = set_forge(tested, forge, remote, "gitlab", owner)
+    run = awaiting_run(fake_llm, task, owner)
+    run_open_pull_request(run=run, actor=owner)
+    push_to_remote_base(remote, tmp_path, {"app/calc.py": BASE_CALC}, "add converts its arguments to int")
+    assert pull_answer(forge, "gitlab")["detailed_merge_status"] == "conflict"
+    _, payload = state_payload(forge, "gitlab", "team/calc", 1)
+    payload["object_attributes"]["action"] = "update"
+    body, headers = signed_delivery(
+        "gitlab", "Merge Request Hook", payload, decrypt_secret(repository.forge_webhook_secret_encrypted)
+    )
+    answer = client.post(
+        f"/api/forges/webhooks/{repository.pk}", body, content_type="application/json", **http_headers(headers)
+    )
+    assert answer.json() == {"outcome": "applied"}
+    run.refresh_from_db()
+    assert (run.status, run.feedback_origin) == (RunStatus.CODING, FeedbackOrigin.BASE)
+    run = resolved_by_the_coder(fake_llm, run)
+    assert git(remote, "rev-parse", run.branch) == run.head_commit
+    assert pull_answer(forge, "gitlab")["has_conflicts"] is False
+
+
+def test_a_rebase_is_refused_on_the_pushed_branch_and_said_on_the_pull_request(
+    fake_llm, forge, tested, remote, task, owner, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    repository = set_forge(tested, forge, remote, "gitea", owner)
+    repository.base_update = BaseUpdate.REBASE
+    repository.save()
+    run = awaiting_run(fake_llm, task, owner)
+    run_open_pull_request(run=run, actor=owner)
+    pushed = git(remote, "rev-parse", run.branch)
+    push_to_remote_base(remote, tmp_path, {"app/calc.py": BASE_CALC}, "add converts its arguments to int")
+
+    assert pull_requests_poll(older_than_seconds=0) == 1
+    run.refresh_from_db()
+    pull_request = PullRequest.objects.get()
+    assert run.status == RunStatus.AWAITING_APPROVAL and run.base_updates == []
+    assert pull_request.error == REBASE_REFUSED_PUSHED.format(branch=run.branch)
+    assert git(remote, "rev-parse", run.branch) == pushed == run.head_commit  # nothing rewritten
