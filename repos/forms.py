@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from .forges import ForgeKind
-from .models import MergeStrategy
+from .models import BASE_UPDATE_HELP, BaseUpdate, MergeStrategy
 
 
 class _SettingsFields(forms.Form):
@@ -95,6 +95,13 @@ class ForgeForm(forms.Form):
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
     )
     remove_token = forms.BooleanField(required=False, label="Remove the saved token")
+    base_update = forms.ChoiceField(
+        choices=BaseUpdate.choices,
+        initial=BaseUpdate.MERGE,
+        required=False,
+        label="When the base moves on",
+        help_text=BASE_UPDATE_HELP,
+    )
 
     def token_argument(self) -> str | None:
         """repository_set_forge's token: "" removes the saved one, None keeps it."""

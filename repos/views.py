@@ -81,6 +81,7 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
                 "forge_kind": repository.forge_kind,
                 "forge_api_url": repository.forge_api_url,
                 "forge_repository": repository.forge_repository,
+                "base_update": repository.base_update,
             }
         )
     if repository and context["settings_form"] is None and state and state.branches:
@@ -177,6 +178,7 @@ def repository_forge_view(request: HttpRequest, project_id: int) -> HttpResponse
                 forge_api_url=data["forge_api_url"],
                 forge_repository=data["forge_repository"],
                 token=form.token_argument(),
+                base_update=data["base_update"] or None,
             )
         except ValidationError as exc:
             add_service_errors(form, exc)

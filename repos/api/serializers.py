@@ -9,7 +9,7 @@ from core.api import StrictBooleanField, StrictCharField
 from core.crypto import decrypt_secret
 
 from ..forges import ForgeKind
-from ..models import MergeStrategy, Repository
+from ..models import BASE_UPDATE_HELP, BaseUpdate, MergeStrategy, Repository
 
 
 class RepositoryStateSerializer(serializers.Serializer[Any]):
@@ -102,6 +102,7 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
             "forge_token_saved",
             "forge_webhook_url",
             "forge_webhook_secret",
+            "base_update",
             "created_at",
             "updated_at",
         ]
@@ -148,6 +149,9 @@ class RepositoryForgeSerializer(serializers.Serializer[Any]):
         max_length=500, required=False, allow_blank=True, default="", help_text="Empty: GitHub's or GitLab's own."
     )
     forge_repository = StrictCharField(max_length=255, required=False, allow_blank=True, default="")
+    base_update = serializers.ChoiceField(
+        choices=BaseUpdate.choices, required=False, allow_null=True, default=None, help_text=BASE_UPDATE_HELP
+    )
     token = StrictCharField(
         max_length=500,
         required=False,

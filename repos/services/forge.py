@@ -15,7 +15,7 @@ from core.crypto import encrypt_secret
 
 from ..clone import PushError, push_to
 from ..forges import ForgeError, ForgeKind, forge_host_check
-from ..models import Repository
+from ..models import BaseUpdate, Repository
 from .linking import validate_git_url
 
 if TYPE_CHECKING:
@@ -63,9 +63,11 @@ def repository_set_forge(
     forge_api_url: str = "",
     forge_repository: str = "",
     token: str | None = None,
+    base_update: str | None = None,
 ) -> Repository:
     """Where run branches are pushed and which forge opens their pull requests.
-    ``token``: None keeps the saved one, "" removes it. A webhook secret is made the
+    ``token``: None keeps the saved one, "" removes it. ``base_update`` (BaseUpdate): how
+    a run's branch takes in a moved base; None keeps it. A webhook secret is made the
     first time a forge is set."""
     errors: dict[str, list[str]] = {}
     fields: dict[str, Any] = {"push_url": "", "forge_kind": forge_kind, "forge_api_url": "", "forge_repository": ""}
@@ -93,6 +95,10 @@ def repository_set_forge(
         fields["forge_repository"] = name
         if not fields["push_url"] and not repository.origin_url:
             errors.setdefault("push_url", [FORGE_FIELDS_REQUIRED])
+    if base_update is not None:
+        if base_update not in BaseUpdate.values:
+            errors["base_update"] = [f"Choose one of: {', '.join(BaseUpdate.values)}."]
+        fields["base_update"] = base_update
     if token is not None:
         token = token.strip()
         if len(token) > 500 or any(ch.isspace() for ch in token):

@@ -163,3 +163,36 @@ def test_the_repositorys_merge_driver_and_hooks_never_run(setup) -> None:  # typ
     # Git's own merge: the conflict is there (the driver would have hidden it).
     assert result.conflicted_paths == ["calc.py"]
     assert not witness.exists() and not hook_witness.exists()
+
+
+# --- the setting: the page, the API (400 for a bad value), the admin
+
+
+def test_the_setting_is_set_over_the_api_and_a_bad_value_is_a_400(owner_client, project, setup) -> None:  # type: ignore[no-untyped-def]
+    repository, _, _ = setup
+    url = f"/api/projects/{project.pk}/repository/forge"
+    bad = owner_client.put(url, {"base_update": "squash"}, format="json")
+    assert bad.status_code == 400 and "base_update" in bad.json()["extra"]["fields"], bad.json()
+    saved = owner_client.put(url, {"base_update": "rebase"}, format="json")
+    assert saved.status_code == 200 and saved.json()["base_update"] == "rebase", saved.json()
+    repository.refresh_from_db()
+    assert repository.base_update == BaseUpdate.REBASE
+    # Left out: kept.
+    assert owner_client.put(url, {}, format="json").json()["base_update"] == "rebase"
+
+
+def test_the_page_shows_the_setting_with_its_warning_and_saves_it(client, owner, project, setup) -> None:  # type: ignore[no-untyped-def]
+    repository, _, _ = setup
+    client.force_login(owner)
+    page = client.get(f"/projects/{project.pk}/repository").content.decode()
+    assert 'name="base_update"' in page and "never force-pushes unasked" in page
+    saved = client.post(f"/projects/{project.pk}/repository/forge", {"base_update": "rebase"}, follow=True)
+    assert saved.status_code == 200
+    repository.refresh_from_db()
+    assert repository.base_update == BaseUpdate.REBASE
+
+
+def test_the_admin_edits_the_setting(admin_client, setup) -> None:  # type: ignore[no-untyped-def]
+    repository, _, _ = setup
+    page = admin_client.get(f"/admin/repos/repository/{repository.pk}/change/").content.decode()
+    assert 'name="base_update"' in page
