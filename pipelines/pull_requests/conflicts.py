@@ -19,7 +19,6 @@ from typing import Any, Protocol
 from django.utils import timezone
 
 from core.exceptions import ApplicationError
-
 from pipelines.models import FeedbackOrigin, PullRequest, RunStatus
 from pipelines.runs.base_update import (
     base_conflict_feedback,
@@ -45,10 +44,14 @@ UPDATE_ACTIONS = frozenset({"synchronize", "edited", "update"})
 class _Delivery(Protocol):
     """pipelines.pull_requests.webhooks.Delivery, which lists this module's handler."""
 
-    repository: Repository
-    kind: str
-    event: str
-    payload: Mapping[str, Any]
+    @property
+    def repository(self) -> Repository: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def event(self) -> str: ...
+    @property
+    def payload(self) -> Mapping[str, Any]: ...
 
 
 def pull_request_base_follow(pull_request: PullRequest, client: ForgeClient) -> str:

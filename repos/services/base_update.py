@@ -114,7 +114,9 @@ def base_head(*, repository: Repository, fetch_for: Any = None) -> str:
 def branch_has_base(*, repository: Repository, branch: str, base_commit: str) -> bool:
     repo = Path(repository.path)
     return git_succeeds(
-        ["merge-base", "--is-ancestor", base_commit, f"refs/heads/{branch}"], cwd=repo, access=repository_read_access(repo)
+        ["merge-base", "--is-ancestor", base_commit, f"refs/heads/{branch}"],
+        cwd=repo,
+        access=repository_read_access(repo),
     )
 
 
@@ -175,9 +177,9 @@ def _merged_tree(repo: Path, ours: str, theirs: str) -> tuple[str, list[str]]:
     try:
         access = GitAccess(writable=(scratch, objects))
         run_git(["init", "--quiet", "--bare", "--template=", str(scratch)], cwd=scratch, access=access)
+        merge = ["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs]
         merged = run_git(
-            ["-c", "merge.conflictStyle=diff3", "merge-tree", "--write-tree", "--name-only", "--no-messages"]
-            + [ours, theirs],
+            ["-c", "merge.conflictStyle=diff3", *merge],
             cwd=scratch,
             access=access,
             check=False,

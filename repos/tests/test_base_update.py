@@ -125,7 +125,7 @@ def test_a_rebase_is_refused_on_a_pushed_branch_and_done_on_one_never_pushed(set
 
 
 def test_the_remotes_base_is_fetched_into_a_ref_of_ours(setup, tmp_path: Path, project) -> None:  # type: ignore[no-untyped-def]
-    repository, work, tree = setup
+    repository, work, _tree = setup
     bare = (tmp_path / "repos" / "remote.git").resolve()
     git(tmp_path, "clone", "--quiet", "--bare", str(work), str(bare))
     RepositoryFolder.objects.create(path=str(bare), owner=project.owner)

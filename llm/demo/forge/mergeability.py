@@ -31,12 +31,9 @@ def conflicting(forge: ForgeState, repository: str, pull: FakePull) -> bool:
     if fake is None or fake.git_dir is None or pull.state != "open":
         return False
     trusted = f"safe.directory={fake.git_dir.resolve()}"
-    merged = subprocess.run(  # noqa: S603
-        ["git", "-c", trusted, "merge-tree", "--write-tree", "--name-only", "--no-messages"]  # noqa: S607
-        + [f"refs/heads/{pull.base}", f"refs/heads/{pull.head}"],
-        cwd=fake.git_dir,
-        capture_output=True,
-    )
+    heads = [f"refs/heads/{pull.base}", f"refs/heads/{pull.head}"]
+    merge = ["git", "-c", trusted, "merge-tree", "--write-tree", "--name-only", "--no-messages", *heads]
+    merged = subprocess.run(merge, cwd=fake.git_dir, capture_output=True)  # noqa: S603
     return merged.returncode == 1
 
 

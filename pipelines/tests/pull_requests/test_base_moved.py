@@ -15,10 +15,10 @@ from llm.demo.forge.answers import signed_delivery
 from llm.demo.forge.pulls import state_payload
 from pipelines.models import FeedbackOrigin, PipelineRun, PullRequest, RunStatus
 from pipelines.phases.verifying import MARKERS_LEFT_OUTPUT
-from pipelines.review.services import BaseMoved, MergeRefused, run_approve
-from pipelines.runs.base_update import MARKERS_LEFT
 from pipelines.pull_requests.poll import pull_requests_poll
 from pipelines.pull_requests.services import run_open_pull_request
+from pipelines.review.services import BaseMoved, MergeRefused, run_approve
+from pipelines.runs.base_update import MARKERS_LEFT
 from pipelines.tests.pull_requests.test_pull_requests import awaiting_run, git, http_headers, set_forge
 from pipelines.tests.repositories import git_commit
 from repos.models import BaseUpdate, Repository
@@ -87,7 +87,12 @@ def resolve_conflict_reply(worktree: Path) -> ToolReply:
     block = text[start : text.index("\n", end) + 1]
     return ToolReply(
         name=EDITOR,
-        input={"command": "str_replace", "path": "app/calc.py", "old_str": block, "new_str": "    return int(a) + int(b)\n"},
+        input={
+            "command": "str_replace",
+            "path": "app/calc.py",
+            "old_str": block,
+            "new_str": "    return int(a) + int(b)\n",
+        },
     )
 
 
@@ -95,7 +100,7 @@ def test_a_conflicting_base_goes_to_the_coder_with_both_hunks_then_approval_merg
     fake_llm, tested, repo_root, task, owner, client
 ) -> None:  # type: ignore[no-untyped-def]
     run = awaiting_run(fake_llm, task, owner)
-    moved = move_base(repo_root, {"app/calc.py": BASE_CALC}, "add converts its arguments to int")
+    move_base(repo_root, {"app/calc.py": BASE_CALC}, "add converts its arguments to int")
 
     with pytest.raises(BaseMoved) as moved_on:
         run_approve(run=run, actor=owner)
