@@ -19,12 +19,12 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from . import pulls
+from . import base_moves, pulls
 from .answers import Answer, Control, ForgeRequest, Handler, not_found
 from .state import PREFIXES, FakePull, ForgeState, Recorded
 
 # Every module that serves part of the forge's API; each has ROUTES and CONTROLS.
-ROUTE_MODULES: tuple[ModuleType, ...] = (pulls,)
+ROUTE_MODULES: tuple[ModuleType, ...] = (pulls, base_moves)
 
 
 class FakeForge(ForgeState):

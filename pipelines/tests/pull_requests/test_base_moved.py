@@ -6,12 +6,16 @@ Markers left refuse the approval. The run's page says what was resolved and how.
 
 from __future__ import annotations
 
+import json
+import shutil
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from core.crypto import decrypt_secret
 from llm.demo.forge.answers import signed_delivery
+from llm.demo.forge.mergeability import set_conflicting
 from llm.demo.forge.pulls import state_payload
 from pipelines.models import FeedbackOrigin, PipelineRun, PullRequest, RunStatus
 from pipelines.phases.verifying import MARKERS_LEFT_OUTPUT
@@ -167,6 +171,14 @@ def push_to_remote_base(remote: Path, tmp_path: Path, files: dict[str, str], mes
     return moved
 
 
+def post_control(forge, path: str, body: dict) -> dict:  # type: ignore[no-untyped-def]
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{forge.port}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())  # type: ignore[no-any-return]
+
+
 def pull_answer(forge, kind: str, number: int = 1) -> dict:  # type: ignore[no-untyped-def]
     from llm.demo.forge.pulls import pull_answer as answer
 
@@ -186,7 +198,10 @@ def test_the_forge_reporting_a_conflict_brings_a_coder_round_pushed_as_a_fast_fo
     run = awaiting_run(fake_llm, task, owner)
     run_open_pull_request(run=run, actor=owner)
     first_head = git(remote, "rev-parse", run.branch)
-    moved = push_to_remote_base(remote, tmp_path, {"app/calc.py": BASE_CALC}, "add converts its arguments to int")
+    # Someone's change lands on the forge's main (the fake forge's control, over HTTP).
+    control = {"repository": "team/calc", "path": "app/calc.py", "content": BASE_CALC}
+    moved = post_control(forge, "/_control/base", {**control, "message": "add converts its arguments to int"})["commit"]
+    assert git(remote, "rev-parse", "main") == moved
     assert (pull_answer(forge, "github")["mergeable"], pull_answer(forge, "github")["mergeable_state"]) == (
         False,
         "dirty",
@@ -254,3 +269,30 @@ def test_a_rebase_is_refused_on_the_pushed_branch_and_said_on_the_pull_request(
     assert run.status == RunStatus.AWAITING_APPROVAL and run.base_updates == []
     assert pull_request.error == REBASE_REFUSED_PUSHED.format(branch=run.branch)
     assert git(remote, "rev-parse", run.branch) == pushed == run.head_commit  # nothing rewritten
+
+
+def test_the_forges_git_unreachable_is_said_and_the_next_poll_takes_the_base_in(
+    fake_llm, forge, tested, remote, task, owner, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    set_forge(tested, forge, remote, "github", owner)
+    run = awaiting_run(fake_llm, task, owner)
+    run_open_pull_request(run=run, actor=owner)
+    push_to_remote_base(remote, tmp_path, {"app/calc.py": BASE_CALC}, "add converts its arguments to int")
+    # The forge's API still answers (a conflict), its git is gone a while.
+    set_conflicting(forge, "team/calc", 1, True)
+    away = Path(str(remote) + ".away")
+    shutil.move(remote, away)
+    try:
+        assert pull_requests_poll(older_than_seconds=0) == 1
+    finally:
+        shutil.move(away, remote)
+    run.refresh_from_db()
+    pull_request = PullRequest.objects.get()
+    assert run.status == RunStatus.AWAITING_APPROVAL and run.base_updates == [] and pull_request.error
+    assert pull_requests_poll(older_than_seconds=0) == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.CODING and run.base_updates[-1]["conflicts"] == ["app/calc.py"]
+    set_conflicting(forge, "team/calc", 1, None)
+    run = resolved_by_the_coder(fake_llm, run)
+    assert git(remote, "rev-parse", run.branch) == run.head_commit
+    assert pull_answer(forge, "github")["mergeable"] is True
