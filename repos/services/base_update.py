@@ -148,7 +148,7 @@ def branch_take_base(
         cwd=repo,
         access=reading,
     ).splitlines()
-    tree, conflicted = _merged_tree(repo, old, base_commit)
+    tree, conflicted = merged_tree(repo, old, base_commit)
     # A rebase here replays the branch's whole change as one commit on the base (git
     # 2.39's merge-tree has no --merge-base to replay commit by commit).
     parents = ["-p", base_commit] if how == BaseUpdate.REBASE else ["-p", old, "-p", base_commit]
@@ -165,7 +165,7 @@ def branch_take_base(
     )
 
 
-def _merged_tree(repo: Path, ours: str, theirs: str) -> tuple[str, list[str]]:
+def merged_tree(repo: Path, ours: str, theirs: str) -> tuple[str, list[str]]:
     """The tree of ``ours`` merged with ``theirs`` and the paths that conflicted, by
     ``git merge-tree`` in a scratch git directory: our config (diff3 markers), no
     attributes, the repository's objects read and written through

@@ -20,6 +20,7 @@ from repos.services.base_update import (
     conflict_markers_left,
     resolution_diff,
 )
+from repos.services.branches import branch_merge
 from repos.services.worktrees import worktree_create
 from repos.tests.test_services import git
 
@@ -163,6 +164,19 @@ def test_the_repositorys_merge_driver_and_hooks_never_run(setup) -> None:  # typ
     # Git's own merge: the conflict is there (the driver would have hidden it).
     assert result.conflicted_paths == ["calc.py"]
     assert not witness.exists() and not hook_witness.exists()
+
+
+def test_the_approval_merge_never_runs_the_repositorys_merge_driver(setup) -> None:  # type: ignore[no-untyped-def]
+    repository, work, _ = setup
+    witness = work / ".git" / "objects" / "driver-ran"
+    git(work, "config", "merge.evil.driver", f"touch {witness}; exit 0")
+    (work / ".git" / "info").mkdir(exist_ok=True)
+    (work / ".git" / "info" / "attributes").write_text("* merge=evil\n")
+    commit(work, "add returns an int", {"calc.py": CALC.replace("return a - b", "return int(a) - int(b)", 1)})
+
+    result = branch_merge(repository=repository, branch=BRANCH)
+    assert (result.merged, result.conflicts) == (False, ["calc.py"])
+    assert not witness.exists()
 
 
 # --- the setting: the page, the API (400 for a bad value), the admin
