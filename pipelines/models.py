@@ -82,7 +82,11 @@ RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     RunStatus.FIXING: frozenset(
         {RunStatus.VERIFYING, RunStatus.REVIEWING, RunStatus.PAUSED, RunStatus.FAILED, RunStatus.CANCELLED}
     ),
-    RunStatus.AWAITING_APPROVAL: frozenset({RunStatus.APPROVED, RunStatus.CODING, RunStatus.CANCELLED}),
+    # Verifying or reviewing again when the base moved on and was merged in cleanly
+    # (pipelines/runs/base_update.py): a merged base is tested before it is approved.
+    RunStatus.AWAITING_APPROVAL: frozenset(
+        {RunStatus.APPROVED, RunStatus.CODING, RunStatus.VERIFYING, RunStatus.REVIEWING, RunStatus.CANCELLED}
+    ),
     # A paused run resumes the phase it was paused in (run.phase).
     RunStatus.PAUSED: frozenset({*WORKING_STATUSES, RunStatus.CANCELLED, RunStatus.FAILED}),
     RunStatus.APPROVED: frozenset(),
@@ -156,6 +160,9 @@ class PipelineRun(TimeStampedModel):
     left_out = models.JSONField(default=list, blank=True, help_text="Files changed in the worktree but not committed.")
     # The last attempt to merge on approval: {merged, commit, conflicts, message}.
     merge_result = models.JSONField(null=True, blank=True)
+    # Each time the base moved on and was taken into the branch (pipelines/runs/base_update.py):
+    # {how, base_commit, old_head, merged_head, conflicts: [paths], round, via, at}.
+    base_updates = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
     error_retryable = models.BooleanField(default=False)
     provider = models.CharField(max_length=64, blank=True)

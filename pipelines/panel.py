@@ -27,6 +27,7 @@ from pipelines.models import (
 )
 from pipelines.review.selectors import line_comments_for_run, run_diff
 from pipelines.review.services import LINE_COMMENT_BODY_MAX_LENGTH
+from pipelines.runs.base_update import run_base_updates_shown
 from pipelines.runs.ceiling import task_spend_against_ceiling
 from pipelines.runs.places import queue_place_label, run_queue_position, runs_waiting
 from pipelines.runs.selectors import (
@@ -394,6 +395,7 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "recalled": _recalled(run) if run else [],
         "lessons": _lessons(run) if run else [],
         "diff": diff,
+        "base_updates": run_base_updates_shown(run) if run and run.base_updates else [],
         "totals": totals,
         "task_spend": task_spend_against_ceiling(task_id=task.pk) if run else None,
         "logs": logs,

@@ -9,7 +9,7 @@ from .models import BaseTestResult, PreparedEnvironment, ProjectVariable, Reposi
 @admin.register(Repository)
 class RepositoryAdmin(admin.ModelAdmin):
     list_display = ("project", "path", "base_branch", "merge_strategy", "status", "merge_when_green", "updated_at")
-    list_filter = ("status", "merge_strategy", "merge_when_green")
+    list_filter = ("status", "merge_strategy", "merge_when_green", "base_update")
     search_fields = ("path", "origin_url", "project__name", "project__owner__email")
     list_select_related = ("project",)
     raw_id_fields = ("project",)

@@ -343,3 +343,48 @@ def push_to(repository: Path, remote: str, branch: str) -> None:
         )
     if pushed.returncode != 0:
         raise _explain_push(pushed.stderr, branch, local=False)
+
+
+FETCH_FAILED = "git could not fetch {branch} from the remote."
+
+
+def fetch_from(repository: Path, remote: str, branch: str, into: str) -> None:
+    """``git fetch`` of ``branch`` of ``remote`` (a checked URL, or a local repository
+    under REPOS_ROOT) into the ref ``into`` of ``repository`` — a ref of AutoCoder's
+    own, never a branch someone has checked out. The remote's upload-pack runs with the
+    remote's config, confined to the remote (read-only) and this repository's ``.git``.
+    Raises GitError (``retryable`` in ``extra`` when the remote was unreachable)."""
+    refspec = f"+refs/heads/{branch}:{into}"
+    seconds = settings.GIT_CLONE_TIMEOUT_SECONDS
+    git_dir = repository_git_dir(repository)
+    fetch = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"]
+    if remote.startswith("/"):
+        fetched = run_git(
+            ["-c", "protocol.file.allow=always", *fetch, "--", remote, refspec],
+            cwd=repository,
+            access=GitAccess(read_only=(Path(remote),), writable=(git_dir,)),
+            timeout=seconds,
+            check=False,
+        )
+        if fetched.returncode != 0:
+            raise GitError(FETCH_FAILED.format(branch=branch), extra={"retryable": False})
+        return
+    url, args, environment = _network_git(
+        remote,
+        parse_clone_url(remote),
+        GitError(HOST_UNRESOLVED, extra={"retryable": True}),
+        GitError(HOST_NOT_ALLOWED, extra={"retryable": False}),
+    )
+    with _ssh_identity(environment, GitAccess(writable=(git_dir,), share_network=True)) as (environment, access):
+        fetched = run_git(
+            [*args, *fetch, "--", url, refspec],
+            cwd=repository,
+            access=access,
+            timeout=seconds,
+            check=False,
+            extra_env=environment,
+        )
+    if fetched.returncode != 0:
+        explained = _explain(fetched.stderr)
+        retryable = explained in (HOST_UNRESOLVED, HOST_UNREACHABLE)
+        raise GitError(explained if retryable else FETCH_FAILED.format(branch=branch), extra={"retryable": retryable})

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from .forges import ForgeKind
-from .models import ForgeTrust, MergeStrategy
+from .models import BASE_UPDATE_HELP, BaseUpdate, ForgeTrust, MergeStrategy
 
 
 class _SettingsFields(forms.Form):
@@ -140,6 +140,13 @@ class ForgeForm(forms.Form):
         label="Merge when green",
         help_text="Offer “Approve and merge when green” on runs: the pull request is merged on the forge once "
         "its checks pass.",
+    )
+    base_update = forms.ChoiceField(
+        choices=BaseUpdate.choices,
+        initial=BaseUpdate.MERGE,
+        required=False,
+        label="When the base moves on",
+        help_text=BASE_UPDATE_HELP,
     )
 
     def token_argument(self) -> str | None:

@@ -27,6 +27,20 @@ class MergeStrategy(models.TextChoices):
     FF_ONLY = "ff_only", "Fast-forward only"
 
 
+class BaseUpdate(models.TextChoices):
+    """How a run's branch takes in a base branch that moved on (repos/services/base_update.py)."""
+
+    MERGE = "merge", "Merge the base into the branch"
+    REBASE = "rebase", "Rebase the branch onto the base"
+
+
+BASE_UPDATE_HELP = (
+    "How a run's branch takes in a base branch that moved on: merge it in (nothing is rewritten), or rebase the "
+    "branch onto it. A rebase rewrites the branch, so it is done only while the branch was never pushed: "
+    "AutoCoder never force-pushes unasked, and refuses a rebase of a pushed branch."
+)
+
+
 class RepositoryStatus(models.TextChoices):
     CLONING = "cloning", "Cloning"
     READY = "ready", "Ready"
@@ -109,6 +123,9 @@ class Repository(TimeStampedModel):
     merge_when_green = models.BooleanField(
         default=False,
         help_text="Merge a pull request on the forge once its checks pass, when a person asked for it on the run.",
+    )
+    base_update = models.CharField(
+        max_length=8, choices=BaseUpdate.choices, default=BaseUpdate.MERGE, help_text=BASE_UPDATE_HELP
     )
 
     class Meta:

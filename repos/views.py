@@ -89,6 +89,7 @@ def _page(request: HttpRequest, project: Project, status: int = 200, **forms: An
                 "ci_required_checks": "\n".join(repository.ci_required_checks),
                 "ci_fix_rounds_max": repository.ci_fix_rounds_max,
                 "merge_when_green": repository.merge_when_green,
+                "base_update": repository.base_update,
             }
         )
     if repository and context["settings_form"] is None and state and state.branches:
@@ -195,6 +196,7 @@ def repository_forge_view(request: HttpRequest, project_id: int) -> HttpResponse
                 forge_trusted_logins=data["forge_trusted_logins"],
                 forge_issue_label=data["forge_issue_label"],
                 forge_issue_assigned=data["forge_issue_assigned"],
+                base_update=data["base_update"] or None,
             )
             repository_set_ci(repository=repository, **ci)
         except ValidationError as exc:

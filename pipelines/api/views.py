@@ -153,8 +153,10 @@ class RunApproveApi(ApiView):
         operation_id="runs_approve",
         summary="Approve a run awaiting approval; the task moves to done",
         description="On a linked repository the run's branch is merged into the base branch first. "
-        "If it does not merge cleanly the answer is 409 `merge_refused` with `extra.conflicts`, "
-        "and the run stays awaiting approval with its branch.",
+        "If the base moved on since the branch started, it is merged into the branch first and nothing is "
+        "approved yet: 409 `base_moved` (with `extra.conflicts` when files conflicted) — a clean merge is tested "
+        "and reviewed again, conflicts go to the Coder. If the branch still cannot merge (conflict markers left, "
+        "a dirty checkout) the answer is 409 `merge_refused`, and the run stays awaiting approval with its branch.",
         request=None,
         responses={200: RunSerializer, **error_responses(400, 401, 404, 409)},
     )

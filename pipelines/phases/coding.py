@@ -108,7 +108,8 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     }
     next_status = RunStatus.REVIEWING
     repository = workspace.run_repository(run)
-    if repository is not None and repository.test_command.strip():
+    # A base merged in with conflicts is verified even without a test command: no marker left.
+    if repository is not None and (repository.test_command.strip() or run.base_updates):
         next_status = RunStatus.VERIFYING
     reason = f"{len(changes)} file change(s) on the branch" + (" (out of turns)" if coder_findings else "")
     # Whether the round changed each commented line is read from git, not assumed: the

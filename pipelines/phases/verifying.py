@@ -15,6 +15,7 @@ from pipelines.agents.turns import PhaseInterrupted, should_stop
 from pipelines.events import AgentLogStream
 from pipelines.models import PipelineRun, RunStatus
 from pipelines.runs import workspace
+from pipelines.runs.base_update import run_markers_left
 from pipelines.runs.leases import Lease
 from pipelines.runs.services import run_transition
 
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 VERIFIER = "verifier"
+MARKERS_LEFT_OUTPUT = (
+    "The tests did not run: conflict markers (<<<<<<< or >>>>>>>) of the base merged in are still in {paths}. "
+    "Resolve each conflict and remove its markers."
+)
 
 
 def execute(run: PipelineRun, lease: Lease) -> None:
@@ -34,6 +39,18 @@ def execute(run: PipelineRun, lease: Lease) -> None:
 
     worktree = workspace.workspace_ensure(run)
     repository = workspace.run_repository(run)
+    markers = run_markers_left(run)
+    if markers:
+        # The base's conflicts are not resolved: no test run proves anything yet.
+        result = _markers_left_result(markers)
+        run_transition(
+            run=run,
+            to_status=RunStatus.REVIEWING,
+            reason="conflict markers left",
+            fields={"verify_result": asdict(result)},
+            held_by=lease.token,
+        )
+        return
     if repository is None or not repository.test_command.strip():
         run_transition(run=run, to_status=RunStatus.REVIEWING, reason="no test command", held_by=lease.token)
         return
@@ -102,6 +119,21 @@ def _environment_for_change(
     if ready is None:
         return None
     return {**ready.as_dict(), "base_tests": (run.environment or {}).get("base_tests")}
+
+
+def _markers_left_result(paths: list[str]) -> VerifyResult:
+    from repos.verify import VerifyResult
+
+    return VerifyResult(
+        exit_code=None,
+        passed=False,
+        timed_out=False,
+        cancelled=False,
+        output=MARKERS_LEFT_OUTPUT.format(paths=", ".join(paths)),
+        duration_ms=0,
+        network_isolated=True,
+        sandboxed=True,
+    )
 
 
 def _setup_failed_result(message: str) -> VerifyResult:

@@ -18,6 +18,7 @@ from pipelines.runs.workspace import run_repository
 from repos.forges import ForgeClient, ForgeError, PullRequestState
 
 from .checks import pull_request_checks_follow
+from .conflicts import pull_request_base_poll
 from .reviews import pull_request_reviews_follow
 from .rounds import pull_request_follow_run
 from .services import forge_client_for, pull_request_apply
@@ -36,6 +37,7 @@ POLL_FOLLOWERS: tuple[Callable[[PullRequest, ForgeClient], None], ...] = (
     _push_pending,
     pull_request_reviews_follow,
     pull_request_checks_follow,
+    pull_request_base_poll,
 )
 
 

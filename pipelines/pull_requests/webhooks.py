@@ -32,6 +32,7 @@ from repos.forges import (
 from repos.models import Repository
 
 from .checks import checks_delivery
+from .conflicts import pull_request_update_delivery
 from .reviews import forge_review_delivery
 from .services import pull_request_apply
 
@@ -70,9 +71,11 @@ def pull_request_state_delivery(delivery: Delivery) -> str:
 
 
 # Tried in order; the first that does not answer "ignored" took the delivery. A review's
-# delivery carries its pull request too: the review handler goes before the state's.
+# delivery carries its pull request too, and an update (head or base changed) is a pull
+# request event: both go before the plain state change, which takes every such event.
 DELIVERY_HANDLERS: tuple[Callable[[Delivery], str], ...] = (
     forge_review_delivery,
+    pull_request_update_delivery,
     pull_request_state_delivery,
     forge_issue_delivery,
     checks_delivery,

@@ -79,6 +79,13 @@ class MergeRefused(Conflict):
     code = "merge_refused"
 
 
+class BaseMoved(Conflict):
+    """Nothing approved: the base moved on and was merged into the branch first, which is
+    tested (a clean merge) or resolved by the Coder (conflicts) before approval."""
+
+    code = "base_moved"
+
+
 @dataclass(frozen=True)
 class MergedOnForge:
     """How a run was approved when its pull request was merged on the forge (its
@@ -274,6 +281,7 @@ def run_approve(*, run: PipelineRun, actor: User | None = None, via: MergedOnFor
     if via is not None:
         reason, fields = f"pull request #{via.number} merged on the forge", {"merge_result": via.merge_result()}
     else:
+        _base_first(run)
         reason, fields = "approved", _merge_here(run)
     run = run_transition(run=run, to_status=RunStatus.APPROVED, reason=reason, actor=actor, fields=fields)
     lessons_on_approval(run)
@@ -289,6 +297,53 @@ def _forge_issue_close_later(run: PipelineRun) -> None:
     open_issue = ForgeIssue.objects.filter(task_id=run.task_id, state=ForgeIssueState.OPEN)
     if commit and open_issue.update(close_commit=commit):
         enqueue_on_commit("pipelines.tasks.pipeline_close_forge_issue", run.task_id)
+
+
+def run_base_moved_round(*, run: PipelineRun, feedback: str) -> PipelineRun:
+    """The base merged into the run's branch conflicted (found on approval here): the
+    Coder resolves the conflicts — a request for changes from the base, like the forge's
+    (pipelines.pull_requests.rounds) — and the round is kept with the base update."""
+    from pipelines.runs.base_update import run_mark_base_round
+
+    run = run_request_changes(run=run, feedback=feedback, origin=FeedbackOrigin.BASE)
+    run_mark_base_round(run=run, round_number=run_feedback_round(run=run))
+    return run
+
+
+def _base_first(run: PipelineRun) -> None:
+    """Before merging here: a base that moved on is merged into the branch first, and
+    nothing is approved yet (BaseMoved) — a clean merge is tested and reviewed again, a
+    conflicted one goes to the Coder. Conflict markers left on the branch refuse the
+    approval (MergeRefused)."""
+    from pipelines.runs.base_update import (
+        CONFLICT_ROUND,
+        MARKERS_LEFT,
+        RETESTING,
+        base_conflict_feedback,
+        run_markers_left,
+        run_retest_after_base,
+        run_take_base,
+    )
+    from repos.services.base_update import BaseUpdateRefused
+
+    try:
+        result = run_take_base(run=run, via="approval")
+    except BaseUpdateRefused as refused:
+        raise MergeRefused(refused.message) from None
+    if result is None:
+        left = run_markers_left(run)
+        if left:
+            raise MergeRefused(MARKERS_LEFT.format(paths=", ".join(left)), extra={"conflicts": left})
+        return
+    base = run.base_updates[-1]["base_branch"]
+    if not result.conflicts:
+        run_retest_after_base(run=run, result=result)
+        raise BaseMoved(RETESTING.format(base=base, commit=result.base_commit[:10]))
+    run_base_moved_round(run=run, feedback=base_conflict_feedback(run=run, result=result, base_branch=base))
+    raise BaseMoved(
+        CONFLICT_ROUND.format(base=base, commit=result.base_commit[:10], count=len(result.conflicts)),
+        extra={"conflicts": result.conflicted_paths},
+    )
 
 
 def _merge_here(run: PipelineRun) -> dict[str, Any]:

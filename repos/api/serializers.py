@@ -9,7 +9,7 @@ from core.api import StrictBooleanField, StrictCharField
 from core.crypto import decrypt_secret
 
 from ..forges import ForgeKind
-from ..models import ForgeTrust, MergeStrategy, Repository
+from ..models import BASE_UPDATE_HELP, BaseUpdate, ForgeTrust, MergeStrategy, Repository
 
 
 class RepositoryStateSerializer(serializers.Serializer[Any]):
@@ -114,6 +114,7 @@ class RepositorySerializer(serializers.ModelSerializer[Repository]):
             "ci_fix_rounds_max",
             "ci_fix_rounds_limit",
             "merge_when_green",
+            "base_update",
             "created_at",
             "updated_at",
         ]
@@ -160,6 +161,9 @@ class RepositoryForgeSerializer(serializers.Serializer[Any]):
         max_length=500, required=False, allow_blank=True, default="", help_text="Empty: GitHub's or GitLab's own."
     )
     forge_repository = StrictCharField(max_length=255, required=False, allow_blank=True, default="")
+    base_update = serializers.ChoiceField(
+        choices=BaseUpdate.choices, required=False, allow_null=True, default=None, help_text=BASE_UPDATE_HELP
+    )
     token = StrictCharField(
         max_length=500,
         required=False,

@@ -22,6 +22,7 @@ from ..git import (
     run_git,
 )
 from ..models import MergeStrategy, Repository
+from .base_update import merged_tree
 
 MERGE_DIRTY = "the repository's checkout of {base} has uncommitted changes; commit or stash them first."
 MERGE_CONFLICTS = "merging changes the same lines as {base} since the branch started."
@@ -230,21 +231,13 @@ def branch_merge(*, repository: Repository, branch: str) -> MergeResult:
             return MergeResult(False, "", [], MERGE_NOT_FAST_FORWARD.format(base=base))
         new = tip
     else:
-        merged = run_git(
-            ["merge-tree", "--write-tree", "--name-only", "--no-messages", old, tip],
-            cwd=repo,
-            access=writing,
-            check=False,
-        )
-        lines = merged.stdout.strip().splitlines()
-        if merged.returncode == 1:
-            conflicts = sorted(set(lines[1:]))
+        # Merged apart from the repository's config and attributes: its merge drivers never run.
+        tree, conflicts = merged_tree(repo, old, tip)
+        if conflicts:
             return MergeResult(False, "", conflicts, MERGE_CONFLICTS.format(base=base))
-        if merged.returncode != 0 or not lines:
-            raise GitError(f"git merge-tree failed: {merged.stderr.strip()[:300]}")
         message = f"Merge branch '{branch}' into {base}\n\nMerged by AutoCoder on approval.\n"
         commit = run_git(
-            ["commit-tree", lines[0], "-p", old, "-p", tip, "-F", "-"], cwd=repo, access=writing, input=message
+            ["commit-tree", tree, "-p", old, "-p", tip, "-F", "-"], cwd=repo, access=writing, input=message
         )
         new = commit.stdout.strip()
     ref = f"refs/heads/{base}"

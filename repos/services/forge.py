@@ -15,7 +15,7 @@ from core.crypto import decrypt_secret, encrypt_secret
 
 from ..clone import PushError, push_to
 from ..forges import ForgeClient, ForgeError, ForgeKind, forge_client, forge_host_check
-from ..models import Repository
+from ..models import BaseUpdate, Repository
 from .forge_trust import forge_trust_clean
 from .linking import validate_git_url
 
@@ -69,13 +69,14 @@ def repository_set_forge(
     forge_trusted_logins: str | None = None,
     forge_issue_label: str | None = None,
     forge_issue_assigned: bool | None = None,
+    base_update: str | None = None,
 ) -> Repository:
     """Where run branches are pushed and which forge opens their pull requests.
     ``token``: None keeps the saved one, "" removes it. A webhook secret is made the
     first time a forge is set. Whose reviews there become rounds
-    (``forge_trusted_commenters``, ``forge_trusted_logins``) and which of the forge's
-    issues become tasks (``forge_issue_label``, ``forge_issue_assigned``): None keeps
-    the saved setting."""
+    (``forge_trusted_commenters``, ``forge_trusted_logins``), which of the forge's issues
+    become tasks (``forge_issue_label``, ``forge_issue_assigned``) and how a run's branch
+    takes in a moved base (``base_update``, BaseUpdate): None keeps the saved setting."""
     errors: dict[str, list[str]] = {}
     fields: dict[str, Any] = {"push_url": "", "forge_kind": forge_kind, "forge_api_url": "", "forge_repository": ""}
     if forge_trusted_commenters is not None or forge_trusted_logins is not None:
@@ -116,6 +117,10 @@ def repository_set_forge(
         fields["forge_repository"] = name
         if not fields["push_url"] and not repository.origin_url:
             errors.setdefault("push_url", [FORGE_FIELDS_REQUIRED])
+    if base_update is not None:
+        if base_update not in BaseUpdate.values:
+            errors["base_update"] = [f"Choose one of: {', '.join(BaseUpdate.values)}."]
+        fields["base_update"] = base_update
     if token is not None:
         token = token.strip()
         if len(token) > 500 or any(ch.isspace() for ch in token):
@@ -160,6 +165,14 @@ def repository_forge_client(repository: Repository) -> ForgeClient:
 def branch_push(*, repository: Repository, user: User, branch: str) -> str:
     """Push ``branch`` to the repository's push target; returns the target. A local
     target must still be a folder ``user`` may use (sharing can be withdrawn)."""
+    target = push_target_checked(repository=repository, user=user)
+    push_to(Path(repository.path), target, branch)
+    return target
+
+
+def push_target_checked(*, repository: Repository, user: User) -> str:
+    """The repository's push target (PushError when it has none). A local target must
+    still be a folder ``user`` may use (sharing can be withdrawn)."""
     target = repository.push_target
     if not target:
         raise PushError(NO_PUSH_TARGET)
@@ -168,5 +181,4 @@ def branch_push(*, repository: Repository, user: User, branch: str) -> str:
             validate_git_url(target, user, field="push_url", unavailable=PUSH_TARGET_UNAVAILABLE)
         except ValidationError:
             raise PushError(PUSH_TARGET_UNAVAILABLE) from None
-    push_to(Path(repository.path), target, branch)
     return target

@@ -11,6 +11,7 @@ from typing import Any
 
 from . import issues
 from .answers import Answer, ForgeRequest, control_deliver, forbidden, not_found, signed_delivery
+from .mergeability import mergeable_fields
 from .state import FakePull, FakeRepository, ForgeState, now_stamp
 
 
@@ -25,6 +26,7 @@ def github_pull(forge: ForgeState, kind: str, repository: str, pull: FakePull) -
         "body": pull.body,
         "head": {"ref": pull.head, "repo": {"full_name": repository}},
         "base": {"ref": pull.base},
+        **mergeable_fields(forge, kind, repository, pull),
     }
 
 
@@ -40,6 +42,7 @@ def gitlab_mr(forge: ForgeState, repository: str, pull: FakePull) -> dict[str, A
         "target_project_id": 1,
         "target_branch": pull.base,
         "updated_at": pull.updated_at,
+        **mergeable_fields(forge, "gitlab", repository, pull),
     }
 
 

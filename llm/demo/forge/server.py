@@ -21,12 +21,12 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from . import checks, discussions, issues, pulls, reviews
+from . import base_moves, checks, discussions, issues, pulls, reviews
 from .answers import Answer, Control, Download, ForgeRequest, Handler, Redirect, not_found
 from .state import PREFIXES, FakePull, ForgeState, Recorded
 
 # Every module that serves part of the forge's API; each has ROUTES and CONTROLS.
-ROUTE_MODULES: tuple[ModuleType, ...] = (pulls, reviews, discussions, issues, checks)
+ROUTE_MODULES: tuple[ModuleType, ...] = (pulls, reviews, discussions, issues, checks, base_moves)
 
 
 class FakeForge(ForgeState):

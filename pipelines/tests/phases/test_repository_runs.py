@@ -21,7 +21,7 @@ from core.tests.test_sandbox import needs_bwrap
 from pipelines.models import AgentCall, PipelineRun, RunEvent, RunStatus
 from pipelines.phases.driver import run_advance
 from pipelines.review.selectors import run_diff, run_patch
-from pipelines.review.services import MergeRefused, run_approve
+from pipelines.review.services import BaseMoved, run_approve
 from pipelines.runs.services import run_discard_branch, run_retry, run_start
 from pipelines.runs.workspace import runs_cleanup_worktrees
 from pipelines.tests.repositories import CALC, CALC_FILES, CALC_FIXED, git, git_commit, log_text
@@ -107,7 +107,7 @@ def test_the_coder_reads_then_edits_and_the_change_lands_on_the_runs_branch(
     assert task.status == "done"
 
 
-def test_a_conflicting_base_refuses_the_merge_and_keeps_the_branch(fake_llm, linked, repo_root, task, owner) -> None:
+def test_a_conflicting_base_goes_to_the_coder_and_leaves_main_alone(fake_llm, linked, repo_root, task, owner) -> None:
     fake_llm.script(
         ToolReply(input=PLAN),
         FIX_CALC,
@@ -116,23 +116,25 @@ def test_a_conflicting_base_refuses_the_merge_and_keeps_the_branch(fake_llm, lin
     )
     run = drive_in_process(run_start(task=task, user=owner))
     assert run.status == RunStatus.AWAITING_APPROVAL
+    first_head = run.head_commit
     # Meanwhile someone changes the same line on main.
     (repo_root / "app" / "calc.py").write_text("def add(a, b):\n    return b + a  # theirs\n")
     git_commit(repo_root, "Theirs", "-a")
     main_before = git(repo_root, "rev-parse", "main")
 
-    with pytest.raises(MergeRefused) as refused:
+    # Nothing is approved: the base is merged into the branch (pipelines/tests/pull_requests/
+    # test_base_moved.py follows the Coder's round that resolves it).
+    with pytest.raises(BaseMoved) as moved:
         run_approve(run=run, actor=owner)
 
-    assert refused.value.extra["conflicts"] == ["app/calc.py"]
+    assert moved.value.extra["conflicts"] == ["app/calc.py"]
     run.refresh_from_db()
-    assert run.status == RunStatus.AWAITING_APPROVAL
-    assert run.merge_result["merged"] is False
+    assert run.status == RunStatus.CODING
     assert git(repo_root, "rev-parse", "main") == main_before
     assert git(repo_root, "status", "--porcelain") == ""
+    # The branch keeps its work: the merge with the markers sits on top of it.
     assert git(repo_root, "rev-parse", "--verify", run.branch) == run.head_commit
-    # The patch is there to resolve it by hand.
-    assert "Subject: [PATCH] Make add add" in run_patch(run=run)
+    git(repo_root, "merge-base", "--is-ancestor", first_head, run.head_commit)
 
 
 def test_edits_that_do_not_fit_the_files_go_back_to_the_coder_as_errors(
@@ -352,7 +354,7 @@ def test_finished_runs_lose_their_worktree_after_retention_but_keep_the_branch(
     assert run_patch(run=run) == ""
 
 
-def test_approve_conflict_over_the_api_is_409_with_the_conflicts(
+def test_approve_over_the_api_with_a_conflicting_base_is_409_base_moved_with_the_conflicts(
     fake_llm, linked, repo_root, task, owner, owner_client
 ) -> None:
     fake_llm.script(
@@ -362,21 +364,22 @@ def test_approve_conflict_over_the_api_is_409_with_the_conflicts(
         ToolReply(input=PASS),
     )
     run = drive_in_process(run_start(task=task, user=owner))
+    patch = owner_client.get(f"/api/runs/{run.pk}/patch")
+    assert patch.status_code == 200 and patch["Content-Type"].startswith("text/x-patch")
+    assert b"return a + b" in patch.content
     (repo_root / "app" / "calc.py").write_text("def add(a, b):\n    return sum((a, b))\n")
     git_commit(repo_root, "Theirs", "-a")
 
     response = owner_client.post(f"/api/runs/{run.pk}/approve")
     assert response.status_code == 409
     body = response.json()
-    assert body["code"] == "merge_refused"
+    assert body["code"] == "base_moved"
     assert body["extra"]["conflicts"] == ["app/calc.py"]
 
     detail = owner_client.get(f"/api/runs/{run.pk}").json()
-    assert detail["status"] == "awaiting_approval" and detail["merge_result"]["merged"] is False
-    assert "download_patch" in detail["allowed_actions"]
-    patch = owner_client.get(f"/api/runs/{run.pk}/patch")
-    assert patch.status_code == 200 and patch["Content-Type"].startswith("text/x-patch")
-    assert b"return a + b" in patch.content
+    assert detail["status"] == "coding"
+    run.refresh_from_db()
+    assert run.feedback_origin == "base" and run.base_updates[-1]["conflicts"] == ["app/calc.py"]
 
 
 def test_another_users_patch_is_404(fake_llm, linked, task, owner, other_client) -> None:
