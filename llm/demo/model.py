@@ -36,6 +36,9 @@ def default_reply(request: MessagesRequest, delay: float = 0.01) -> DemoReply:
     if EDITOR_TOOL_NAME in request.tool_names and not request.forced_tool:
         step = coder_reply(request, delay)
         return TextReply(text=step, chunk_delay=delay) if isinstance(step, str) else step
+    if request.structured_output_schema and request.tool_results:
+        # The Claude CLI acknowledged the structured answer: the turn is over.
+        return TextReply(text="Answered.", chunk_delay=delay)
     reply = _agent_reply(request, delay)
     if isinstance(reply, ToolReply) and not request.tool_results and request.answer_tool != "record_lessons":
         taught = lessons_taught(request.system_text)
