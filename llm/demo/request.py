@@ -9,7 +9,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-
 # The tool the Claude CLI adds for ``--json-schema``: its input is the answer.
 STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
 
