@@ -229,3 +229,25 @@ def test_a_missing_cli_is_a_clear_error(worktree: Path) -> None:
     with pytest.raises(ProviderError) as excinfo:
         _edit(ClaudeCliProvider(executable="/nonexistent/claude"), _request(worktree))
     assert "is not installed or not on PATH" in excinfo.value.message
+
+
+def test_the_real_agents_test_runs_write_no_bytecode_into_the_worktree(
+    worktree: Path, real: ClaudeCliProvider, fake_llm: FakeAnthropicServer, settings
+) -> None:
+    """Unsandboxed (UNSAFE_RUN_TESTS_WITHOUT_SANDBOX) the worktree is the tests' own: an
+    import there would leave ``__pycache__`` beside the module, for the commit to find."""
+    settings.UNSAFE_RUN_TESTS_WITHOUT_SANDBOX = True
+    sandbox_status(refresh=True)
+    (worktree / "pkg").mkdir()
+    (worktree / "pkg" / "__init__.py").write_text("")
+    (worktree / "pkg" / "mod.py").write_text("VALUE = 1\n")
+    fake_llm.script(
+        ToolReply(name="Bash", input={"command": "autocoder-run-tests", "description": "Run the tests"}),
+        TextReply("Tested."),
+    )
+    request = _request(worktree, allowed_commands=("python3 -c 'import pkg.mod; print(\"imported\")'",))
+    chunks: list[str] = []
+    _edit(real, request, chunks)
+
+    assert "  imported" in "".join(chunks)
+    assert not list(worktree.rglob("__pycache__")) and not list(worktree.rglob("*.pyc"))
