@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run up-prod prod-env demo demo-superuser test test-fast pytest lint typecheck migrate superuser worker beat clean help bench
+.PHONY: claude-cli run up-prod prod-env demo demo-superuser test test-fast pytest lint typecheck migrate superuser worker beat clean help bench
 
 help:
 	@echo "make run    - install, migrate and serve http://$(HOST):$(PORT) (SQLite, in-process worker)"
@@ -29,6 +29,15 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt requirements-nodep
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	$(BIN)/pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $(VENV)/.installed-run $@
+
+# The Claude Code CLI, pinned (tools/claude-cli/package-lock.json): the claude-cli
+# provider's tests run it, and `LLM_PROVIDER=claude-cli make demo` uses it. A native
+# binary: npm is needed to install it, not Node to run it.
+CLAUDE_CLI = $(CURDIR)/tools/claude-cli/node_modules/.bin/claude
+$(CLAUDE_CLI): tools/claude-cli/package.json tools/claude-cli/package-lock.json
+	npm ci --prefix tools/claude-cli --no-audit --no-fund --loglevel=error
+	touch $@
+claude-cli: $(CLAUDE_CLI)
 
 migrate: $(VENV)/.installed-run
 	$(BIN)/python manage.py migrate --noinput
@@ -66,7 +75,7 @@ typecheck: $(VENV)/.installed-dev
 
 # pytest exits non-zero on failures and also when it collects no tests (5): either
 # fails make.
-pytest: $(VENV)/.installed-dev
+pytest: $(VENV)/.installed-dev $(CLAUDE_CLI)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
@@ -75,7 +84,7 @@ test: lint typecheck pytest
 # servers or browsers: pyproject.toml), spread over the cores. `make test` stays the
 # whole suite, and CI runs that.
 PYTEST_WORKERS ?= auto
-test-fast: $(VENV)/.installed-dev
+test-fast: $(VENV)/.installed-dev $(CLAUDE_CLI)
 	$(BIN)/python -m pytest -m "not slow" -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # An admin for the Django admin, in the database `make run` serves (db.sqlite3 unless
@@ -111,8 +120,10 @@ DEMO_REPOS_ROOT ?= $(if $(REPOS_ROOT),$(REPOS_ROOT),$(CURDIR)/var/repos)
 DEMO_DB ?= $(CURDIR)/demo.sqlite3
 DEMO_ENV = DEBUG=true LLM_DEMO_MODE=true DATABASE_URL=sqlite:///$(DEMO_DB) \
 	ANTHROPIC_BASE_URL=http://127.0.0.1:$(DEMO_LLM_PORT) ANTHROPIC_API_KEY=demo-key-not-secret \
-	CLONE_ALLOWED_NETWORKS=$${CLONE_ALLOWED_NETWORKS:-127.0.0.0/8}
-demo: $(VENV)/.installed-run
+	CLONE_ALLOWED_NETWORKS=$${CLONE_ALLOWED_NETWORKS:-127.0.0.0/8} \
+	CLAUDE_CLI_PATH=$${CLAUDE_CLI_PATH:-$(CLAUDE_CLI)}
+# `LLM_PROVIDER=claude-cli make demo`: the pinned CLI is every agent, the demo model its API.
+demo: $(VENV)/.installed-run $(if $(filter claude-cli,$(LLM_PROVIDER)),$(CLAUDE_CLI))
 	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput
 	$(DEMO_ENV) $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(DEMO_ENV) $(BIN)/python manage.py repos_demo

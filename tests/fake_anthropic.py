@@ -167,7 +167,7 @@ class _FakeHandler(DemoHandler):
             # Neither fault has a non-streamed form: an empty message.
             self.send_json(200, wire.message_body(self.make_turn(request)))
         elif isinstance(reply, RawToolInputReply):
-            tool = wire.ToolUse(name=reply.name or request.answer_tool or "tool", input_json=reply.partial_json)
+            tool = wire.ToolUse(name=reply.name or request.answer_call_name or "tool", input_json=reply.partial_json)
             self.send_stream(wire.stream(self.make_turn(request, tool=tool, chunk_size=24)))
         else:
             self.send_stream(self._mid_stream_error(request, reply))

@@ -83,6 +83,9 @@ def coder_reply(request: MessagesRequest, delay: float) -> ToolReply | str:
 class DemoCoder:
     request: MessagesRequest
     delay: float
+    # Our tools it may use, where they are not the request's own (the Claude CLI's
+    # stand in for them: llm/demo/coder_cli.py).
+    available: frozenset[str] | None = None
     prompt: str = ""
     lessons: list[str] = field(default_factory=list)
     _spoken: bool = False
@@ -163,7 +166,7 @@ class DemoCoder:
         return self.call(EDITOR_TOOL_NAME, text, **tool_input)
 
     def has(self, tool: str) -> bool:
-        return tool in self.request.tool_names
+        return tool in (self.available if self.available is not None else self.request.tool_names)
 
     def read(self, path: str, text: str) -> Generator[ToolReply, ToolResult, str | None]:
         """View ``path`` whole (in parts when the view is cut); its text, or None."""

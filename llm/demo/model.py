@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from llm.demo.coder import coder_reply
+from llm.demo.coder_cli import cli_coder_reply, drives_the_cli
 from llm.demo.coder_reading import EDITOR_TOOL_NAME
 from llm.demo.demo_app import BIG_FILE
 from llm.demo.request import DemoReply, MessagesRequest, TextReply, ToolReply, lessons_taught, plan_orders
@@ -33,9 +34,15 @@ DEMO_MODEL_LABEL = "scripted demo model"
 
 def default_reply(request: MessagesRequest, delay: float = 0.01) -> DemoReply:
     """What the demo model answers; ``delay`` is the pause between streamed chunks."""
+    if drives_the_cli(request):
+        step = cli_coder_reply(request, delay)
+        return TextReply(text=step, chunk_delay=delay) if isinstance(step, str) else step
     if EDITOR_TOOL_NAME in request.tool_names and not request.forced_tool:
         step = coder_reply(request, delay)
         return TextReply(text=step, chunk_delay=delay) if isinstance(step, str) else step
+    if request.structured_output_schema and request.tool_results:
+        # The Claude CLI acknowledged the structured answer: the turn is over.
+        return TextReply(text="Answered.", chunk_delay=delay)
     reply = _agent_reply(request, delay)
     if isinstance(reply, ToolReply) and not request.tool_results and request.answer_tool != "record_lessons":
         taught = lessons_taught(request.system_text)

@@ -9,6 +9,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+# The tool the Claude CLI adds for ``--json-schema``: its input is the answer.
+STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
+
 
 @dataclass
 class MessagesRequest:
@@ -32,13 +35,33 @@ class MessagesRequest:
     @property
     def answer_tool(self) -> str | None:
         """The tool that ends the agent's turn: the forced one, or the ``submit_…`` tool
-        when the model may choose among tools (a tool-use loop)."""
+        when the model may choose among tools (a tool-use loop), or the agent's tool the
+        Claude CLI's ``StructuredOutput`` stands for (its schema's title: llm/providers/
+        claude_cli.py)."""
         if self.forced_tool:
             return self.forced_tool
         for name in self.tool_names:
             if name.startswith("submit_"):
                 return name
-        return None
+        title = self.structured_output_schema.get("title")
+        return str(title) if title else None
+
+    @property
+    def answer_call_name(self) -> str | None:
+        """The name the answer's tool call carries: the CLI's ``StructuredOutput`` where
+        the request answers through it, else the answer tool's own."""
+        if self.answer_tool and not self.forced_tool and self.structured_output_schema:
+            return STRUCTURED_OUTPUT_TOOL
+        return self.answer_tool
+
+    @property
+    def structured_output_schema(self) -> dict[str, Any]:
+        """The schema of the Claude CLI's ``StructuredOutput`` tool (``--json-schema``), or {}."""
+        for tool in self._list("tools"):
+            if isinstance(tool, dict) and tool.get("name") == STRUCTURED_OUTPUT_TOOL:
+                schema = tool.get("input_schema")
+                return schema if isinstance(schema, dict) else {}
+        return {}
 
     @property
     def tool_names(self) -> list[str]:

@@ -62,7 +62,8 @@ class DemoHandler(BaseHTTPRequestHandler):
 
     def turn(self, request: MessagesRequest, reply: DemoReply) -> wire.Turn:
         if isinstance(reply, ToolReply):
-            tool = wire.ToolUse(name=reply.name or request.answer_tool or "tool", input_json=json.dumps(reply.input))
+            name = reply.name or request.answer_call_name or "tool"
+            tool = wire.ToolUse(name=name, input_json=json.dumps(reply.input))
             return self.make_turn(
                 request,
                 text=reply.text,

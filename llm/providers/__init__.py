@@ -32,6 +32,10 @@ def provider_for(*, name: str = "", model: str = "", api_key: str = "") -> Provi
             timeout=settings.CLAUDE_CLI_TIMEOUT_SECONDS,
             model=model or settings.LLM_MODEL,
             sandbox_paths=tuple(settings.CLAUDE_CLI_SANDBOX_PATHS),
+            # The CLI logs in with the key and API the server is configured with (never
+            # another of its secrets); without a key, with the operator's login of it.
+            api_key=api_key or settings.ANTHROPIC_API_KEY,
+            base_url=settings.ANTHROPIC_BASE_URL,
         )
     from .anthropic import AnthropicProvider
 

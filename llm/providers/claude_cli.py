@@ -1,24 +1,31 @@
-"""The Claude command-line tool as a provider: ``claude -p PROMPT --output-format json``.
+"""The Claude command-line tool (npm ``@anthropic-ai/claude-code``, pinned in
+tools/claude-cli) as a provider: ``claude -p --output-format stream-json``, the prompt on
+stdin.
 
-The CLI has no forced tool use, so the tool's schema goes into the prompt and the
-reply's JSON object is taken as the tool input (the agents validate it as usual):
-claude_cli_prompt.py. Every failure's message starts with "Error: ".
+A one-shot answer (the Planner's, the Reviewer's…) gets AutoCoder's own system prompt in
+place of the CLI's (``--system-prompt-file``) and no tools; where the agent answers
+with a tool, its schema goes to ``--json-schema`` and the CLI's ``structured_output``
+is the tool input (the JSON object in its text where there is none:
+claude_cli_prompt.py). Every failure's message starts with "Error: " and says briefly
+what the CLI's result said (claude_cli_events.py); its API retries show in the live log.
 
 A request with a ``worktree`` is the Coder editing it (``edits_worktree``): the CLI
-runs there as an agent with its own file tools only (Read, Edit, MultiEdit, Write,
-Glob, Grep; Bash for exactly ``autocoder-run-tests``, which runs the project's test
-command in a sandbox of its own, if there is one; no web tools, no MCP servers; only
-what ``--allowedTools`` names runs), streaming its events (``--output-format
-stream-json``) into the live log.
+runs there as an agent with its own file tools only (Read, Edit, Write, Glob, Grep;
+Bash for exactly ``autocoder-run-tests``, which runs the project's test command in a
+sandbox of its own, if there is one; no web tools, no MCP servers; only what
+``--allowedTools`` names runs), streaming its events into the live log.
+
+The CLI logs in with the key and API the server is configured with
+(``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``), else the operator's own login of it
+(claude_cli_login.py); nothing else of the server's environment reaches it.
 
 Every call — the Coder's and the one-shot answers of the Planner, the Reviewer and the
 assistant alike — runs in the sandbox (llm/providers/claude_cli_sandbox.py: no network
 but the API through a relay, a private config folder removed afterwards, the login in
 the CLI's environment only), started and read by claude_cli_process.py; a timeout or a
-cancel kills it. Where no sandbox can be
-made it does not run (SandboxUnavailable); with the operator's
-``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` it runs unsandboxed (with a private config folder
-still), saying so.
+cancel kills it. Where no sandbox can be made it does not run (SandboxUnavailable);
+with the operator's ``UNSAFE_RUN_TESTS_WITHOUT_SANDBOX`` it runs unsandboxed (with a
+private config folder still), saying so.
 """
 
 from __future__ import annotations
@@ -38,7 +45,9 @@ from core.sandbox import SANDBOX_DISABLED_WARNING
 from core.sandbox_bwrap import SANDBOX_HOME
 from core.sandbox_probe import sandbox_status
 
-from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, ToolCall
+from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError
+from .claude_cli_events import CliEvents
+from .claude_cli_login import API_KEY_VARIABLE
 from .claude_cli_process import cli_finished, cli_started, output_lines
 from .claude_cli_prompt import answer_json, answer_prompt, request_test_command
 from .claude_cli_sandbox import TEST_RUNNER
@@ -58,12 +67,16 @@ CLI_ENVIRONMENT = frozenset(
         "ANTHROPIC_BASE_URL",
     }
 )
-# The Coder's tools in the CLI: its own file tools. No web tools, no subagents (Task),
-# no shell but the project's test command (as TEST_RUNNER, in a sandbox of its own).
-EDIT_TOOLS = ("Read", "Edit", "MultiEdit", "Write", "Glob", "Grep")
+# The Coder's tools in the CLI (2.1.x: MultiEdit is gone): its own file tools. No web
+# tools, no subagents (Task), no shell but the project's test command (as TEST_RUNNER,
+# in a sandbox of its own).
+EDIT_TOOLS = ("Read", "Edit", "Write", "Glob", "Grep")
 DENIED_TOOLS = ("WebFetch", "WebSearch", "Task", "NotebookEdit")
 SANDBOX_HOME_RULE = "//" + SANDBOX_HOME.lstrip("/") + "/**"
-OUT_OF_TURNS_SUBTYPE = "error_max_turns"
+# AutoCoder's own system prompt for a one-shot call, in its (otherwise empty) working
+# folder: it replaces the CLI's ~7,600-token default (--system-prompt-file), and on no
+# command line (argv is public and bounded).
+SYSTEM_PROMPT_FILE = "autocoder-system-prompt.md"
 TEST_RUNNER_HINT = (
     "The project's tests run with the shell command `{runner}` (exactly that, through Bash): "
     "it runs the test command in a sandbox of its own. No other shell command is allowed."
@@ -84,11 +97,17 @@ class ClaudeCliProvider:
         timeout: float = 600,
         model: str = "",
         sandbox_paths: tuple[str, ...] = (),
+        api_key: str = "",
+        base_url: str = "",
     ) -> None:
         self.executable = executable
         self.timeout = timeout
         self.model = model
         self.sandbox_paths = sandbox_paths
+        # The key and API the server is configured with (settings.ANTHROPIC_API_KEY,
+        # ANTHROPIC_BASE_URL): the CLI's login and endpoint when given.
+        self.api_key = api_key
+        self.base_url = base_url
 
     def _command(self, request: LLMRequest, executable: str) -> list[str]:
         # No tools: the CLI would otherwise read (Read, Grep, Glob) any file the worker
@@ -98,11 +117,19 @@ class ClaudeCliProvider:
             executable,
             "-p",  # the prompt comes on stdin: it can outgrow an argument, and argv is public
             "--output-format",
-            "json",
+            "stream-json",  # its events: the live log shows its API retries
+            "--verbose",
             "--tools",
             "",
             "--strict-mcp-config",
         ]
+        if request.system:
+            command += ["--system-prompt-file", SYSTEM_PROMPT_FILE]
+        if request.tool is not None:
+            # Its answer is the StructuredOutput tool's input, checked against the schema
+            # by the CLI; the title names the agent's own tool (submit_plan…).
+            schema = {"title": request.tool.name, **request.tool.input_schema}
+            command += ["--json-schema", json.dumps(schema)]
         if self.model or request.model:
             command += ["--model", self.model or request.model]
         return command
@@ -113,20 +140,18 @@ class ClaudeCliProvider:
         if request.worktree:
             return self._edit(request, on_chunk=on_chunk, should_cancel=should_cancel)
         # The child gets nothing of the server's environment but what finds the CLI and
-        # its own login, in a sandbox of its own (no tools, no files: an empty working
-        # folder, a private config folder removed afterwards).
-        env = _cli_environment()
+        # its own login, in a sandbox of its own (no tools, no files: a working folder
+        # with only the system prompt, a private config folder removed afterwards).
+        env = self._environment()
         status = sandbox_status()
         if not status.available:
             raise SandboxUnavailable(status.message)
-        located = shutil.which(self.executable)
-        if located is None:
-            raise ProviderError(
-                f"Error: the Claude CLI ({self.executable}) is not installed or not on PATH.", retryable=False
-            )
-        executable = os.path.realpath(located)
+        executable = self._located()
         workdir = Path(tempfile.mkdtemp(prefix="autocoder-claude-cli-"))
+        workdir.chmod(0o755)  # the sandbox's account reads the system prompt there
         try:
+            if request.system:
+                (workdir / SYSTEM_PROMPT_FILE).write_text(request.system)
             with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
                 stdin.write(answer_prompt(request).encode("utf-8"))
                 stdin.seek(0)
@@ -142,51 +167,31 @@ class ClaudeCliProvider:
                     timeout=self.timeout,
                     extra_paths=self.sandbox_paths,
                 ) as child:
-                    return self._answer(request, child, stderr, should_cancel=should_cancel, on_chunk=on_chunk)
+                    events = self._events(child, on_chunk=on_chunk, should_cancel=should_cancel)
+                    return self._result(request, events, child, stderr, one_shot=True)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _answer(
-        self,
-        request: LLMRequest,
-        child: subprocess.Popen[bytes],
-        stderr: IO[bytes],
-        *,
-        on_chunk: ChunkCallback,
-        should_cancel: CancelCheck,
-    ) -> LLMResult:
-        deadline = time.monotonic() + self.timeout
-        output = b"".join(line.encode("utf-8") + b"\n" for line in output_lines(child, deadline, should_cancel))
-        cli_finished(child, deadline, self.timeout, should_cancel)
-        stdout = output.decode("utf-8", errors="replace")
-        if child.returncode != 0:
-            stderr.seek(0)
-            errors = stderr.read().decode("utf-8", errors="replace")
-            detail = (errors or stdout or "").strip().splitlines()[-1:] or ["no output"]
-            raise ProviderError(f"Error: the Claude CLI exited with {child.returncode}: {detail[0]}", retryable=False)
-        try:
-            payload = json.loads(stdout)
-        except json.JSONDecodeError:
-            raise ProviderError("Error: the Claude CLI printed something that is not JSON.", retryable=False) from None
-        if payload.get("is_error"):
+    def _located(self) -> str:
+        located = shutil.which(self.executable)
+        if located is None:
             raise ProviderError(
-                f"Error: {payload.get('result') or 'the Claude CLI reported an error'}", retryable=False
+                f"Error: the Claude CLI ({self.executable}) is not installed or not on PATH.", retryable=False
             )
-        text = str(payload.get("result", ""))
-        on_chunk(text)
-        usage = payload.get("usage") or {}
-        return LLMResult(
-            text=text,
-            tool_input=answer_json(text) if request.tool is not None else None,
-            raw_tool_input=text if request.tool is not None else "",
-            input_tokens=int(usage.get("input_tokens") or 0),
-            output_tokens=int(usage.get("output_tokens") or 0),
-            model=str(payload.get("model") or self.model or request.model),
-            stop_reason=str(payload.get("subtype") or ""),
-            extra={"session_id": payload.get("session_id", ""), "cost_usd": payload.get("total_cost_usd")},
-            cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
-            cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
-        )
+        return os.path.realpath(located)
+
+    def _environment(self) -> dict[str, str]:
+        """What the CLI's process gets of the server's: an allow-list, the key and API the
+        server is configured with (no other secret of its), and no bytecode written (the
+        test runs it makes would leave ``__pycache__`` in the worktree)."""
+        env = {k: v for k, v in os.environ.items() if k in CLI_ENVIRONMENT or k.startswith("CLAUDE_")}
+        if self.base_url:
+            env["ANTHROPIC_BASE_URL"] = self.base_url
+        if self.api_key:
+            # Into the CLI's environment only (claude_cli_login.py), never a command line.
+            env[API_KEY_VARIABLE] = self.api_key
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        return env
 
     # --- The Coder editing a worktree --------------------------------------------------
 
@@ -194,7 +199,7 @@ class ClaudeCliProvider:
         """The CLI as the Coder: its file tools only, and the test command as the one
         shell command (``TEST_RUNNER``, which runs it in a sandbox of its own). Only what
         ``--allowedTools`` names runs (``dontAsk``: not even the commands
-        ``acceptEdits`` lets through, ``mkdir``, ``sed -i``…, whose shell holds the login)."""
+        ``acceptEdits`` lets through, ``mkdir``, ``rm``, ``sed -i``…, whose shell holds the login)."""
         runs_tests = bool(request_test_command(request))
         tools = [*EDIT_TOOLS, *(["Bash"] if runs_tests else [])]
         allowed = [*EDIT_TOOLS, *([f"Bash({TEST_RUNNER})"] if runs_tests else [])]
@@ -231,13 +236,8 @@ class ClaudeCliProvider:
 
     def _edit(self, request: LLMRequest, *, on_chunk: ChunkCallback, should_cancel: CancelCheck) -> LLMResult:
         worktree = Path(request.worktree)
-        located = shutil.which(self.executable)
-        if located is None:
-            raise ProviderError(
-                f"Error: the Claude CLI ({self.executable}) is not installed or not on PATH.", retryable=False
-            )
-        executable = os.path.realpath(located)
-        env = _cli_environment()
+        executable = self._located()
+        env = self._environment()
         status = sandbox_status()
         if not status.available:
             raise SandboxUnavailable(status.message)
@@ -270,113 +270,70 @@ class ClaudeCliProvider:
                 test_secrets=request.command_secrets,
                 image=request.commands_image,
             ) as child:
-                result = self._stream(request, child, stderr, on_chunk=on_masked_chunk, should_cancel=should_cancel)
+                events = self._events(child, on_chunk=on_masked_chunk, should_cancel=should_cancel)
+                result = self._result(request, events, child, stderr, one_shot=False)
         if masker:
             result.text = masker.mask(result.text)
             result.content = _masked(result.content, masker)
         return result
 
-    def _stream(
-        self,
-        request: LLMRequest,
-        child: subprocess.Popen[bytes],
-        stderr: IO[bytes],
-        *,
-        on_chunk: ChunkCallback,
-        should_cancel: CancelCheck,
-    ) -> LLMResult:
-        """Read the CLI's events as they come; the result event is the call's result."""
-        events = _EditEvents(on_chunk)
+    def _events(
+        self, child: subprocess.Popen[bytes], *, on_chunk: ChunkCallback, should_cancel: CancelCheck
+    ) -> CliEvents:
+        """Read the CLI's events as they come, until it ends (or the deadline, a cancel)."""
+        events = CliEvents(on_chunk)
         deadline = time.monotonic() + self.timeout
         for line in output_lines(child, deadline, should_cancel):
             events.take(line)
         cli_finished(child, deadline, self.timeout, should_cancel)
-        result = events.result
-        if result is None:
-            stderr.seek(0)
-            lines = stderr.read().decode("utf-8", errors="replace").strip().splitlines()
-            detail = lines[-1] if lines else "no result"
-            raise ProviderError(f"Error: the Claude CLI exited with {child.returncode}: {detail}", retryable=False)
-        subtype = str(result.get("subtype") or "")
-        if result.get("is_error") and subtype != OUT_OF_TURNS_SUBTYPE:
-            raise ProviderError(
-                f"Error: {result.get('result') or 'the Claude CLI reported an error'} ({subtype})", retryable=False
-            )
+        return events
+
+    def _result(
+        self,
+        request: LLMRequest,
+        events: CliEvents,
+        child: subprocess.Popen[bytes],
+        stderr: IO[bytes],
+        *,
+        one_shot: bool,
+    ) -> LLMResult:
+        """The call's result; a ProviderError saying briefly what failed. Out of turns is
+        the Coder's result (its edits so far stand), a one-shot answer's failure."""
+        stderr.seek(0)
+        failure = events.failure(
+            returncode=child.returncode,
+            stderr=stderr.read().decode("utf-8", errors="replace"),
+            out_of_turns_ok=not one_shot,
+        )
+        if failure is not None:
+            raise failure
+        result = events.result or {}
         usage = result.get("usage") or {}
         cost = result.get("total_cost_usd")
+        text = str(result.get("result") or "".join(events.texts))
+        tool_input: dict[str, Any] | None = None
+        if one_shot and request.tool is not None:
+            structured = events.structured or result.get("structured_output")
+            tool_input = structured if isinstance(structured, dict) else answer_json(text)
         return LLMResult(
-            text=str(result.get("result") or "".join(events.texts)),
-            tool_input=None,
-            raw_tool_input="",
+            text=text,
+            tool_input=tool_input,
+            raw_tool_input=(json.dumps(tool_input) if tool_input is not None else text) if request.tool else "",
             input_tokens=int(usage.get("input_tokens") or 0),
             output_tokens=int(usage.get("output_tokens") or 0),
             model=events.model or self.model or request.model,
-            stop_reason=subtype,
-            extra={"session_id": result.get("session_id", ""), "num_turns": int(result.get("num_turns") or 0)},
-            tool_calls=events.tool_calls,
-            content=events.content,
+            stop_reason=str(result.get("subtype") or ""),
+            extra={
+                "session_id": result.get("session_id", ""),
+                "num_turns": int(result.get("num_turns") or 0),
+                "api_retries": events.retries,
+            },
+            tool_calls=events.tool_calls if not one_shot else [],
+            content=events.content if not one_shot else [],
             cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
             cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
             reported_cost_usd=float(cost) if isinstance(cost, int | float) else None,
         )
-
-
-class _EditEvents:
-    """The CLI's stream-json events, written to the live log as they arrive: the
-    assistant's text, each tool call (``→ Edit {"file_path": …}``) and the first line
-    of its result."""
-
-    def __init__(self, on_chunk: ChunkCallback) -> None:
-        self.on_chunk = on_chunk
-        self.model = ""
-        self.texts: list[str] = []
-        self.tool_calls: list[ToolCall] = []
-        self.content: list[dict[str, Any]] = []
-        self.result: dict[str, Any] | None = None
-
-    def take(self, line: str) -> None:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            return  # not an event (a stray line of output)
-        if not isinstance(event, dict):
-            return
-        kind = event.get("type")
-        if kind == "system" and event.get("subtype") == "init":
-            self.model = str(event.get("model") or "")
-        elif kind == "assistant":
-            for block in _blocks(event):
-                self.content.append(block)
-                if block.get("type") == "text" and block.get("text"):
-                    self.texts.append(str(block["text"]))
-                    self.on_chunk(str(block["text"]))
-                elif block.get("type") == "tool_use":
-                    tool_input = block.get("input") if isinstance(block.get("input"), dict) else None
-                    self.tool_calls.append(ToolCall(str(block.get("id", "")), str(block.get("name", "")), tool_input))
-                    arguments = json.dumps(tool_input or {}, ensure_ascii=False)[:200]
-                    self.on_chunk(f"\n→ {block.get('name', '?')} {arguments}\n")
-        elif kind == "user":
-            for block in _blocks(event):
-                if block.get("type") == "tool_result":
-                    text = _result_text(block.get("content")) or "(empty)"
-                    first = text.splitlines()[0][:200] if text.strip() else "(empty)"
-                    self.on_chunk(f"  {'error: ' if block.get('is_error') else ''}{first}\n")
-        elif kind == "result":
-            self.result = event
-
-
-def _blocks(event: dict[str, Any]) -> list[dict[str, Any]]:
-    message = event.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
-
-
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
 
 
 def _masked(value: Any, masker: OutputMasker) -> Any:
@@ -388,7 +345,3 @@ def _masked(value: Any, masker: OutputMasker) -> Any:
     if isinstance(value, dict):
         return {key: _masked(item, masker) for key, item in value.items()}
     return value
-
-
-def _cli_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k in CLI_ENVIRONMENT or k.startswith("CLAUDE_")}

@@ -21,6 +21,9 @@ from .base import ProviderError
 
 DEFAULT_API = "https://api.anthropic.com"
 ACCOUNT_KEYS = ("oauthAccount", "userID", "hasCompletedOnboarding")
+# The key the server is configured with (settings.ANTHROPIC_API_KEY), handed over in the
+# environment the provider builds; it wins over a key in the operator's login files.
+API_KEY_VARIABLE = "ANTHROPIC_API_KEY"
 SETTINGS_LOGIN_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 LOGIN_EXPIRED = (
     "Error: the Claude CLI's login on this server ran out at {when} and each call gets only its access "
@@ -57,7 +60,7 @@ def login_environment(env: dict[str, str], config: Path) -> dict[str, str]:
                 login["ANTHROPIC_API_KEY"] = str(state["primaryApiKey"])
     (config / ".claude.json").write_text(json.dumps(kept))
     # A token the operator gave the server itself wins over the login's files.
-    login.update({k: v for k, v in env.items() if k in ("CLAUDE_CODE_OAUTH_TOKEN",)})
+    login.update({k: v for k, v in env.items() if k in ("CLAUDE_CODE_OAUTH_TOKEN", API_KEY_VARIABLE)})
     if expired_at is not None and not login and not _settings_login(config):
         when = datetime.fromtimestamp(expired_at, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
         raise ProviderError(LOGIN_EXPIRED.format(when=when), retryable=False)

@@ -1,6 +1,7 @@
-"""What the Claude CLI is told and what its answer holds: a request as one prompt (the
-CLI keeps no session between calls), the test command a request allows, and the tool
-input in an answer (the CLI has no forced tool use: the JSON object in its text)."""
+"""What the Claude CLI is told and what its answer holds: a request's conversation as one
+prompt (the CLI keeps no session between calls; the system prompt goes in a file of its
+own), the test command a request allows, and the tool input in an answer where the
+CLI gave no ``structured_output`` (the JSON object in its text)."""
 
 from __future__ import annotations
 
@@ -14,21 +15,20 @@ _FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.S)
 
 
 def answer_prompt(request: LLMRequest) -> str:
-    """The system prompt, the conversation so far and the last message, with the tool's
-    schema to answer with, as one prompt."""
+    """The conversation so far and the last message, with the tool to answer with, as one
+    prompt (the system prompt is the CLI's own: ``--system-prompt-file``)."""
     # The conversation so far is in the prompt: each call has a config folder of its
     # own, removed afterwards, so there is no earlier session to --resume.
     *earlier, last = request.messages or [{"role": "user", "content": ""}]
     history = "\n\n".join(f"{str(m.get('role', 'user')).title()}: {message_text(m.get('content'))}" for m in earlier)
     parts = [
-        request.system,
         f"The conversation so far:\n\n{history}" if history else "",
         message_text(last.get("content")),
     ]
     if request.tool is not None:
         parts.append(
-            f"Answer with only one JSON object, the input of the tool `{request.tool.name}` "
-            f"({request.tool.description}), matching this JSON schema:\n" + json.dumps(request.tool.input_schema)
+            f"Answer with the StructuredOutput tool: its input is the input of the tool `{request.tool.name}` "
+            f"({request.tool.description})."
         )
     return "\n\n".join(part for part in parts if part)
 

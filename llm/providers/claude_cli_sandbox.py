@@ -66,7 +66,7 @@ from core.sandbox_bwrap import SANDBOX_HOME, SANDBOX_ROOT, SYSTEM_PATH
 from core.sandbox_rootfs import ImageRoot
 
 from .api_relay import RELAY_SOCKET, ApiRelay
-from .claude_cli_login import api_address, login_environment
+from .claude_cli_login import API_KEY_VARIABLE, api_address, login_environment
 
 SANDBOX_CONFIG = f"{SANDBOX_HOME}/.claude"
 TEST_RUNNER = "autocoder-run-tests"
@@ -78,6 +78,9 @@ TEST_ENV_HELPER = "sandbox_test_env.py"
 RELAY_FOLDER = "/run/autocoder"
 LOGIN_FILE = "login.json"
 SOCKET_PATH_LIMIT = 100
+# The login goes through the relay's login file into the CLI's environment only: on
+# bwrap's command line it would show in the server's process list.
+LOGIN_VARIABLES = frozenset({"CLAUDE_CODE_OAUTH_TOKEN", API_KEY_VARIABLE})
 NO_SANDBOX_PYTHON = (
     "The Claude CLI's sandbox needs python3 under /usr (/usr/bin/python3 or /usr/local/bin/python3) for its "
     "relay to the API; install it (Debian/Ubuntu: apt-get install python3-minimal)."
@@ -246,7 +249,7 @@ def cli_sandbox(
         login_file.write_text(json.dumps(login))
         login_file.chmod(0o600)
         inside = {
-            **{k: v for k, v in env.items() if not k.startswith("XDG_") and k != "CLAUDE_CODE_OAUTH_TOKEN"},
+            **{k: v for k, v in env.items() if not k.startswith("XDG_") and k not in LOGIN_VARIABLES},
             "PATH": f"{tools}:{os.path.dirname(executable)}:{SYSTEM_PATH}",
             "HOME": SANDBOX_HOME,
             "TMPDIR": "/tmp",  # noqa: S108 - the sandbox's own tmpfs

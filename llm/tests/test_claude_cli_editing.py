@@ -1,6 +1,10 @@
 """The Claude CLI provider's editing agent (a request with a ``worktree``): the
-sandboxed child, its stream-json events, its login copy, its failures. The fake CLI is
-tests/bin/claude; the whole runs are in pipelines/tests/agents/test_coder_cli.py."""
+sandboxed child, its stream-json events, its API retries, its login copy, its failures.
+
+The first tests run the REAL CLI (tools/claude-cli) against the fake Messages API; those
+named ``test_fake_cli_…`` use tests/bin/claude for what the real one cannot be made to
+do or show (die without a result, report its own environment and config folder, loop
+forever in the worktree). The whole runs are in pipelines/tests/agents/test_coder_cli.py."""
 
 from __future__ import annotations
 
@@ -17,9 +21,12 @@ from core.tests.test_sandbox import needs_bwrap
 from llm.providers import claude_cli
 from llm.providers.base import LLMRequest, ProviderError
 from llm.providers.claude_cli import ClaudeCliProvider
+from tests.fake_anthropic import FakeAnthropicServer, HttpError, TextReply, ToolReply
 from tests.fake_claude import fake_claude
+from tests.real_claude import real_claude
 
 FAKE_CLAUDE = fake_claude()
+CLAUDE = real_claude()
 
 
 @pytest.fixture(autouse=True)
@@ -54,8 +61,85 @@ def _edit(provider: ClaudeCliProvider, request: LLMRequest, chunks: list[str] | 
     return provider.complete(request, on_chunk=sink.append, should_cancel=lambda: False)
 
 
+@pytest.fixture
+def real(fake_llm: FakeAnthropicServer) -> ClaudeCliProvider:
+    """The real CLI, logged in with the configured key, talking to the fake API."""
+    return ClaudeCliProvider(executable=CLAUDE, api_key="sk-ant-test-key", base_url=fake_llm.url, timeout=60)
+
+
 @needs_bwrap
-def test_the_agent_edits_in_the_sandbox_and_its_events_stream(worktree: Path) -> None:
+def test_the_real_agent_edits_in_the_sandbox_and_its_events_stream(
+    worktree: Path, real: ClaudeCliProvider, fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.script(
+        ToolReply(
+            name="Write", text="Writing it.\n", input={"file_path": "/workspace/hello.py", "content": "print(1)\n"}
+        ),
+        TextReply("Created hello.py."),
+    )
+    chunks: list[str] = []
+    result = _edit(real, _request(worktree), chunks)
+
+    assert (worktree / "hello.py").read_text() == "print(1)\n"
+    assert result.text == "Created hello.py." and result.stop_reason == "success"
+    assert result.extra["num_turns"] == 2 and result.input_tokens > 0 and result.reported_cost_usd
+    assert [(call.name, call.input) for call in result.tool_calls] == [
+        ("Write", {"file_path": "/workspace/hello.py", "content": "print(1)\n"})
+    ]
+    log = "".join(chunks)
+    write = log.index('→ Write {"file_path": "/workspace/hello.py"')
+    assert log.index("Writing it.") < write < log.index("  File created successfully at: /workspace/hello.py")
+
+
+@needs_bwrap
+def test_the_real_agents_api_retries_show_in_the_log(
+    worktree: Path, real: ClaudeCliProvider, fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.script(HttpError(529, "overloaded_error", "Overloaded"), TextReply("Nothing to do."))
+    chunks: list[str] = []
+    result = _edit(real, _request(worktree), chunks)
+    assert result.text == "Nothing to do." and result.extra["api_retries"] == 1
+    assert "[The API is busy (529 overloaded): the Claude CLI retries, attempt 1 of" in "".join(chunks)
+
+
+@needs_bwrap
+def test_the_real_agent_out_of_turns_is_a_result_not_an_error(
+    worktree: Path, real: ClaudeCliProvider, fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.script(
+        ToolReply(name="Write", input={"file_path": "/workspace/a.py", "content": "a = 1\n"}),
+        ToolReply(name="Write", input={"file_path": "/workspace/b.py", "content": "b = 1\n"}),
+    )
+    request = _request(worktree)
+    request.max_turns = 1
+    result = _edit(real, request)
+    assert result.stop_reason == "error_max_turns"
+    assert (worktree / "a.py").exists() and not (worktree / "b.py").exists()
+    fake_llm.reset()
+
+
+@needs_bwrap
+def test_the_real_agent_not_logged_in_is_said_clearly(
+    worktree: Path, fake_llm: FakeAnthropicServer, tmp_path: Path, monkeypatch
+) -> None:
+    from llm.providers.claude_cli_events import NOT_LOGGED_IN
+
+    # No key configured, and the server's account has no login of the CLI's own.
+    monkeypatch.setenv("HOME", str(tmp_path / "nobody"))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("CLAUDE_CODE_OAUTH_TOKEN", raising=False)
+    provider = ClaudeCliProvider(executable=CLAUDE, base_url=fake_llm.url, timeout=60)
+    with pytest.raises(ProviderError) as excinfo:
+        _edit(provider, _request(worktree))
+    assert excinfo.value.message == NOT_LOGGED_IN
+    assert list(worktree.iterdir()) == []
+
+
+# --- The fake CLI: what the real one cannot be made to do or show -----------------------
+
+
+@needs_bwrap
+def test_fake_cli_usage_and_cost_are_read_from_its_result(worktree: Path) -> None:
     chunks: list[str] = []
     result = _edit(ClaudeCliProvider(executable=FAKE_CLAUDE), _request(worktree), chunks)
 
@@ -74,7 +158,7 @@ def test_the_agent_edits_in_the_sandbox_and_its_events_stream(worktree: Path) ->
 
 
 @needs_bwrap
-def test_the_agent_gets_its_login_as_far_as_it_needs_it_and_nothing_else_of_its_config(
+def test_fake_cli_gets_its_login_as_far_as_it_needs_it_and_nothing_else_of_its_config(
     worktree: Path, tmp_path: Path, monkeypatch
 ) -> None:
     home = tmp_path / "home"
@@ -103,7 +187,7 @@ def test_the_agent_gets_its_login_as_far_as_it_needs_it_and_nothing_else_of_its_
 
 
 @needs_bwrap
-def test_a_failing_cli_is_a_provider_error_with_its_message(worktree: Path, monkeypatch) -> None:
+def test_fake_cli_dying_without_a_result_is_a_provider_error_with_its_stderr(worktree: Path, monkeypatch) -> None:
     monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "fail")
     with pytest.raises(ProviderError) as excinfo:
         _edit(ClaudeCliProvider(executable=FAKE_CLAUDE), _request(worktree))
@@ -112,7 +196,7 @@ def test_a_failing_cli_is_a_provider_error_with_its_message(worktree: Path, monk
 
 
 @needs_bwrap
-def test_out_of_turns_is_a_result_not_an_error(worktree: Path, monkeypatch) -> None:
+def test_fake_cli_out_of_turns_exits_1_with_its_result(worktree: Path, monkeypatch) -> None:
     monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "max_turns")
     result = _edit(ClaudeCliProvider(executable=FAKE_CLAUDE), _request(worktree))
     assert result.stop_reason == "error_max_turns"
@@ -120,7 +204,7 @@ def test_out_of_turns_is_a_result_not_an_error(worktree: Path, monkeypatch) -> N
 
 
 @needs_bwrap
-def test_the_timeout_kills_the_agent(worktree: Path, monkeypatch) -> None:
+def test_fake_cli_looping_in_the_worktree_is_killed_at_the_timeout(worktree: Path, monkeypatch) -> None:
     monkeypatch.setenv("FAKE_CLAUDE_EDIT_MODE", "hang")
     started = time.monotonic()
     with pytest.raises(ProviderError) as excinfo:
@@ -145,3 +229,25 @@ def test_a_missing_cli_is_a_clear_error(worktree: Path) -> None:
     with pytest.raises(ProviderError) as excinfo:
         _edit(ClaudeCliProvider(executable="/nonexistent/claude"), _request(worktree))
     assert "is not installed or not on PATH" in excinfo.value.message
+
+
+def test_the_real_agents_test_runs_write_no_bytecode_into_the_worktree(
+    worktree: Path, real: ClaudeCliProvider, fake_llm: FakeAnthropicServer, settings
+) -> None:
+    """Unsandboxed (UNSAFE_RUN_TESTS_WITHOUT_SANDBOX) the worktree is the tests' own: an
+    import there would leave ``__pycache__`` beside the module, for the commit to find."""
+    settings.UNSAFE_RUN_TESTS_WITHOUT_SANDBOX = True
+    sandbox_status(refresh=True)
+    (worktree / "pkg").mkdir()
+    (worktree / "pkg" / "__init__.py").write_text("")
+    (worktree / "pkg" / "mod.py").write_text("VALUE = 1\n")
+    fake_llm.script(
+        ToolReply(name="Bash", input={"command": "autocoder-run-tests", "description": "Run the tests"}),
+        TextReply("Tested."),
+    )
+    request = _request(worktree, allowed_commands=("python3 -c 'import pkg.mod; print(\"imported\")'",))
+    chunks: list[str] = []
+    _edit(real, request, chunks)
+
+    assert "  imported" in "".join(chunks)
+    assert not list(worktree.rglob("__pycache__")) and not list(worktree.rglob("*.pyc"))

@@ -2,7 +2,11 @@
 the project's test command run through the CLI's Bash sees neither the operator's login
 nor the server's loopback; the CLI itself reaches only its API; the Planner's and the
 Reviewer's calls run sandboxed too; no call leaves its config folder or transcript.
-The fake CLI is tests/bin/claude, the fake API tests/fake_anthropic.py."""
+The fake CLI (tests/bin/claude) stands in for a hostile one here — reaching for other
+hosts, files and the server's loopback, reporting what it sees — which the real CLI
+cannot be made to be; the real one's own behaviour is tested in
+test_claude_cli_provider.py and test_claude_cli_editing.py. The fake API is
+tests/fake_anthropic.py."""
 
 from __future__ import annotations
 

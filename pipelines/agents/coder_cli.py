@@ -34,13 +34,8 @@ from pipelines.runs.leases import Lease
 from pipelines.runs.workspace import repository_test_command, run_test_environment, workspace_record_written
 
 OUT_OF_TURNS_STOP = "error_max_turns"
-# The CLI's tools that write a file, and the input naming it.
-CLI_WRITING_TOOLS = {
-    "Write": "file_path",
-    "Edit": "file_path",
-    "MultiEdit": "file_path",
-    "NotebookEdit": "notebook_path",
-}
+# The CLI's tools that write a file (2.1.x), and the input naming it.
+CLI_WRITING_TOOLS = {"Write": "file_path", "Edit": "file_path"}
 
 
 def cli_written_path(call: ToolCall, worktree: Path) -> str | None:

@@ -1,7 +1,9 @@
 """The Claude CLI as the Coder (pipelines/agents/coder_cli.py, llm/providers/claude_cli.py):
 it edits the run's worktree itself, in the sandbox, with only its file tools (and
 exactly the test command); the branch diff is its edit. The fake CLI (tests/bin/claude)
-really edits files in its working folder and prints stream-json events.
+really edits files in its working folder and prints stream-json events: these tests probe
+what it reaches and what a run makes of its events and faults. The real CLI's whole runs
+are in test_coder_real_cli.py.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 
 from core.sandbox_probe import sandbox_status
 from core.tests.test_sandbox import needs_bwrap
-from llm.providers import claude_cli
+from llm.providers import claude_cli, claude_cli_events
 from memory.models import ContextItem, Memory
 from memory.models.semantic import MemorySource
 from memory.services.context import context_decode
@@ -35,7 +37,7 @@ pytestmark = [pytest.mark.django_db, needs_bwrap]
 
 FAKE_CLAUDE = fake_claude()
 SECRET = "s3cr3t-the-cli-must-not-see"
-FILE_TOOLS = "Read,Edit,MultiEdit,Write,Glob,Grep"
+FILE_TOOLS = "Read,Edit,Write,Glob,Grep"
 
 
 @pytest.fixture
@@ -183,7 +185,7 @@ def test_cancelling_mid_run_kills_the_cli_and_commits_nothing(linked, repo_root,
     run = advance_to_coding(task, owner)
     worktree = Path(run.worktree_path) if run.worktree_path else None
     heartbeat: list[Path] = []
-    real_take = claude_cli._EditEvents.take
+    real_take = claude_cli_events.CliEvents.take
 
     def cancel_once_it_edited(self, line):
         real_take(self, line)
@@ -196,7 +198,7 @@ def test_cancelling_mid_run_kills_the_cli_and_commits_nothing(linked, repo_root,
             heartbeat.append(path)
             run_cancel(run=PipelineRun.objects.get(pk=run.pk), actor=owner)
 
-    monkeypatch.setattr(claude_cli._EditEvents, "take", cancel_once_it_edited)
+    monkeypatch.setattr(claude_cli_events.CliEvents, "take", cancel_once_it_edited)
     started = time.monotonic()
     run_advance(run_id=run.pk)
     run.refresh_from_db()

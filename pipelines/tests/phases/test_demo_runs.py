@@ -157,3 +157,30 @@ def test_a_task_that_needs_no_change_gets_a_run_without_a_diff(
 
 def test_the_demo_model_reads_the_recalled_lessons_under_the_recall_heading() -> None:
     assert MEMORIES_HEADING == RECALL_HEADING
+
+
+def test_through_the_real_claude_cli_the_demo_fixes_the_line_test_first(
+    fake_llm: FakeAnthropicServer, demo_repository, project, owner, settings
+) -> None:
+    """`LLM_PROVIDER=claude-cli make demo`: the real CLI (tools/claude-cli) is every agent,
+    the demo model behind it answering the CLI's own tools (llm/demo/coder_cli.py)."""
+    from tests.real_claude import real_claude
+
+    settings.LLM_PROVIDER = "claude-cli"
+    settings.CLAUDE_CLI_PATH = real_claude()
+    run = _run(project, owner, "Fix the reorder report")
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    files = {file.path: file for file in run_diff(run=run).files}
+    big = files[BIG_FILE]
+    assert (big.action, big.added, big.removed) == ("modify", 1, 1)
+    assert f"+{BUGS[0].new}" in big.unified and f"-{BUGS[0].old}" in big.unified
+    # The new test was inserted after the last line through an Edit (the CLI has no insert).
+    assert files[TEST_FILE].removed == 0 and BUGS[0].test_name in files[TEST_FILE].unified
+    coder_log = log_text(run, "coder")
+    first_run = coder_log.index('→ Bash {"command": "autocoder-run-tests"')
+    fix = coder_log.index(f'"file_path": "/workspace/{BIG_FILE}", "old_string"')
+    second_run = coder_log.index('→ Bash {"command": "autocoder-run-tests"', fix)
+    assert first_run < fix < second_run
+    assert "It fails, as it should." in coder_log[first_run:second_run]
+    assert run.verify_result["passed"] is True

@@ -32,7 +32,7 @@ from tests.fake_anthropic import (
     coder_creates,
     coder_replaces,
 )
-from tests.fake_claude import fake_claude
+from tests.real_claude import real_claude
 from tests.threads import DatabaseThread
 from tests.workers import advance_until_the_worker_stops, drive_in_process
 
@@ -354,17 +354,25 @@ def test_a_reply_is_reused_only_for_the_same_question(fake_llm, task, owner) -> 
     assert AgentCall.objects.filter(run=run, agent="planner").count() == 2
 
 
-def test_a_whole_run_through_the_claude_cli_provider(task, owner, settings) -> None:
-
+def test_a_whole_run_through_the_claude_cli_provider(task, owner, settings, fake_llm) -> None:
+    """The real CLI (tools/claude-cli) as every agent, the demo model as its API."""
     settings.LLM_PROVIDER = "claude-cli"
-    settings.CLAUDE_CLI_PATH = fake_claude()
+    settings.CLAUDE_CLI_PATH = real_claude()
     run = drive_in_process(run_start(task=task, user=owner))
-    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
     assert run.provider == "claude-cli"
-    # The CLI edited the worktree of the project's own repository (it links none).
-    assert [(c["file_path"], c["action"], c["content"]) for c in run.file_changes] == [
-        ("hello.py", "create", "print(1)\n")
+    # The CLI edited the worktree of the project's own repository (it links none): the
+    # demo Coder's feature and its test, written with the CLI's Write tool.
+    assert sorted((c["file_path"], c["action"]) for c in run.file_changes) == [
+        ("src/feature.py", "create"),
+        ("tests/test_feature.py", "create"),
     ]
     assert run.branch and run.head_commit != run.base_commit
-    # The Planner's and the Reviewer's answers (12 each) and the Coder's session (100 + cache).
-    assert run.input_tokens == 2 * 12 + 100 + 300 + 400
+    # Every agent's call is recorded at the CLI's usage: Planner, Coder, Reviewer.
+    calls = {call.agent: call for call in AgentCall.objects.filter(run=run)}
+    assert {"planner", "coder", "reviewer"} <= set(calls)
+    assert all(call.input_tokens + call.cache_creation_input_tokens > 0 for call in calls.values())
+    assert run.input_tokens == sum(
+        c.input_tokens + c.cache_creation_input_tokens + c.cache_read_input_tokens
+        for c in AgentCall.objects.filter(run=run)
+    )
