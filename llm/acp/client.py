@@ -240,7 +240,10 @@ class _Session:
             if failure.code == AUTH_REQUIRED or "auth" in text.lower() or "login" in text.lower():
                 return ProviderError(AGENT_NOT_LOGGED_IN.format(agent=self.agent, detail=text), retryable=False)
             return ProviderError(AGENT_REFUSED_SESSION.format(agent=self.agent, detail=text), retryable=False)
-        status = self.process.poll()
+        try:  # its pipes closed: it is ending, give it a moment to say how
+            status: int | None = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            status = None
         if status is not None:
             detail = f"exit status {status}" + (f": {detail}" if detail else "")
         return ProviderError(AGENT_EXITED.format(agent=self.agent, detail=detail), retryable=False)
