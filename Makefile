@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run up-prod prod-env demo demo-superuser test test-fast pytest lint typecheck migrate superuser worker beat clean help bench
+.PHONY: acp-agents run up-prod prod-env demo demo-superuser test test-fast pytest lint typecheck migrate superuser worker beat clean help bench
 
 help:
 	@echo "make run    - install, migrate and serve http://$(HOST):$(PORT) (SQLite, in-process worker)"
@@ -29,6 +29,20 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt requirements-nodep
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	$(BIN)/pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $(VENV)/.installed-run $@
+
+# The coding agents a project may pick as its Coder over ACP (ACP_AGENTS), from the pinned
+# manifest and lockfile: Claude Code's ACP adapter and opencode. Needs Node.js 20+ and npm.
+acp-agents: tools/acp-agents/node_modules/.installed
+
+# `npm ci` where the registry has every platform's opencode binary package; a mirror that
+# lacks some (seen here) makes `npm ci` refuse the lockfile, so the same locked versions
+# are then installed without touching it. Install scripts stay off; opencode's one
+# (linking its platform's binary) is run by name.
+tools/acp-agents/node_modules/.installed: tools/acp-agents/package.json tools/acp-agents/package-lock.json
+	npm ci --prefix tools/acp-agents --no-audit --no-fund --ignore-scripts \
+		|| npm install --prefix tools/acp-agents --no-save --no-audit --no-fund --ignore-scripts
+	cd tools/acp-agents/node_modules/opencode-ai && node postinstall.mjs
+	touch $@
 
 migrate: $(VENV)/.installed-run
 	$(BIN)/python manage.py migrate --noinput

@@ -1,5 +1,5 @@
 """Which Coder a project or task picks: AutoCoder's own (``built-in``, stored empty) or
-a coding agent over ACP named in the setting ``ACP_AGENTS`` (llm/providers/acp.py). Read
+a coding agent over ACP named in the setting ``ACP_AGENTS`` (llm/acp/provider.py). Read
 from settings only, so every app can validate the name (projects, tasks) and show the
 choices without knowing the agents' code."""
 

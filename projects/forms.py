@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.conf import settings
@@ -99,7 +99,7 @@ class ProjectForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["coder_agent"].choices = coder_agent_choices()
+        cast(forms.ChoiceField, self.fields["coder_agent"]).choices = coder_agent_choices()
         # "Empty = default" names the default: the server's settings, read when the page is.
         defaults = {
             "llm_model": f"Leave empty for the server's default model ({settings.LLM_MODEL}).",

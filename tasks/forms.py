@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -34,10 +34,9 @@ class TaskForm(forms.Form):
     # Which project the task goes to; without it, the current project.
     project = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["coder_agent"].choices = coder_agent_choices(inherit="The project's Coder")
+        cast(forms.ChoiceField, self.fields["coder_agent"]).choices = coder_agent_choices(inherit="The project's Coder")
 
 
 class BoardFilterForm(forms.Form):

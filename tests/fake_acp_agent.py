@@ -87,7 +87,10 @@ def run_script(session: str) -> None:
             "entries": [{"content": "Fix add", "priority": "high", "status": "completed"}],
         },
     )
-    update(session, {"sessionUpdate": "usage_update", "used": 900, "size": 200000, "cost": {"amount": 0.0123, "currency": "USD"}})
+    update(
+        session,
+        {"sessionUpdate": "usage_update", "used": 900, "size": 200000, "cost": {"amount": 0.0123, "currency": "USD"}},
+    )
     say(session, "Fake agent done.")
 
 
@@ -97,7 +100,16 @@ def main() -> int:
     while (message := read()) is not None:
         method = message.get("method")
         if method == "initialize":
-            send({"id": message["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "fake-acp-agent", "version": "0"}}})
+            send(
+                {
+                    "id": message["id"],
+                    "result": {
+                        "protocolVersion": 1,
+                        "agentCapabilities": {},
+                        "agentInfo": {"name": "fake-acp-agent", "version": "0"},
+                    },
+                }
+            )
             if MODE == "crash":
                 print("fake agent: something broke inside", file=sys.stderr)
                 return 3

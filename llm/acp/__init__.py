@@ -7,5 +7,6 @@ JSON-RPC ends the session, said plainly) and the bridge that runs every callback
 caller's thread; ``client.py``: one prompt turn (initialize, session/new, session/prompt,
 session/cancel), the agent's requests answered through an ``AcpHost`` the caller gives
 (its files, its one command, its permissions: llm knows no worktree rules), its updates
-rendered for the live log. Where the agent runs (the sandbox) is llm/providers/acp.py's.
+rendered for the live log; ``sandbox.py``: where the agent runs; ``provider.py``: the
+registry (``ACP_AGENTS``) and the provider a Coder calls.
 """

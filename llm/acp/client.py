@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, cast
 
 from acp import PROTOCOL_VERSION, RequestError
 from acp import schema as s
@@ -115,9 +115,9 @@ def acp_prompt(
     """Run one prompt turn with the agent ``process`` (started; its stdout piped, its
     stdin ``stdin``). Raises Cancelled (the caller cancelled) or ProviderError; the
     caller ends the process."""
-    return _Session(process, stdin=stdin, agent=agent, host=host, cwd=cwd, on_text=on_text, stderr_tail=stderr_tail).run(
-        prompt, should_cancel=should_cancel, timeout=timeout
-    )
+    return _Session(
+        process, stdin=stdin, agent=agent, host=host, cwd=cwd, on_text=on_text, stderr_tail=stderr_tail
+    ).run(prompt, should_cancel=should_cancel, timeout=timeout)
 
 
 class _Session:
@@ -184,7 +184,7 @@ class _Session:
         asyncio.set_event_loop(self.loop)
         try:
             self.loop.run_until_complete(self._converse(prompt))
-        except BaseException as exc:  # told to the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - told to the caller's thread, which raises it
             self.failure = exc
         finally:
             with contextlib.suppress(Exception):
@@ -194,7 +194,9 @@ class _Session:
             self.bridge.wake()
 
     async def _converse(self, prompt: str) -> None:
-        conn = ClientSideConnection(self.handler, self.transport)
+        # The handler answers every method the SDK's Client protocol names that an agent may
+        # call here; the SDK checks by name at dispatch.
+        conn = ClientSideConnection(cast(Any, self.handler), self.transport)
         self.conn = conn
         try:
             capabilities = s.ClientCapabilities(
@@ -363,9 +365,7 @@ class _ClientHandler:
         refusal = await session.bridge.call(lambda: session.host.permit(ask))
         wanted = ("allow_once", "allow_always") if refusal is None else ("reject_once", "reject_always")
         chosen = next((option for kind in wanted for option in options if option.kind == kind), None)
-        await session.say(
-            f"\n[Allowed: {ask.title or ask.kind}]\n" if refusal is None else f"\n[Refused: {refusal}]\n"
-        )
+        await session.say(f"\n[Allowed: {ask.title or ask.kind}]\n" if refusal is None else f"\n[Refused: {refusal}]\n")
         if chosen is None:
             return s.RequestPermissionResponse(outcome=s.DeniedOutcome(outcome="cancelled"))
         return s.RequestPermissionResponse(outcome=s.AllowedOutcome(outcome="selected", option_id=chosen.option_id))

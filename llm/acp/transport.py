@@ -114,7 +114,7 @@ class Bridge:
                 continue
             try:
                 future.set_result(function())
-            except BaseException as exc:  # handed to the awaiting coroutine
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine, which raises it
                 future.set_exception(exc)
             tick()
 

@@ -76,7 +76,13 @@ def main(arguments: list[str]) -> int:
     # for an agent that talks to a server of its own there (opencode does). Nothing
     # else of the host's is reachable without the relay anyway.
     bypass = os.environ.get(RELAY_NO_PROXY, "")
-    environment = {**os.environ, **login, **dict.fromkeys(PROXY_VARIABLES, proxy), "NO_PROXY": bypass, "no_proxy": bypass}
+    environment = {
+        **os.environ,
+        **login,
+        **dict.fromkeys(PROXY_VARIABLES, proxy),
+        "NO_PROXY": bypass,
+        "no_proxy": bypass,
+    }
     threading.Thread(target=_serve, args=(listener, path), daemon=True).start()
     child = subprocess.Popen(argv, env=environment)  # noqa: S603 - the server's own argv
     return child.wait()

@@ -1,4 +1,4 @@
-"""The ACP client (llm/acp/client.py) and provider (llm/providers/acp.py) against a FAKE
+"""The ACP client (llm/acp/client.py) and provider (llm/acp/provider.py) against a FAKE
 ACP agent (tests/fake_acp_agent.py: a small Python program speaking ACP on stdio), for
 what the real agents cannot be made to do on demand: crash, write garbage, refuse the
 login, ignore a cancel. The real agents are driven end to end in
@@ -16,7 +16,7 @@ import pytest
 from core.tests.test_sandbox import needs_bwrap
 from llm.acp import client as acp_client
 from llm.acp.client import AcpRefused, CommandRun, PermissionAsk
-from llm.providers.acp import AcpProvider, acp_agent
+from llm.acp.provider import AcpProvider, acp_agent
 from llm.providers.base import Cancelled, LLMRequest, ProviderError
 
 FAKE_AGENT = str(Path(__file__).resolve().parents[2] / "tests" / "fake_acp_agent.py")
@@ -89,8 +89,13 @@ def test_the_agents_requests_are_answered_by_the_host_and_it_is_told_of_refusals
         {"method": "terminal/release", "params": {"terminalId": "term-1"}},
         {
             "method": "session/update",
-            "params": {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit calc.py", "kind": "edit",
-                       "rawInput": {"file_path": f"{tmp_path}/calc.py"}},
+            "params": {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "t1",
+                "title": "Edit calc.py",
+                "kind": "edit",
+                "rawInput": {"file_path": f"{tmp_path}/calc.py"},
+            },
         },
         {
             "method": "session/request_permission",
@@ -105,7 +110,12 @@ def test_the_agents_requests_are_answered_by_the_host_and_it_is_told_of_refusals
         {
             "method": "session/request_permission",
             "params": {
-                "toolCall": {"toolCallId": "t2", "title": "rm -rf /", "kind": "execute", "rawInput": {"command": "rm -rf /"}},
+                "toolCall": {
+                    "toolCallId": "t2",
+                    "title": "rm -rf /",
+                    "kind": "execute",
+                    "rawInput": {"command": "rm -rf /"},
+                },
                 "options": [
                     {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
                     {"optionId": "no", "name": "Reject", "kind": "reject_once"},
@@ -122,7 +132,7 @@ def test_the_agents_requests_are_answered_by_the_host_and_it_is_told_of_refusals
     # Refused requests are the request's error: the agent reads why.
     assert "fs/write_text_file -> error: /etc/evil is outside the worktree" in log
     assert "terminal/create -> error: Only the test command may run" in log
-    assert host.commands == ["curl http://example.com".split()[0], "make test"]
+    assert host.commands == [["curl", "http://example.com"][0], "make test"]
     assert '"output": "3 passed\\n"' in log and '"exitCode": 0' in log
     # Permissions: the host's policy chose the option, by its kind.
     assert [ask.kind for ask in host.asked] == ["edit", "execute"]

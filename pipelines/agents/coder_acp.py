@@ -3,7 +3,7 @@
 Where the task (or else its project) picks an agent of ``ACP_AGENTS`` as its Coder
 (core/coder_agents.py), the coding phase hands it the same system prompt and task as the
 built-in Coder (pipelines/agents/coder.py); it runs in its sandbox
-(llm/providers/acp_sandbox.py) and everything it does to the worktree comes back to us
+(llm/acp/sandbox.py) and everything it does to the worktree comes back to us
 over ACP and is answered here, by AutoCoder's own rules, never by asking a person:
 
 - its file reads and writes: repos/editor_whole.py (the editor's rules: inside the
@@ -37,7 +37,7 @@ from core.exceptions import SandboxUnavailable
 from core.sandbox_bwrap import SANDBOX_ROOT
 from core.sandbox_probe import sandbox_status
 from llm.acp.client import AcpRefused, CommandRun, PermissionAsk
-from llm.providers.acp import AcpProvider, acp_agent
+from llm.acp.provider import AcpProvider, acp_agent
 from llm.providers.base import LLMRequest
 from pipelines.agents import prompts as agents
 from pipelines.agents.coder import CoderConversation

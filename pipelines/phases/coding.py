@@ -1,8 +1,9 @@
 """Coding and fixing: the Coder edits the run's worktree (its tools over the API, the
-Claude CLI, or a coding agent over ACP the task or project picked), learning first from a request for changes; then the commit and the
-branch's diff, what the round did about the person's line comments (changed their
-lines, or said why not: pipelines/review/selectors.py ``line_comments_verdicts``), and
-the run goes on to verify or review.
+Claude CLI, or a coding agent over ACP the task or project picked), learning first from
+a request for changes; then the commit and the branch's diff, what the round did about
+the person's line comments (changed their lines, or said why not:
+pipelines/review/selectors.py ``line_comments_verdicts``), and the run goes on to verify
+or review.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from ..env import BASE_DIR,  env_bool, env_float, env_float_list, env_int, env_list, env_str
+from ..env import BASE_DIR, env_bool, env_float, env_float_list, env_int, env_list, env_str
 from .celery import CELERY_TASK_TIME_LIMIT
 
 # --- Agent pipeline -----------------------------------------------------------------
@@ -42,7 +42,7 @@ CLAUDE_CLI_TIMEOUT_SECONDS = env_int("CLAUDE_CLI_TIMEOUT_SECONDS", default=600, 
 # a relay): besides /usr and the CLI's own folder it sees only these folders, read-only (e.g. a
 # Node.js outside /usr).
 CLAUDE_CLI_SANDBOX_PATHS = env_list("CLAUDE_CLI_SANDBOX_PATHS", [])
-# Coding agents over ACP (llm/providers/acp.py): a project or task may pick one as its
+# Coding agents over ACP (llm/acp/provider.py): a project or task may pick one as its
 # Coder instead of the built-in one. Installed from the pinned manifest in tools/acp-agents
 # (`npm ci --prefix tools/acp-agents`). Each: its command line; the API it talks to
 # ("anthropic": the run's or the server's Anthropic key and ANTHROPIC_BASE_URL; "openai": an

@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.django_db, needs_bwrap]
 
 FAKE_AGENT = str(Path(__file__).resolve().parents[3] / "tests" / "fake_acp_agent.py")
 TEST_COMMAND = "python3 check.py"
-OUTSIDE = Path("/tmp/autocoder-acp-outside.txt")  # noqa: S108 - must stay absent
+OUTSIDE = Path("/tmp/autocoder-acp-outside.txt")
 
 
 @pytest.fixture
@@ -75,8 +75,8 @@ def claude_code_scripts(fake_llm, steps: list[TextReply | ToolReply]) -> None:
         names = request.tool_names
         if "mcp__acp__Write" in names and "Glob" in names:
             return steps.pop(0) if steps else TextReply("Done.")
-        if "mcp__acp__Write" in names or request.body.get("system") and "Claude Code" in json.dumps(
-            request.body.get("system")
+        if "mcp__acp__Write" in names or (
+            request.body.get("system") and "Claude Code" in json.dumps(request.body.get("system"))
         ):
             return TextReply("ok")
         return default_reply(request)
@@ -313,3 +313,20 @@ def test_the_project_and_task_coder_in_the_api(owner_client, project, task) -> N
     assert api_client.patch(task_url, {"coder_agent": "nope"}, format="json").status_code == 400
     answer = api_client.patch(task_url, {"coder_agent": "claude-code"}, format="json")
     assert answer.status_code == 200 and answer.json()["coder_agent"] == "claude-code"
+
+
+def test_the_coder_is_shown_on_the_card_the_run_page_and_the_settings_page(owner_session_client, project, task):
+    from django.urls import reverse
+
+    card = owner_session_client.get(reverse("tasks:card", args=[task.pk])).content.decode()
+    assert 'data-testid="card-coder"' not in card  # the built-in Coder: nothing to say
+    project.coder_agent = "opencode"
+    project.save()
+    card = owner_session_client.get(reverse("tasks:card", args=[task.pk])).content.decode()
+    assert 'data-testid="card-coder" title="Coder: a coding agent over ACP">opencode<' in card
+    task.coder_agent = "claude-code"
+    task.save()
+    page = owner_session_client.get(reverse("tasks:detail", args=[task.pk])).content.decode()
+    assert '<option value="claude-code" selected>Claude Code (ACP)</option>' in page
+    settings_page = owner_session_client.get(reverse("projects:edit", args=[project.pk])).content.decode()
+    assert '<option value="opencode" selected>opencode</option>' in settings_page

@@ -1,5 +1,5 @@
 """Where an ACP coding agent runs: a sandbox of its own, like the Claude CLI's
-(claude_cli_sandbox.py), never with the server's rights.
+(llm/providers/claude_cli_sandbox.py), never with the server's rights.
 
 ``acp_agent_started`` starts the agent's command in ``sandboxed_program`` with the
 worktree at ``/workspace``, a fresh home (the sandbox's tmpfs), the agent's own folders
@@ -29,9 +29,9 @@ from urllib.parse import urlsplit
 
 from core.sandbox import limits_from_settings, process_kill, sandboxed_program
 from core.sandbox_bwrap import SANDBOX_HOME, SYSTEM_PATH
-
-from .api_relay import RELAY_SOCKET, ApiRelay
-from .claude_cli_sandbox import LOGIN_FILE, RELAY_FOLDER, _sandbox_python, _socket_folder
+from llm.providers import sandbox_relay as relay_module
+from llm.providers.api_relay import RELAY_SOCKET, ApiRelay
+from llm.providers.claude_cli_sandbox import LOGIN_FILE, RELAY_FOLDER, _sandbox_python, _socket_folder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +92,7 @@ def acp_agent_started(
     try:
         scheme, host, port = _api_address(launch.api_url)
         relay = ApiRelay(sockets, scheme=scheme, host=host, port=port)
-        shutil.copyfile(Path(__file__).with_name("sandbox_relay.py"), tools / "sandbox_relay.py")
+        shutil.copyfile(Path(relay_module.__file__), tools / "sandbox_relay.py")
         tools.chmod(0o755)
         (tools / "sandbox_relay.py").chmod(0o755)
         login_file = sockets / LOGIN_FILE

@@ -7,7 +7,7 @@ run's, ``ANTHROPIC_BASE_URL``; ``openai``: an OpenAI-compatible endpoint,
 ``ACP_OPENAI_BASE_URL``/``ACP_OPENAI_API_KEY``/``ACP_OPENAI_MODEL``) and any fixed
 variables it needs (its config file). Like the Claude CLI it edits a worktree itself
 (``edits_worktree``): one call is one prompt turn of the agent, started in its sandbox
-(acp_sandbox.py), its files and its command answered through the caller's host
+(sandbox.py), its files and its command answered through the caller's host
 (llm/acp/client.py). The result is its final message, with the usage and cost where it
 reports them.
 """
@@ -22,10 +22,10 @@ from typing import Any
 from django.conf import settings
 
 from core.sandbox_bwrap import SANDBOX_ROOT
-from llm.acp.client import AGENT_NOT_LOGGED_IN, AcpHost, acp_prompt
+from llm.providers.base import CancelCheck, ChunkCallback, LLMRequest, LLMResult, ProviderError
 
-from .acp_sandbox import AgentLaunch, acp_agent_started
-from .base import CancelCheck, ChunkCallback, LLMRequest, LLMResult, ProviderError
+from .client import AGENT_NOT_LOGGED_IN, AcpHost, acp_prompt
+from .sandbox import AgentLaunch, acp_agent_started
 
 BUILT_IN = "built-in"
 ANTHROPIC_API = "anthropic"
