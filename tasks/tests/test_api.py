@@ -36,6 +36,7 @@ FIELDS = {
     "latest_run",
     "total_cost",
     "spend_ceiling_usd",
+    "coder_agent",
     "created_at",
     "updated_at",
 }
