@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: claude-cli run up-prod prod-env demo demo-superuser test test-fast pytest lint typecheck migrate superuser worker beat clean help bench
+.PHONY: acp-agents claude-cli run up-prod prod-env demo demo-superuser test test-fast pytest lint typecheck migrate superuser worker beat clean help bench
 
 help:
 	@echo "make run    - install, migrate and serve http://$(HOST):$(PORT) (SQLite, in-process worker)"
@@ -38,6 +38,20 @@ $(CLAUDE_CLI): tools/claude-cli/package.json tools/claude-cli/package-lock.json
 	npm ci --prefix tools/claude-cli --no-audit --no-fund --loglevel=error
 	touch $@
 claude-cli: $(CLAUDE_CLI)
+
+# The coding agents a project may pick as its Coder over ACP (ACP_AGENTS), from the pinned
+# manifest and lockfile: Claude Code's ACP adapter and opencode. Needs Node.js 20+ and npm.
+acp-agents: tools/acp-agents/node_modules/.installed
+
+# `npm ci` where the registry has every platform's opencode binary package; a mirror that
+# lacks some (seen here) makes `npm ci` refuse the lockfile, so the same locked versions
+# are then installed without touching it. Install scripts stay off; opencode's one
+# (linking its platform's binary) is run by name.
+tools/acp-agents/node_modules/.installed: tools/acp-agents/package.json tools/acp-agents/package-lock.json
+	npm ci --prefix tools/acp-agents --no-audit --no-fund --ignore-scripts \
+		|| npm install --prefix tools/acp-agents --no-save --no-audit --no-fund --ignore-scripts
+	cd tools/acp-agents/node_modules/opencode-ai && node postinstall.mjs
+	touch $@
 
 migrate: $(VENV)/.installed-run
 	$(BIN)/python manage.py migrate --noinput
@@ -75,7 +89,7 @@ typecheck: $(VENV)/.installed-dev
 
 # pytest exits non-zero on failures and also when it collects no tests (5): either
 # fails make.
-pytest: $(VENV)/.installed-dev $(CLAUDE_CLI)
+pytest: $(VENV)/.installed-dev $(CLAUDE_CLI) tools/acp-agents/node_modules/.installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
@@ -84,7 +98,7 @@ test: lint typecheck pytest
 # servers or browsers: pyproject.toml), spread over the cores. `make test` stays the
 # whole suite, and CI runs that.
 PYTEST_WORKERS ?= auto
-test-fast: $(VENV)/.installed-dev $(CLAUDE_CLI)
+test-fast: $(VENV)/.installed-dev $(CLAUDE_CLI) tools/acp-agents/node_modules/.installed
 	$(BIN)/python -m pytest -m "not slow" -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # An admin for the Django admin, in the database `make run` serves (db.sqlite3 unless

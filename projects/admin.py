@@ -38,6 +38,7 @@ class ProjectAdmin(admin.ModelAdmin):
         "lesson_half_life_hours",
         "runs_at_once",
         "task_spend_ceiling_usd",
+        "coder_agent",
         "created_at",
         "updated_at",
     )

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.conf import settings
+
+from core.coder_agents import coder_agent_choices
 
 from .models import (
     INSTRUCTIONS_MAX_LENGTH,
@@ -87,8 +89,17 @@ class ProjectForm(forms.Form):
         help_text=TASK_SPEND_CEILING_HELP + " Empty = server default; 0 = no ceiling.",
     )
 
+    # Empty: the built-in Coder (core/coder_agents.py); choices read when the form is made.
+    coder_agent = forms.ChoiceField(
+        label="Coder",
+        required=False,
+        help_text="Who edits the code: the built-in Coder, or a coding agent over ACP installed on the server. "
+        "A task may pick its own.",
+    )
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        cast(forms.ChoiceField, self.fields["coder_agent"]).choices = coder_agent_choices()
         # "Empty = default" names the default: the server's settings, read when the page is.
         defaults = {
             "llm_model": f"Leave empty for the server's default model ({settings.LLM_MODEL}).",

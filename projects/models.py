@@ -7,6 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Lower
 
+from core.coder_agents import CODER_AGENT_MAX_LENGTH, validate_coder_agent
 from core.models import TimeStampedModel
 
 PROJECT_NAME_MAX_LENGTH = 100
@@ -75,6 +76,16 @@ class Project(TimeStampedModel):
         validators=[MinValueValidator(Decimal("0")), MaxValueValidator(TASK_SPEND_CEILING_MAX_USD)],
         help_text="A task's runs pause before another round or call once they have spent this much together. "
         "Empty = the server's default; 0 = no ceiling.",
+    )
+    # Who edits the code (core/coder_agents.py): empty = the built-in Coder, or an ACP
+    # agent of ACP_AGENTS; a task may pick its own.
+    coder_agent = models.CharField(
+        "Coder",
+        max_length=CODER_AGENT_MAX_LENGTH,
+        blank=True,
+        default="",
+        validators=[validate_coder_agent],
+        help_text="Empty = the built-in Coder; or a coding agent over ACP installed on the server (ACP_AGENTS).",
     )
 
     class Meta:

@@ -47,6 +47,7 @@ LLM_FIELDS = (
     "lesson_half_life_hours",
     "runs_at_once",
     "task_spend_ceiling_usd",
+    "coder_agent",
 )
 
 

@@ -52,6 +52,7 @@ class TaskAdmin(admin.ModelAdmin):
         "description",
         "category",
         "priority",
+        "coder_agent",
         "status",
         "position",
         "subtasks",

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django import forms
+
+from core.coder_agents import coder_agent_choices
 
 from .models import DESCRIPTION_MAX_LENGTH, TITLE_MAX_LENGTH, TaskCategory, TaskPriority, TaskStatus
 
@@ -21,8 +25,18 @@ class TaskForm(forms.Form):
     )
     category = forms.ChoiceField(choices=TaskCategory.choices, required=False, initial=TaskCategory.FEATURE)
     priority = forms.ChoiceField(choices=TaskPriority.choices, required=False, initial=TaskPriority.MEDIUM)
+    # Empty: the project's Coder (core/coder_agents.py); choices read when the form is made.
+    coder_agent = forms.ChoiceField(
+        label="Coder",
+        required=False,
+        help_text="Who edits the code for this task: the project's choice, the built-in Coder or a coding agent.",
+    )
     # Which project the task goes to; without it, the current project.
     project = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cast(forms.ChoiceField, self.fields["coder_agent"]).choices = coder_agent_choices(inherit="The project's Coder")
 
 
 class BoardFilterForm(forms.Form):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from core.coder_agents import CODER_AGENT_MAX_LENGTH, validate_coder_agent
 from core.models import TimeStampedModel
 
 TITLE_MAX_LENGTH = 200
@@ -69,6 +70,15 @@ class Task(TimeStampedModel):
         blank=True,
         editable=False,
         help_text="What all the task's pipeline runs cost, in USD; empty before its first run.",
+    )
+    # This task's Coder (core/coder_agents.py): empty = its project's.
+    coder_agent = models.CharField(
+        "Coder",
+        max_length=CODER_AGENT_MAX_LENGTH,
+        blank=True,
+        default="",
+        validators=[validate_coder_agent],
+        help_text="Empty = the project's Coder; built-in, or a coding agent over ACP (ACP_AGENTS).",
     )
 
     class Meta:

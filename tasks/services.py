@@ -35,10 +35,17 @@ def task_create(
     description: str = "",
     category: str = "",
     priority: str = "",
+    coder_agent: str = "",
     actor: User | None = None,
 ) -> Task:
     """New tasks go to the bottom of the backlog."""
-    task = Task(project=project, title=title.strip(), description=description.strip(), status=TaskStatus.BACKLOG)
+    task = Task(
+        project=project,
+        title=title.strip(),
+        description=description.strip(),
+        status=TaskStatus.BACKLOG,
+        coder_agent=coder_agent.strip(),
+    )
     if category:
         task.category = category
     if priority:
@@ -58,14 +65,21 @@ def task_update(
     description: str | None = None,
     category: str | None = None,
     priority: str | None = None,
+    coder_agent: str | None = None,
 ) -> Task:
-    """Edit a task's text and labels. Its column changes only through task_move."""
-    changes = {"title": title, "description": description, "category": category, "priority": priority}
+    """Edit a task's text, labels and Coder. Its column changes only through task_move."""
+    changes = {
+        "title": title,
+        "description": description,
+        "category": category,
+        "priority": priority,
+        "coder_agent": coder_agent,
+    }
     changed = []
     for field, value in changes.items():
         if value is None:
             continue
-        setattr(task, field, value.strip() if field in ("title", "description") else value)
+        setattr(task, field, value.strip() if field in ("title", "description", "coder_agent") else value)
         changed.append(field)
     if not changed:
         return task

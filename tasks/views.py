@@ -151,6 +151,7 @@ def task_create(request: HttpRequest) -> HttpResponse:
                 description=data["description"],
                 category=data["category"],
                 priority=data["priority"],
+                coder_agent=data["coder_agent"],
                 actor=user,
             )
         except ValidationError as exc:
@@ -190,6 +191,7 @@ def _edit_form(task: Task) -> TaskForm:
             "description": task.description,
             "category": task.category,
             "priority": task.priority,
+            "coder_agent": task.coder_agent,
         }
     )
 
@@ -222,6 +224,8 @@ def task_detail(request: HttpRequest, task_id: int) -> HttpResponse:
                 description=data["description"],
                 category=data["category"] or None,
                 priority=data["priority"] or None,
+                # Only the full edit form has it: a form without it changes nothing.
+                coder_agent=data["coder_agent"] if "coder_agent" in request.POST else None,
             )
         except ValidationError as exc:
             add_service_errors(form, exc)

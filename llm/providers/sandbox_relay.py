@@ -22,6 +22,7 @@ import sys
 import threading
 
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
+RELAY_NO_PROXY = "AUTOCODER_RELAY_NO_PROXY"
 
 
 def _pump(source: socket.socket, target: socket.socket) -> None:
@@ -71,7 +72,17 @@ def main(arguments: list[str]) -> int:
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
     proxy = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    environment = {**os.environ, **login, **dict.fromkeys(PROXY_VARIABLES, proxy), "NO_PROXY": "", "no_proxy": ""}
+    # Only what the server configured may bypass the relay: the sandbox's own loopback,
+    # for an agent that talks to a server of its own there (opencode does). Nothing
+    # else of the host's is reachable without the relay anyway.
+    bypass = os.environ.get(RELAY_NO_PROXY, "")
+    environment = {
+        **os.environ,
+        **login,
+        **dict.fromkeys(PROXY_VARIABLES, proxy),
+        "NO_PROXY": bypass,
+        "no_proxy": bypass,
+    }
     threading.Thread(target=_serve, args=(listener, path), daemon=True).start()
     child = subprocess.Popen(argv, env=environment)  # noqa: S603 - the server's own argv
     return child.wait()

@@ -234,6 +234,18 @@ CODER_CLI_EDITING_ROLE = (
     "what you changed and why: your edits in the repository are the change. " + MEMORY_MARKER_HINT
 )
 
+# The Coder as a coding agent over ACP (pipelines/agents/coder_acp.py): its own tools,
+# whatever they are called; what it may do is the same as the CLI's.
+CODER_ACP_EDITING_ROLE = (
+    "You are the Coder of a software team. You work directly in a checkout of the project's "
+    "repository (your working directory) with your own tools for reading, searching and editing files. "
+    "Work through the plan's subtasks in order. The only shell command you may run is the project's "
+    "test command, exactly as named below, once your change is complete: every other command, and every "
+    "file outside the repository, is refused. When review findings, failing tests or requested changes "
+    "are given, fix every one of them. When you are done, answer with a short plain-text summary of "
+    "what you changed and why: your edits in the repository are the change. " + MEMORY_MARKER_HINT
+)
+
 
 def coder_editing_prompt(
     *,

@@ -84,7 +84,14 @@ class AgentTurns:
     replies cannot be replayed (the CLI's edits went with the worktree's reset)."""
 
     def __init__(
-        self, run: PipelineRun, lease: Lease, agent: str, *, recalled: dict[str, object], reuse: bool = True
+        self,
+        run: PipelineRun,
+        lease: Lease,
+        agent: str,
+        *,
+        recalled: dict[str, object],
+        reuse: bool = True,
+        provider: Provider | None = None,
     ) -> None:
         self.run = run
         self.lease = lease
@@ -92,7 +99,8 @@ class AgentTurns:
         self.recalled = recalled
         self.log = AgentLogStream(task=run.task, run=run, agent=agent)
         self.memories = PhaseMemories(run, agent, self.log)
-        self.provider = run_provider(run)
+        # ``provider``: another than the run's (the Coder as an ACP agent).
+        self.provider = provider or run_provider(run)
         self._bought = BoughtCalls(run, agent)
         self._reuse = reuse
         # The person's messages this attempt at the phase has read (``hear``).

@@ -1,8 +1,9 @@
-"""Coding and fixing: the Coder edits the run's worktree (its tools over the API, or the
-Claude CLI), learning first from a request for changes; then the commit and the
-branch's diff, what the round did about the person's line comments (changed their
-lines, or said why not: pipelines/review/selectors.py ``line_comments_verdicts``), and
-the run goes on to verify or review.
+"""Coding and fixing: the Coder edits the run's worktree (its tools over the API, the
+Claude CLI, or a coding agent over ACP the task or project picked), learning first from
+a request for changes; then the commit and the branch's diff, what the round did about
+the person's line comments (changed their lines, or said why not:
+pipelines/review/selectors.py ``line_comments_verdicts``), and the run goes on to verify
+or review.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     pipelines/agents/coder_cli.py). What it leaves there is committed on the run's branch and
     is the change."""
     from pipelines.agents.coder import code_in_worktree
+    from pipelines.agents.coder_acp import code_with_acp, run_coder_agent
     from pipelines.agents.coder_cli import code_with_cli
 
     # Every coding phase is a round — the first, one for a request for changes, a fix
@@ -56,8 +58,10 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     learn(run, lease, feedback_moment(run, line_comment_lesson_texts(line_comments), line_comments))
     findings = run.review_findings if run.status == RunStatus.FIXING else []
     task = run.task
-    # The Claude CLI has only its own tools: it replies to a comment with a marker.
-    edits_itself = run_provider(run).edits_worktree
+    # The Claude CLI and an ACP agent have only their own tools: they reply to a comment
+    # with a marker.
+    acp_agent_name = run_coder_agent(run)
+    edits_itself = bool(acp_agent_name) or run_provider(run).edits_worktree
     prompt = agents.coder_editing_prompt(
         title=task.title,
         description=task.description,
@@ -71,9 +75,14 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     )
     # Recalled once for the phase: the system prompt of every turn is the same cached prefix.
     recall = recall_for_phase(run, agents.CODER)
-    edit = code_with_cli if edits_itself else code_in_worktree
     comment_ids = [comment["id"] for comment in line_comments]
-    outcome = edit(run, lease, prompt, worktree, recall=recall, comment_ids=comment_ids)
+    if acp_agent_name:
+        outcome = code_with_acp(
+            run, lease, prompt, worktree, recall=recall, comment_ids=comment_ids, agent_name=acp_agent_name
+        )
+    else:
+        edit = code_with_cli if edits_itself else code_in_worktree
+        outcome = edit(run, lease, prompt, worktree, recall=recall, comment_ids=comment_ids)
     # The worktree is outside the transaction: a worker that lost its lease while the
     # Coder worked must not commit into the one its successor now uses.
     if not lease.confirm():

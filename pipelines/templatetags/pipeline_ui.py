@@ -10,6 +10,7 @@ from typing import Any
 from django import template
 from django.template import Context
 
+from core.coder_agents import BUILT_IN, coder_agent_label
 from pipelines.messages.selectors import run_message_note
 from pipelines.models import RunMessage, RunStatus
 from pipelines.panel import panel_context
@@ -53,6 +54,14 @@ def task_spend(task: Task) -> TaskSpend:
     """A board card's spend against its task's ceiling, from the card's own fields (the
     denormalised ``Task.total_cost``, the task's project): no query per card."""
     return TaskSpend(spent=Decimal(task.total_cost or 0), ceiling=project_task_spend_ceiling(project=task.project))
+
+
+@register.filter
+def task_coder(task: Task) -> str:
+    """The task's Coder when it is a coding agent over ACP (its own choice, else its
+    project's; the card's project is already loaded), '' for the built-in one."""
+    chosen = task.coder_agent or task.project.coder_agent
+    return "" if chosen in ("", BUILT_IN) else coder_agent_label(chosen)
 
 
 @register.filter

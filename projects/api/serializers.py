@@ -5,6 +5,7 @@ from decimal import Decimal
 from rest_framework import serializers
 
 from core.api import StrictBooleanField, StrictCharField
+from core.coder_agents import CODER_AGENT_MAX_LENGTH, validate_coder_agent
 from projects.models import (
     INSTRUCTIONS_MAX_LENGTH,
     LESSON_HALF_LIFE_MAX_HOURS,
@@ -36,6 +37,7 @@ class ProjectSerializer(serializers.ModelSerializer[Project]):
             "lesson_half_life_hours",
             "runs_at_once",
             "task_spend_ceiling_usd",
+            "coder_agent",
             "task_count",
             "created_at",
             "updated_at",
@@ -101,4 +103,12 @@ class ProjectInputSerializer(serializers.Serializer):
         required=False,
         help_text="What one task's runs may spend together, in USD, before the work pauses; "
         "null = server default, 0 = no ceiling.",
+    )
+    coder_agent = StrictCharField(
+        max_length=CODER_AGENT_MAX_LENGTH,
+        allow_blank=True,
+        required=False,
+        validators=[validate_coder_agent],
+        help_text="Who edits the code: blank or `built-in` = the built-in Coder, or the name of a coding agent "
+        "over ACP installed on the server (`ACP_AGENTS`, e.g. `claude-code`, `opencode`); another name is a 400.",
     )

@@ -56,6 +56,7 @@ def test_list_shows_own_projects_with_task_counts(
         "lesson_half_life_hours",
         "runs_at_once",
         "task_spend_ceiling_usd",
+        "coder_agent",
         "task_count",
         "created_at",
         "updated_at",

@@ -7,6 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.api import StrictCharField
+from core.coder_agents import CODER_AGENT_MAX_LENGTH, validate_coder_agent
 from projects.api.fields import OwnedProjectField
 from projects.selectors import project_task_spend_ceiling
 from tasks.models import DESCRIPTION_MAX_LENGTH, TITLE_MAX_LENGTH, Task, TaskCategory, TaskPriority, TaskStatus
@@ -99,6 +100,7 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
             "forge_issue",
             "total_cost",
             "spend_ceiling_usd",
+            "coder_agent",
             "created_at",
             "updated_at",
         )
@@ -128,6 +130,14 @@ class _TaskFieldsSerializer(serializers.Serializer):
     description = StrictCharField(max_length=DESCRIPTION_MAX_LENGTH, allow_blank=True, required=False)
     category = serializers.ChoiceField(choices=TaskCategory.choices, required=False)
     priority = serializers.ChoiceField(choices=TaskPriority.choices, required=False)
+    coder_agent = StrictCharField(
+        max_length=CODER_AGENT_MAX_LENGTH,
+        allow_blank=True,
+        required=False,
+        validators=[validate_coder_agent],
+        help_text="This task's Coder: blank = the project's; `built-in`, or a coding agent over ACP installed on "
+        "the server (`ACP_AGENTS`); another name is a 400.",
+    )
 
 
 # Needs ``context={"user": ...}`` to resolve ``project`` among the user's own.

@@ -70,7 +70,7 @@ def test_change_page_shows_the_history_read_only(operator: Client, task: Task) -
     response = operator.get(reverse("admin:tasks_task_change", args=[task.pk]))
     assert response.status_code == 200
     form = response.context["adminform"].form
-    assert set(form.fields) == {"title", "description", "category", "priority"}
+    assert set(form.fields) == {"title", "description", "category", "priority", "coder_agent"}
     inline = response.context["inline_admin_formsets"][0]
     assert inline.formset.model is TaskStatusChange
     assert len(inline.formset.forms) == 2  # created, then moved to spec

@@ -37,6 +37,7 @@ FIELDS = {
     "forge_issue",
     "total_cost",
     "spend_ceiling_usd",
+    "coder_agent",
     "created_at",
     "updated_at",
 }

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django.core.exceptions import ImproperlyConfigured
 
-from ..env import env_bool, env_float, env_float_list, env_int, env_list, env_str
+from ..env import BASE_DIR, env_bool, env_float, env_float_list, env_int, env_list, env_str
 from .celery import CELERY_TASK_TIME_LIMIT
 
 # --- Agent pipeline -----------------------------------------------------------------
@@ -39,6 +42,57 @@ CLAUDE_CLI_TIMEOUT_SECONDS = env_int("CLAUDE_CLI_TIMEOUT_SECONDS", default=600, 
 # a relay): besides /usr and the CLI's own folder it sees only these folders, read-only (e.g. a
 # Node.js outside /usr).
 CLAUDE_CLI_SANDBOX_PATHS = env_list("CLAUDE_CLI_SANDBOX_PATHS", [])
+# Coding agents over ACP (llm/acp/provider.py): a project or task may pick one as its
+# Coder instead of the built-in one. Installed from the pinned manifest in tools/acp-agents
+# (`npm ci --prefix tools/acp-agents`). Each: its command line; the API it talks to
+# ("anthropic": the run's or the server's Anthropic key and ANTHROPIC_BASE_URL; "openai": an
+# OpenAI-compatible endpoint, ACP_OPENAI_*); fixed variables; the folders its sandbox shows
+# read-only (its install). ACP_AGENTS_JSON (a JSON object of the same shape) adds or replaces.
+ACP_AGENTS_ROOT = env_str("ACP_AGENTS_ROOT", str(BASE_DIR / "tools" / "acp-agents"))
+ACP_AGENTS: dict[str, dict[str, Any]] = {
+    "claude-code": {
+        "label": "Claude Code (ACP)",
+        "command": [f"{ACP_AGENTS_ROOT}/node_modules/@zed-industries/claude-code-acp/dist/index.js"],
+        "api": "anthropic",
+        "paths": [ACP_AGENTS_ROOT],
+    },
+    "opencode": {
+        "label": "opencode",
+        "command": [f"{ACP_AGENTS_ROOT}/node_modules/opencode-ai/bin/opencode.exe", "acp"],
+        "api": "openai",
+        # Its provider, model and permissions (every edit and command asks AutoCoder).
+        "env": {
+            "OPENCODE_CONFIG": f"{ACP_AGENTS_ROOT}/opencode.json",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            # It talks to a server of its own on the sandbox's loopback: not through the
+            # relay (llm/providers/sandbox_relay.py). Its API then cannot be a loopback one.
+            "AUTOCODER_RELAY_NO_PROXY": "127.0.0.1,localhost",
+        },
+        "paths": [ACP_AGENTS_ROOT],
+    },
+}
+try:
+    _acp_agents_extra = json.loads(env_str("ACP_AGENTS_JSON", "") or "{}")
+except ValueError as exc:
+    raise ImproperlyConfigured(f"ACP_AGENTS_JSON is not JSON: {exc}") from None
+if not isinstance(_acp_agents_extra, dict):
+    raise ImproperlyConfigured("ACP_AGENTS_JSON must be a JSON object: name -> {command, api, env, paths}.")
+ACP_AGENTS.update(_acp_agents_extra)
+for _name, _entry in ACP_AGENTS.items():
+    _command = _entry.get("command") if isinstance(_entry, dict) else None
+    if not isinstance(_command, list) or not _command or not all(isinstance(part, str) for part in _command):
+        raise ImproperlyConfigured(f"ACP_AGENTS[{_name!r}] needs a command: a non-empty list of strings.")
+    if _entry.get("api", "anthropic") not in {"anthropic", "openai"}:
+        raise ImproperlyConfigured(f"ACP_AGENTS[{_name!r}]['api'] must be anthropic or openai.")
+    if _name == "built-in":
+        raise ImproperlyConfigured("ACP_AGENTS may not name an agent 'built-in': that is AutoCoder's own Coder.")
+ACP_OPENAI_BASE_URL = env_str("ACP_OPENAI_BASE_URL", "")
+ACP_OPENAI_API_KEY = env_str("ACP_OPENAI_API_KEY", "")
+ACP_OPENAI_MODEL = env_str("ACP_OPENAI_MODEL", "")
+# One prompt turn of an ACP agent (the whole coding round) at most this long.
+ACP_AGENT_TIMEOUT_SECONDS = env_int("ACP_AGENT_TIMEOUT_SECONDS", default=900, minimum=1)
 # A working phase whose worker has not renewed its lease for this long is re-queued.
 # Workers renew every quarter of it, from one thread per process (pipelines/runs/leases.py).
 PIPELINE_LEASE_SECONDS = env_int("PIPELINE_LEASE_SECONDS", default=10, minimum=5)
