@@ -31,10 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm.demo.coder_reading import (
+    BASE_ASKED,
     BRANCH_DIFF_HEADING,
     CHECKS_ASKED,
     CLOSING,
     COMMENT_STYLES,
+    CONFLICT_BLOCK,
+    CONFLICTED_FILE,
     DEFAULT_COMMENT_STYLE,
     EDITOR_TOOL_NAME,
     FEEDBACK_HEADING,
@@ -53,6 +56,7 @@ from llm.demo.coder_reading import (
     LineComment,
     Script,
     ToolResult,
+    conflict_resolution,
     feature_paths,
     numbered_lines,
     one_line,
@@ -202,6 +206,8 @@ class DemoCoder:
             # The forge's CI failed on the pull request: find the bug it caught, as for a task.
             listing = yield self.edit("The pull request's checks failed: looking for why.\n", command="view", path=".")
             return (yield from self.fix_one_line(set(listing.text.splitlines())))
+        if self.feedback_from == BASE_ASKED:
+            return (yield from self.resolve_conflicts())
         if self.feedback or self.line_comments:
             return (yield from self.follow_the_review())
         listing = yield self.edit("Looking at the repository before changing it.\n", command="view", path=".")
@@ -301,6 +307,28 @@ class DemoCoder:
             yield from self.subtask(position)
             yield self.edit(f"Writing {path}.\n", command="create", path=path, file_text=text)
         return f"Added {name}() in {written[0][0]} and a test that pins its result down."
+
+    def resolve_conflicts(self) -> Script:
+        """The base moved and conflicted: each conflicted file's markers replaced by one
+        side (``conflict_resolution``), then the tests."""
+        done: list[str] = []
+        for path in dict.fromkeys(CONFLICTED_FILE.findall(self.feedback)):
+            content = yield from self.read(path, f"Reading {path}: the base's merge left conflict markers in it.\n")
+            blocks = list(CONFLICT_BLOCK.finditer(content or ""))
+            for number, block in enumerate(blocks, 1):
+                kept, why = conflict_resolution(block["ours"], block["base"], block["theirs"])
+                yield self.edit(
+                    f"Conflict {number} of {len(blocks)} in {path}: {why}.\n",
+                    command="str_replace",
+                    path=path,
+                    old_str=block.group(0),
+                    new_str=kept,
+                )
+                done.append(f"{path} conflict {number}: {why}")
+        yield from self.run_tests("Running the tests on the resolved merge.\n")
+        if not done:
+            return "The base's merge left no conflict markers that I could find."
+        return "Resolved the moved base's conflicts — " + "; ".join(done) + "."
 
     def follow_the_review(self) -> Script:
         """Do what the person asked: each line comment, then the general feedback."""

@@ -23,6 +23,14 @@ TASK_SECTION = re.compile(r"^# Task\nTitle: (?P<title>[^\n]*)\n\n(?P<description
 # base branch (pipelines.models.FeedbackOrigin's labels).
 FEEDBACK_HEADING = re.compile(r"^# Changes requested by (?P<who>[^\n]+)\n", re.MULTILINE)
 CHECKS_ASKED = "the pull request's checks"
+BASE_ASKED = "the base branch, which moved"
+# The files a moved base conflicted in (pipelines/runs/base_update.py base_conflict_feedback).
+CONFLICTED_FILE = re.compile(r"^## (?P<path>[^\n]+)\n(?:###|\(changed on one side)", re.MULTILINE)
+# One conflict as git writes it with diff3: ours, where both started, theirs.
+CONFLICT_BLOCK = re.compile(
+    r"^<<<<<<<[^\n]*\n(?P<ours>.*?)^\|\|\|\|\|\|\|[^\n]*\n(?P<base>.*?)^=======\n(?P<theirs>.*?)^>>>>>>>[^\n]*\n",
+    re.DOTALL | re.MULTILINE,
+)
 LINE_COMMENTS_HEADING = "# Comments on lines of your changes"
 BRANCH_DIFF_HEADING = "# Already changed on your branch (committed; the files hold it)\n"
 CLOSING = "\n\nMake the changes in the repository"
@@ -101,6 +109,17 @@ def prompt_section(prompt: str, heading: str | re.Pattern[str], ends: Sequence[s
         return ""
     stops = [index for index in (prompt.find(end, start) for end in ends) if index >= 0]
     return prompt[start : min(stops, default=len(prompt))].strip()
+
+
+def conflict_resolution(ours: str, base: str, theirs: str) -> tuple[str, str]:
+    """How the demo Coder resolves one conflict, and why: a side that left the lines as
+    they started loses to the side that changed them; both changed them, this branch's
+    change stays (the task it was asked for) — said in the summary."""
+    if ours == base:
+        return theirs, "only the base changed these lines: took the base's"
+    if theirs in (base, ours):
+        return ours, "only this branch changed these lines: kept them"
+    return ours, "both changed these lines: kept this branch's change, the task's fix"
 
 
 def one_line(text: str) -> str:

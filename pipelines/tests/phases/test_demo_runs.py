@@ -18,9 +18,9 @@ from core.tests.test_sandbox import needs_bwrap
 from llm.demo.demo_app import BIG_FILE, BUGS, TEST_FILE
 from llm.demo.request import MEMORIES_HEADING
 from pipelines.agents.recall import MEMORIES_HEADING as RECALL_HEADING
-from pipelines.models import PipelineRun, RunStatus
+from pipelines.models import FeedbackOrigin, PipelineRun, RunStatus
 from pipelines.review.selectors import run_diff
-from pipelines.review.services import line_comment_create, run_approve, run_request_changes
+from pipelines.review.services import BaseMoved, line_comment_create, run_approve, run_request_changes
 from pipelines.runs.services import run_start
 from pipelines.tests.repositories import git, log_text
 from repos.models import Repository
@@ -184,3 +184,47 @@ def test_through_the_real_claude_cli_the_demo_fixes_the_line_test_first(
     assert first_run < fix < second_run
     assert "It fails, as it should." in coder_log[first_run:second_run]
     assert run.verify_result["passed"] is True
+
+
+def test_a_failing_check_on_the_pull_request_sends_the_demo_coder_after_the_bug_it_caught(
+    fake_llm: FakeAnthropicServer, demo_repository, project, owner
+) -> None:
+    run = _run(project, owner, "Fix the reorder report")
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    checks = f"The check `unit` failed:\n```\nFAILED tests/test_inventory.py::{BUGS[1].test_name}\n```"
+
+    run = drive_in_process(run_request_changes(run=run, feedback=checks, origin=FeedbackOrigin.CHECKS))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    assert "The pull request's checks failed" in log_text(run, "coder")
+    branch = _file_on_branch(run, BIG_FILE)
+    assert BUGS[0].new in branch and BUGS[1].new in branch  # the first fix kept, the next bug fixed
+    assert run.verify_result["passed"] is True
+
+
+def test_a_moved_base_that_conflicts_is_resolved_by_the_demo_coder_then_merged(
+    fake_llm: FakeAnthropicServer, demo_repository, project, owner
+) -> None:
+    run = _run(project, owner, "Fix the reorder report")
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    # A teammate changed the same line on main meanwhile.
+    root = Path(demo_repository.path)
+    theirs = BUGS[0].old + "  # checked nightly"
+    text = git(root, "show", f"main:{BIG_FILE}").replace(BUGS[0].old, theirs) + "\n"
+    git(root, "checkout", "-q", "main")
+    (root / BIG_FILE).write_text(text)
+    git(root, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qam", "Note the nightly check")
+
+    with pytest.raises(BaseMoved):
+        run_approve(run=run, actor=owner)
+    run.refresh_from_db()
+    assert run.status == RunStatus.CODING and run.feedback_origin == FeedbackOrigin.BASE
+    run = drive_in_process(run)
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    assert "both changed these lines: kept this branch's change" in log_text(run, "coder")
+    branch = _file_on_branch(run, BIG_FILE)
+    assert "<<<<<<<" not in branch and ">>>>>>>" not in branch and BUGS[0].new in branch
+    run = run_approve(run=run, actor=owner)
+    assert run.status == RunStatus.APPROVED and run.merge_result["merged"] is True
+    assert BUGS[0].new in git(root, "show", f"main:{BIG_FILE}")
