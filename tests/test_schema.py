@@ -96,7 +96,13 @@ def test_request_bodies_describe_the_rules(schema: dict) -> None:
     move = schema["paths"]["/api/tasks/{task_id}/status"]["patch"]["requestBody"]
     assert move["required"] is True
     assert components["TaskMoveRequest"]["required"] == ["status"]
-    assert set(components["PatchedTaskUpdateRequest"]["properties"]) == {"title", "description", "category", "priority"}
+    assert set(components["PatchedTaskUpdateRequest"]["properties"]) == {
+        "title",
+        "description",
+        "category",
+        "priority",
+        "coder_agent",
+    }
     task = components["Task"]
     for read_only in ("status", "position", "subtasks", "pipeline_state", "project"):
         assert task["properties"][read_only]["readOnly"] is True

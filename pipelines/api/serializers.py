@@ -95,6 +95,8 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
             "coder_findings",
             "current_subtask",
             "feedback",
+            "feedback_origin",
+            "base_updates",
             "branch",
             "base_commit",
             "head_commit",

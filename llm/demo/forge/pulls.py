@@ -57,7 +57,7 @@ def set_state(forge: ForgeState, repository: str, number: int, state: str) -> Fa
     pull.state = state
     pull.updated_at = now_stamp()
     if state == "merged":  # as the forges do: "Closes #N" in its body closes issue N
-        issues.close_referenced(forge, forge.repositories[repository], pull)
+        pull.closed_issues = issues.close_referenced(forge, forge.repositories[repository], pull)
     return pull
 
 
@@ -172,16 +172,24 @@ def control_state(forge: ForgeState, body: dict[str, Any]) -> Answer:
     try:
         kind, repository, number = str(body["kind"]), str(body["repository"]), int(body["number"])
         with forge.lock:
-            set_state(forge, repository, number, str(body["state"]))
-            event, payload = state_payload(forge, kind, repository, number)
+            pull = set_state(forge, repository, number, str(body["state"]))
+            events = [state_payload(forge, kind, repository, number)]
+            # The issues the merge closed are told too, each its own event.
+            events += [
+                issues.issue_event(forge, kind, repository, forge.repositories[repository].issues[closed], "closed")
+                for closed in pull.closed_issues
+            ]
     except (KeyError, TypeError, ValueError) as error:
         return 400, {"message": f"kind, repository, number and state are required ({error})"}
     answer: dict[str, Any] = {"state": body["state"]}
-    delivered = control_deliver(body, kind, event, payload)
-    if delivered is not None:
+    for event, payload in events:
+        delivered = control_deliver(body, kind, event, payload)
+        if delivered is None:
+            break
         if delivered[0] != 200:
             return delivered
-        answer.update(delivered[1])
+        answer.setdefault("webhook_statuses", []).append(delivered[1]["webhook_status"])
+        answer.setdefault("webhook_status", delivered[1]["webhook_status"])
     return 200, answer
 
 

@@ -27,6 +27,8 @@ class FakePull:
     state: str = "open"  # open, merged, closed
     # As on the real forges, every change is stamped, so two events' bodies differ.
     updated_at: str = field(default_factory=now_stamp)
+    # The issues its merge closed ("Closes #N" in its body), as the forges do.
+    closed_issues: list[int] = field(default_factory=list)
 
 
 @dataclass
