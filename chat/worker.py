@@ -32,7 +32,7 @@ from chat.services import (
     chat_reply_save,
 )
 from core.workers import shutdown_requested
-from llm.providers import provider_for
+from llm.providers import provider_default_model, provider_for
 from llm.providers.base import Cancelled, LLMRequest, Provider, ProviderError
 from memory.selectors.facts import memory_prompt_context, memory_system_instructions
 from memory.services.facts import markers_apply
@@ -81,7 +81,7 @@ def chat_request(message: ChatMessage) -> LLMRequest:
     return LLMRequest(
         system=chat_system_prompt(message),
         messages=[*history, {"role": "user", "content": _user_content(message)}],
-        model=settings.LLM_MODEL,
+        model=provider_default_model(),
         max_tokens=min(settings.LLM_MAX_TOKENS, CHAT_MAX_TOKENS),
         resume_session=message.session.provider_session_id,
     )

@@ -54,7 +54,9 @@ def endpoint_parts(url: str) -> tuple[str, str, int]:
         raise EndpointRefused(f"{url} is not an http(s) URL.", reason="bad_url")
     host = parts.hostname
     if not (host.isascii() and all(ch.isalnum() or ch in "._-:" for ch in host)):
-        raise EndpointRefused(f"Write the host in ASCII (an international name in its xn-- form): {url}", reason="bad_url")
+        raise EndpointRefused(
+            f"Write the host in ASCII (an international name in its xn-- form): {url}", reason="bad_url"
+        )
     return parts.scheme, host, port
 
 

@@ -61,7 +61,10 @@ def _longest_prefix(table: dict[str, Any], model: str) -> Any:
 
 def _openai_table() -> dict[str, tuple[Decimal, Decimal, Decimal]]:
     extra = getattr(settings, "OPENAI_PRICES", {})
-    return {**OPENAI_PRICES_PER_MILLION, **{name: tuple(Decimal(str(p)) for p in v) for name, v in extra.items()}}
+    table = dict(OPENAI_PRICES_PER_MILLION)
+    for name, (input_price, output_price, cached_price) in extra.items():
+        table[name] = (Decimal(str(input_price)), Decimal(str(output_price)), Decimal(str(cached_price)))
+    return table
 
 
 def _openai_model(model: str) -> str:

@@ -160,6 +160,8 @@ class PipelineRun(TimeStampedModel):
     error_retryable = models.BooleanField(default=False)
     provider = models.CharField(max_length=64, blank=True)
     model = models.CharField(max_length=100, blank=True)
+    # A project's own OpenAI-compatible endpoint the run's calls go to (empty: the server's).
+    endpoint = models.CharField(max_length=500, blank=True)
     max_tokens = models.PositiveIntegerField(default=0)
     token_budget = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
     # Every input token of the run's calls, cache writes and reads included (the token

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
+from llm.pricing import price_known
 from pipelines.forms import RequestChangesForm, StartRunForm
 from pipelines.messages.selectors import run_messages_for_run
 from pipelines.models import (
@@ -391,6 +392,9 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "phase_label": transcript.phase_label if transcript is not None else "",
         "max_reviews": MAX_REVIEW_ITERATIONS,
         "demo_mode": settings.LLM_DEMO_MODE,
+        # A model the price table does not know is priced at a fallback: say so (a local
+        # endpoint's calls cost nothing, so there is nothing to estimate).
+        "cost_estimated": bool(run and run.cost_usd and not price_known(model=run.model, provider=run.provider)),
         "needs_key": _needs_key(),
         "start_form": StartRunForm(),
         "feedback_form": RequestChangesForm(),

@@ -9,9 +9,11 @@ from django.conf import settings
 from .models import (
     INSTRUCTIONS_MAX_LENGTH,
     LESSON_HALF_LIFE_MAX_HOURS,
+    LLM_BASE_URL_MAX_LENGTH,
     PROJECT_NAME_MAX_LENGTH,
     RUNS_AT_ONCE_MAX,
     TASK_SPEND_CEILING_MAX_USD,
+    LlmProvider,
 )
 
 TASK_SPEND_CEILING_HELP = (
@@ -36,6 +38,28 @@ class ProjectForm(forms.Form):
         help_text="Leave empty for the server's default model.",
         widget=forms.TextInput(attrs={"placeholder": "server default", "autocomplete": "off"}),
     )
+    llm_provider = forms.ChoiceField(
+        label="Model provider",
+        choices=LlmProvider.choices,
+        required=False,
+        help_text="Who answers this project's agents.",
+    )
+    llm_base_url = forms.CharField(
+        label="Endpoint base URL",
+        max_length=LLM_BASE_URL_MAX_LENGTH,
+        required=False,
+        help_text="OpenAI-compatible only, e.g. https://openrouter.ai/api/v1. Empty = the server's endpoint.",
+        widget=forms.TextInput(attrs={"placeholder": "server default", "autocomplete": "off"}),
+    )
+    llm_api_key = forms.CharField(
+        label="Endpoint API key",
+        max_length=500,
+        required=False,
+        strip=True,
+        help_text="Stored encrypted and never shown again. Empty = keep the saved key.",
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+    llm_api_key_clear = forms.BooleanField(label="Remove the saved endpoint key", required=False)
     llm_max_tokens = forms.IntegerField(
         label="Max tokens per call", required=False, min_value=1, max_value=128_000, help_text="Empty = default."
     )
@@ -87,11 +111,25 @@ class ProjectForm(forms.Form):
         help_text=TASK_SPEND_CEILING_HELP + " Empty = server default; 0 = no ceiling.",
     )
 
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        # The service's key: None keeps the saved one, "" removes it.
+        clear = cleaned.pop("llm_api_key_clear", False)
+        cleaned["llm_api_key"] = "" if clear else (cleaned.get("llm_api_key") or None)
+        return cleaned
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # "Empty = default" names the default: the server's settings, read when the page is.
         defaults = {
-            "llm_model": f"Leave empty for the server's default model ({settings.LLM_MODEL}).",
+            "llm_model": (
+                f"Leave empty for the provider's default model ({settings.LLM_MODEL} on Anthropic, "
+                f"{settings.OPENAI_MODEL} on the OpenAI-compatible endpoint)."
+            ),
+            "llm_base_url": (
+                "OpenAI-compatible only, e.g. https://openrouter.ai/api/v1. "
+                f"Empty = the server's endpoint ({settings.OPENAI_BASE_URL})."
+            ),
             "llm_max_tokens": f"Empty = the server's default, {settings.LLM_MAX_TOKENS:,}.",
             "token_budget": (
                 "A run pauses before a call could take it past this. "

@@ -72,7 +72,11 @@ class _FakeOpenAIHandler(_FakeHandler):
         if isinstance(reply, RawToolInputReply):
             name = reply.name or request.answer_tool or "tool"
             yield from writer.tool_call(name, reply.partial_json, 24)
-            yield from writer.end(wire.Turn(model=turn.model, input_tokens=turn.input_tokens, output_tokens=8, tool=wire.ToolUse(name, "")))
+            yield from writer.end(
+                wire.Turn(
+                    model=turn.model, input_tokens=turn.input_tokens, output_tokens=8, tool=wire.ToolUse(name, "")
+                )
+            )
         elif isinstance(reply, MidStreamError):
             for sent, piece in enumerate(wire.chunks(MID_STREAM_TEXT, 16)):
                 if sent >= reply.after_chunks:

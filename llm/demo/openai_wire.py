@@ -71,7 +71,9 @@ def _assistant_blocks(message: JSONObject) -> list[JSONObject]:
             arguments = json.loads(function.get("arguments") or "{}")
         except json.JSONDecodeError:
             arguments = {}
-        blocks.append({"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": arguments})
+        blocks.append(
+            {"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": arguments}
+        )
     return blocks
 
 
@@ -106,7 +108,11 @@ def messages_body(chat: JSONObject) -> JSONObject:
         elif role == "assistant":
             add("assistant", _assistant_blocks(message))
         elif role == "tool":
-            result = {"type": "tool_result", "tool_use_id": message.get("tool_call_id", ""), "content": _text(message.get("content"))}
+            result = {
+                "type": "tool_result",
+                "tool_use_id": message.get("tool_call_id", ""),
+                "content": _text(message.get("content")),
+            }
             add("user", [result])
         else:
             add("user", _user_blocks(message.get("content")))
@@ -209,7 +215,11 @@ def chat_body(turn: Turn, *, cached_tokens: int = 0) -> JSONObject:
     message: JSONObject = {"role": "assistant", "content": turn.text or None}
     if turn.tool:
         message["tool_calls"] = [
-            {"id": call_id(), "type": "function", "function": {"name": turn.tool.name, "arguments": turn.tool.input_json}}
+            {
+                "id": call_id(),
+                "type": "function",
+                "function": {"name": turn.tool.name, "arguments": turn.tool.input_json},
+            }
         ]
     return {
         "id": "chatcmpl-" + uuid.uuid4().hex[:24],

@@ -17,6 +17,12 @@ CLAUDE_CLI = "claude-cli"
 ANTHROPIC = "anthropic"
 OPENAI = "openai"
 PROVIDERS = (ANTHROPIC, OPENAI, CLAUDE_CLI)
+PROVIDER_LABELS = {ANTHROPIC: "Anthropic", OPENAI: "OpenAI-compatible", CLAUDE_CLI: "Claude CLI"}
+
+
+def provider_label(name: str) -> str:
+    """A provider's name as a page says it."""
+    return PROVIDER_LABELS.get(name, name)
 
 
 def provider_default_model(name: str = "") -> str:

@@ -227,9 +227,7 @@ class StreamedReply:
         return calls
 
     def raw_arguments(self, name: str | None) -> str:
-        return "".join(
-            "".join(parts.arguments) for parts in self.calls.values() if name is None or parts.name == name
-        )
+        return "".join("".join(parts.arguments) for parts in self.calls.values() if name is None or parts.name == name)
 
     def stop_reason(self) -> str | None:
         if self.calls and self.finish_reason in ("stop", None):

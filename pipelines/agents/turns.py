@@ -47,7 +47,9 @@ class BudgetExceeded(Exception):
 
 
 def run_provider(run: PipelineRun) -> Provider:
-    return provider_for(name=run.provider, model=run.model, api_key=decrypt_secret(run.api_key_encrypted))
+    return provider_for(
+        name=run.provider, model=run.model, api_key=decrypt_secret(run.api_key_encrypted), base_url=run.endpoint
+    )
 
 
 def should_stop(lease: Lease) -> bool:
