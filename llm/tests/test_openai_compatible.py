@@ -58,7 +58,9 @@ def _header(request, name: str) -> str:
 
 
 def _complete(provider: OpenAICompatibleProvider, request: LLMRequest, chunks: list[str] | None = None):
-    return provider.complete(request, on_chunk=(chunks if chunks is not None else []).append, should_cancel=lambda: False)
+    return provider.complete(
+        request, on_chunk=(chunks if chunks is not None else []).append, should_cancel=lambda: False
+    )
 
 
 def test_streams_text_and_reports_usage_and_the_stop_reason(server) -> None:
@@ -97,7 +99,11 @@ def test_a_forced_answer_tool_is_a_named_function_and_its_input_comes_back(serve
     assert body["tools"] == [
         {
             "type": "function",
-            "function": {"name": "submit_plan", "description": "Submit the plan.", "parameters": PLAN_TOOL.input_schema},
+            "function": {
+                "name": "submit_plan",
+                "description": "Submit the plan.",
+                "parameters": PLAN_TOOL.input_schema,
+            },
         }
     ]
 
@@ -148,7 +154,10 @@ def test_the_editor_is_offered_as_a_function_with_its_schema_and_its_calls_come_
     messages = [
         {"role": "user", "content": "Fix it"},
         {"role": "assistant", "content": result.content},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "no match", "is_error": True}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "no match", "is_error": True}],
+        },
     ]
     done = _complete(provider, _request(server_tools=server_tools, messages=messages))
     assert done.text == "Done." and done.stop_reason == "end_turn"
