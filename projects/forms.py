@@ -123,8 +123,8 @@ class ProjectForm(forms.Form):
         # "Empty = default" names the default: the server's settings, read when the page is.
         defaults = {
             "llm_model": (
-                f"Leave empty for the provider's default model ({settings.LLM_MODEL} on Anthropic, "
-                f"{settings.OPENAI_MODEL} on the OpenAI-compatible endpoint)."
+                f"Leave empty for the provider's default model: Anthropic's ({settings.LLM_MODEL}), "
+                f"the OpenAI-compatible endpoint's ({settings.OPENAI_MODEL})."
             ),
             "llm_base_url": (
                 "OpenAI-compatible only, e.g. https://openrouter.ai/api/v1. "
