@@ -60,6 +60,15 @@ class ProjectForm(forms.Form):
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
     )
     llm_api_key_clear = forms.BooleanField(label="Remove the saved endpoint key", required=False)
+    planner_model = forms.CharField(
+        label="Planner's model", max_length=100, required=False, help_text="Empty = the project's model."
+    )
+    coder_model = forms.CharField(
+        label="Coder's model", max_length=100, required=False, help_text="Empty = the project's model."
+    )
+    reviewer_model = forms.CharField(
+        label="Reviewer's model", max_length=100, required=False, help_text="Empty = the project's model."
+    )
     llm_max_tokens = forms.IntegerField(
         label="Max tokens per call", required=False, min_value=1, max_value=128_000, help_text="Empty = default."
     )

@@ -32,6 +32,10 @@ class Project(TimeStampedModel):
     description = models.TextField(blank=True, max_length=2000)
     # Overrides of the server's LLM settings for this project's runs (empty = default).
     llm_model = models.CharField("model", max_length=100, blank=True, help_text="e.g. claude-sonnet-4-6")
+    # Per agent, over ``llm_model`` (empty = the project's model).
+    planner_model = models.CharField("Planner's model", max_length=100, blank=True)
+    coder_model = models.CharField("Coder's model", max_length=100, blank=True)
+    reviewer_model = models.CharField("Reviewer's model", max_length=100, blank=True)
     llm_provider = models.CharField(
         "model provider", max_length=16, blank=True, choices=LlmProvider.choices, default=LlmProvider.SERVER_DEFAULT
     )

@@ -76,6 +76,9 @@ LLM_FIELDS = (
     "task_spend_ceiling_usd",
     "llm_provider",
     "llm_base_url",
+    "planner_model",
+    "coder_model",
+    "reviewer_model",
 )
 
 

@@ -46,9 +46,12 @@ class BudgetExceeded(Exception):
     pass
 
 
-def run_provider(run: PipelineRun) -> Provider:
+def run_provider(run: PipelineRun, agent: str = "") -> Provider:
     return provider_for(
-        name=run.provider, model=run.model, api_key=decrypt_secret(run.api_key_encrypted), base_url=run.endpoint
+        name=run.provider,
+        model=run.model_for(agent) if agent else run.model,
+        api_key=decrypt_secret(run.api_key_encrypted),
+        base_url=run.endpoint,
     )
 
 
@@ -94,7 +97,7 @@ class AgentTurns:
         self.recalled = recalled
         self.log = AgentLogStream(task=run.task, run=run, agent=agent)
         self.memories = PhaseMemories(run, agent, self.log)
-        self.provider = run_provider(run)
+        self.provider = run_provider(run, agent)
         self._bought = BoughtCalls(run, agent)
         self._reuse = reuse
         # The person's messages this attempt at the phase has read (``hear``).

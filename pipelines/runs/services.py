@@ -27,7 +27,10 @@ from llm.providers import ANTHROPIC, OPENAI, provider_default_model
 from pipelines.events import PipelineComplete, RunError, SubtaskChange, TaskStatusChange, event_publish
 from pipelines.models import (
     ACTIVE_STATUSES,
+    CODER,
     FINAL_STATUSES,
+    PLANNER,
+    REVIEWER,
     RUN_TRANSITIONS,
     WORKING_STATUSES,
     PipelineRun,
@@ -298,6 +301,15 @@ def _run_settings(task: Task) -> dict[str, Any]:
         "provider": provider,
         "endpoint": project.llm_base_url if provider == OPENAI else "",
         "model": project.llm_model or provider_default_model(provider),
+        "agent_models": {
+            agent: chosen
+            for agent, chosen in (
+                (PLANNER, project.planner_model),
+                (CODER, project.coder_model),
+                (REVIEWER, project.reviewer_model),
+            )
+            if chosen
+        },
         "max_tokens": project.llm_max_tokens or settings.LLM_MAX_TOKENS,
         "token_budget": project.token_budget or settings.RUN_TOKEN_BUDGET,
     }

@@ -40,6 +40,9 @@ class ProjectSerializer(serializers.ModelSerializer[Project]):
             "llm_base_url",
             "llm_api_key_saved",
             "llm_model",
+            "planner_model",
+            "coder_model",
+            "reviewer_model",
             "llm_max_tokens",
             "token_budget",
             "instructions",
@@ -64,6 +67,15 @@ class ProjectInputSerializer(serializers.Serializer):
         allow_blank=True,
         required=False,
         help_text="Model for this project's runs; blank = server default.",
+    )
+    planner_model = StrictCharField(
+        max_length=100, allow_blank=True, required=False, help_text="The Planner's model; blank = the project's."
+    )
+    coder_model = StrictCharField(
+        max_length=100, allow_blank=True, required=False, help_text="The Coder's model; blank = the project's."
+    )
+    reviewer_model = StrictCharField(
+        max_length=100, allow_blank=True, required=False, help_text="The Reviewer's model; blank = the project's."
     )
     llm_provider = serializers.ChoiceField(
         choices=LlmProvider.choices,

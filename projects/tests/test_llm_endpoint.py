@@ -127,3 +127,13 @@ def test_the_settings_page_sets_the_endpoint_refuses_an_internal_one_and_never_s
     client.post(url, {**form, "llm_base_url": PUBLIC, "llm_api_key_clear": "on"})
     project.refresh_from_db()
     assert project.llm_api_key_encrypted == ""
+
+
+def test_per_agent_models_are_set_and_cleared_on_the_api(owner_client: APIClient, project: Project) -> None:
+    body = owner_client.patch(
+        detail(project), {"planner_model": "o4-mini", "coder_model": "gpt-4.1", "reviewer_model": ""}, format="json"
+    ).json()
+    assert (body["planner_model"], body["coder_model"], body["reviewer_model"]) == ("o4-mini", "gpt-4.1", "")
+    assert owner_client.patch(detail(project), {"coder_model": ""}, format="json").json()["coder_model"] == ""
+    errors = field_errors(owner_client.patch(detail(project), {"coder_model": "x" * 101}, format="json"))
+    assert "coder_model" in errors

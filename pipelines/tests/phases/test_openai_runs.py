@@ -177,3 +177,22 @@ def test_an_unpriced_model_on_a_remote_endpoint_shows_its_cost_as_estimated(
     client.force_login(owner)
     page = client.get(reverse("tasks:detail", args=[task.pk])).content.decode()
     assert 'data-testid="cost-estimated"' in page and "no price for mystery-70b" in page
+
+
+def test_each_agent_uses_the_model_the_project_chose_for_it(fake_openai, settings, linked, task, owner, project) -> None:
+    settings.LLM_PROVIDER = "openai"
+    project_update(project=project, coder_model="gpt-4.1-mini", reviewer_model="o4-mini")
+    fake_openai.script(ToolReply(input=PLAN), FIX_CALC, TextReply("Fixed add."), ToolReply(input=PASS))
+
+    run = drive_in_process(run_start(task=task, user=owner))
+
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    assert run.model == "gpt-4.1" and run.agent_models == {"coder": "gpt-4.1-mini", "reviewer": "o4-mini"}
+    asked = [request.wire_body["model"] for request in fake_openai.chat_requests]
+    assert asked == ["gpt-4.1", "gpt-4.1-mini", "gpt-4.1-mini", "o4-mini"]
+    recorded = dict(AgentCall.objects.filter(run=run).values_list("agent", "model").distinct())
+    assert recorded == {"planner": "gpt-4.1", "coder": "gpt-4.1-mini", "reviewer": "o4-mini"}
+    # Changing the project later does not change a started run's models.
+    project_update(project=project, coder_model="")
+    run.refresh_from_db()
+    assert run.model_for("coder") == "gpt-4.1-mini" and run.model_for("planner") == "gpt-4.1"
