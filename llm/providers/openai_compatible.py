@@ -28,6 +28,9 @@ from .openai_messages import StreamedReply, chat_kwargs
 
 logger = logging.getLogger(__name__)
 
+# Each thread's client for a trusted endpoint (OpenAICompatibleProvider._client).
+_thread_clients = threading.local()
+
 OPENAI_COMPATIBLE = "openai"
 CANCEL_POLL_SECONDS = 0.2
 # Local servers (Ollama, llama.cpp, vLLM without --api-key) want no key, but the SDK
@@ -148,11 +151,19 @@ class OpenAICompatibleProvider:
             self._local = endpoint_is_local(self.base_url)
         return self._local
 
-    def _client(self) -> openai.OpenAI:
-        """A client for this call. A checked endpoint's connection goes to the address
-        that was checked. (No client is kept between calls: unlike the Anthropic
-        provider's thread-kept one, a pinned client is only good for one check.)"""
-        transport: httpx2.BaseTransport | None = None
+    def _client(self) -> tuple[openai.OpenAI, bool]:
+        """The client for this call, and whether it is this call's own (closed after it).
+
+        A trusted endpoint's client is the calling thread's, kept between its calls, as
+        the Anthropic provider keeps its own (building one costs an SSL context; its
+        pool keeps the connection open). A checked endpoint gets a client of its own per
+        call, its connection pinned to the address just checked: a kept one would go on
+        trusting an old check."""
+        key = self._api_key
+        if not key:
+            if not self.local:
+                raise ProviderError(NO_API_KEY.format(url=self.base_url), retryable=False)
+            key = LOCAL_PLACEHOLDER_KEY
         if self._check_host:
             try:
                 transport = PinnedTransport(endpoint_host_check(self.base_url))
@@ -160,11 +171,18 @@ class OpenAICompatibleProvider:
                 raise ProviderError(
                     f"The OpenAI-compatible endpoint {self.base_url}: {exc}", retryable=exc.reason == "unresolved"
                 ) from None
-        key = self._api_key
-        if not key:
-            if not self.local:
-                raise ProviderError(NO_API_KEY.format(url=self.base_url), retryable=False)
-            key = LOCAL_PLACEHOLDER_KEY
+            return self._build(key, transport), True
+        identity = (key, self.base_url, self._timeout)
+        kept: tuple[tuple[str, str, float], openai.OpenAI] | None = getattr(_thread_clients, "kept", None)
+        if kept is not None and kept[0] == identity and not kept[1].is_closed():
+            return kept[1], False
+        if kept is not None:
+            kept[1].close()  # another endpoint or key (runs of several projects share a thread)
+        client = self._build(key, None)
+        _thread_clients.kept = (identity, client)
+        return client, False
+
+    def _build(self, key: str, transport: httpx2.BaseTransport | None) -> openai.OpenAI:
         return openai.OpenAI(
             api_key=key,
             base_url=self.base_url,
@@ -184,7 +202,7 @@ class OpenAICompatibleProvider:
             kwargs = chat_kwargs(request)
         except ValueError as exc:
             raise ProviderError(str(exc), retryable=False) from None
-        client = self._client()
+        client, own = self._client()
         feed: queue.Queue[tuple[str, Any]] = queue.Queue()
         abort = threading.Event()
         threading.Thread(
@@ -208,11 +226,12 @@ class OpenAICompatibleProvider:
                     break
         except BaseException:
             # Leaving early abandons the call: stop its stream, or it runs on, and is
-            # paid for, to the end.
+            # paid for, to the end (a thread's kept client is then built again).
             abort.set()
             client.close()
             raise
-        client.close()
+        if own:
+            client.close()
         result = self._result(reply, request)
         result.provider = OPENAI_COMPATIBLE
         result.local_endpoint = self.local

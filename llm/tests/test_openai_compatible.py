@@ -349,3 +349,28 @@ def test_a_local_endpoints_calls_are_reported_as_local(server) -> None:
         local=result.local_endpoint,
     )
     assert cost == 0
+
+
+def test_a_thread_keeps_its_client_for_a_trusted_endpoint_and_a_checked_one_gets_its_own(server, settings) -> None:
+    settings.CLONE_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    trusted = _provider(server)
+    first, own = trusted._client()
+    assert own is False and trusted._client()[0] is first  # kept between calls
+    assert _provider(server, api_key="sk-other")._client()[0] is not first  # another key: another client
+    checked = _provider(server, check_host=True)
+    one, own = checked._client()
+    assert own is True and checked._client()[0] is not one
+
+
+def test_the_demo_answers_chat_completions_unstreamed_too(server) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+    reply = client.chat.completions.create(
+        model="demo", messages=[{"role": "user", "content": "remember that tabs win"}]
+    )
+    assert reply.choices[0].message.content == "I'll remember that. [REMEMBER: tabs win]"
+    assert reply.choices[0].finish_reason == "stop" and reply.usage is not None and reply.usage.prompt_tokens > 0
+    assert server.chat_requests[0].body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "remember that tabs win"}]}
+    ]

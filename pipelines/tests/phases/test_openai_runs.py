@@ -179,7 +179,9 @@ def test_an_unpriced_model_on_a_remote_endpoint_shows_its_cost_as_estimated(
     assert 'data-testid="cost-estimated"' in page and "no price for mystery-70b" in page
 
 
-def test_each_agent_uses_the_model_the_project_chose_for_it(fake_openai, settings, linked, task, owner, project) -> None:
+def test_each_agent_uses_the_model_the_project_chose_for_it(
+    fake_openai, settings, linked, task, owner, project
+) -> None:
     settings.LLM_PROVIDER = "openai"
     project_update(project=project, coder_model="gpt-4.1-mini", reviewer_model="o4-mini")
     fake_openai.script(ToolReply(input=PLAN), FIX_CALC, TextReply("Fixed add."), ToolReply(input=PASS))
