@@ -41,6 +41,7 @@ from pipelines.runs.card import card_column, pipeline_state
 from pipelines.runs.ceiling import spend_ceiling_check
 from pipelines.runs.places import run_places, runs_free_to_start
 from pipelines.runs.selectors import run_phase_change_event, run_subtask_index
+from projects.selectors import project_llm
 from tasks.models import Task
 from tasks.services import task_move
 
@@ -282,7 +283,7 @@ def _resolve_api_key(api_key: str | None, *, task: Task, provider: str) -> str:
     """The key a run will use, encrypted for storage ('' = the server's key): on an
     OpenAI-compatible endpoint the project's own key, if it saved one."""
     if provider == OPENAI:
-        return task.project.llm_api_key_encrypted
+        return project_llm(project=task.project).api_key_encrypted
     if provider != ANTHROPIC:
         return ""
     if api_key and api_key.strip():
@@ -296,11 +297,12 @@ def _run_settings(task: Task) -> dict[str, Any]:
     """The provider, endpoint and model the run records and its calls use: the
     project's choice, else the server's."""
     project = task.project
-    provider = project.llm_provider or settings.LLM_PROVIDER
+    chosen = project_llm(project=project)
+    provider = chosen.provider or settings.LLM_PROVIDER
     return {
         "provider": provider,
-        "endpoint": project.llm_base_url if provider == OPENAI else "",
-        "model": project.llm_model or provider_default_model(provider),
+        "endpoint": chosen.base_url,
+        "model": chosen.model or provider_default_model(provider),
         "agent_models": {
             agent: chosen
             for agent, chosen in (
