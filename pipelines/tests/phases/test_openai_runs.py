@@ -150,6 +150,9 @@ def test_a_project_on_its_own_endpoint_runs_while_another_stays_on_anthropic(
     assert open_run.task.pipeline_state["provider"] == "openai"
     assert open_run.task.pipeline_state["model"] == "qwen2.5-coder-32b"
     client.force_login(owner)
+    card = client.get(reverse("tasks:card", args=[open_run.task.pk])).content.decode()
+    assert 'data-testid="card-engine"' in card and ">qwen2.5-coder-32b</span>" in card
+    assert "(qwen2.5-coder-32b · OpenAI-compatible)" in card
     page = client.get(reverse("tasks:detail", args=[open_run.task.pk])).content.decode()
     assert "qwen2.5-coder-32b · OpenAI-compatible" in page
     claude_page = client.get(reverse("tasks:detail", args=[claude_run.task.pk])).content.decode()
