@@ -77,17 +77,27 @@ def price_for(model: str) -> tuple[Decimal, Decimal]:
     return _longest_prefix(table, model) or PRICE_FALLBACK
 
 
+def _openai_price(model: str) -> tuple[Decimal, Decimal, Decimal] | None:
+    """An OpenAI-compatible model's (input, output, cached input) price: OpenAI's table,
+    or, for a Claude model behind a router ("anthropic/claude-sonnet-4-5" on OpenRouter),
+    Anthropic's, its cache reads at CACHE_READ_MULTIPLIER."""
+    name = _openai_model(model)
+    price = _longest_prefix(_openai_table(), name)
+    if price is not None:
+        return price
+    claude = _longest_prefix({**PRICES_PER_MILLION, **getattr(settings, "LLM_PRICES", {})}, name)
+    return (claude[0], claude[1], claude[0] * CACHE_READ_MULTIPLIER) if claude else None
+
+
 def price_known(*, model: str, provider: str = "anthropic", local: bool = False) -> bool:
     """Whether ``model`` has a price of its own (else its cost is the fallback's estimate)."""
     if provider == OPENAI:
-        return local or _longest_prefix(_openai_table(), _openai_model(model)) is not None
+        return local or _openai_price(model) is not None
     return _longest_prefix({**PRICES_PER_MILLION, **getattr(settings, "LLM_PRICES", {})}, model) is not None
 
 
 def _openai_cost(*, model: str, input_tokens: int, output_tokens: int, cache_read_input_tokens: int) -> Decimal:
-    input_price, output_price, cached_price = (
-        _longest_prefix(_openai_table(), _openai_model(model)) or OPENAI_PRICE_FALLBACK
-    )
+    input_price, output_price, cached_price = _openai_price(model) or OPENAI_PRICE_FALLBACK
     return (
         input_price * input_tokens + cached_price * cache_read_input_tokens + output_price * output_tokens
     ) / MILLION

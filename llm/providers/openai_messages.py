@@ -116,7 +116,8 @@ def _assistant_message(content: Any) -> dict[str, Any]:
         for block in content
         if block.get("type") == "tool_use"
     ]
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    # Content may be null only beside tool calls.
+    message: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     if calls:
         message["tool_calls"] = calls
     return message

@@ -321,6 +321,11 @@ def test_a_known_model_is_priced_by_its_list_price_with_cached_input_apart() -> 
     mini = call_cost(model="openai/gpt-4o-mini", input_tokens=1_000_000, output_tokens=0, provider="openai")
     assert mini == Decimal("0.15")
     assert price_known(model="gpt-4o-mini", provider="openai")
+    # A Claude model behind a router costs what it costs on Anthropic.
+    claude = call_cost(
+        model="anthropic/claude-sonnet-4-5", input_tokens=1_000_000, output_tokens=1_000_000, provider="openai"
+    )
+    assert claude == Decimal("18") and price_known(model="anthropic/claude-sonnet-4-5", provider="openai")
 
 
 def test_a_local_endpoint_costs_nothing() -> None:
