@@ -123,7 +123,8 @@ clean:
 	rm -rf $(VENV) staticfiles .pytest_cache .mypy_cache .ruff_cache
 
 # Watch whole runs without an API key: the scripted demo model (llm/demo/, a local server
-# speaking the Anthropic Messages API) stands in for the API; the UI labels the model as a
+# speaking the Anthropic Messages API and OpenAI's Chat Completions: `LLM_PROVIDER=openai make
+# demo` drives the runs through the latter) stands in for the API; the UI labels the model as a
 # scripted demo. It needs no Django settings. Its own database, demo.sqlite3. Beside it, the
 # fake forge (llm/demo/forge/) for the pull-request walk-through: repository team/demo-app,
 # its branches in the sample repository's bare remote; the server may reach local addresses.
@@ -134,9 +135,11 @@ DEMO_REPOS_ROOT ?= $(if $(REPOS_ROOT),$(REPOS_ROOT),$(CURDIR)/var/repos)
 DEMO_DB ?= $(CURDIR)/demo.sqlite3
 DEMO_ENV = DEBUG=true LLM_DEMO_MODE=true DATABASE_URL=sqlite:///$(DEMO_DB) \
 	ANTHROPIC_BASE_URL=http://127.0.0.1:$(DEMO_LLM_PORT) ANTHROPIC_API_KEY=demo-key-not-secret \
+	OPENAI_BASE_URL=http://127.0.0.1:$(DEMO_LLM_PORT)/v1 OPENAI_MODEL=$${OPENAI_MODEL:-demo-model} \
 	CLONE_ALLOWED_NETWORKS=$${CLONE_ALLOWED_NETWORKS:-127.0.0.0/8} \
 	CLAUDE_CLI_PATH=$${CLAUDE_CLI_PATH:-$(CLAUDE_CLI)}
 # `LLM_PROVIDER=claude-cli make demo`: the pinned CLI is every agent, the demo model its API.
+# `LLM_PROVIDER=openai make demo`: the demo model answers Chat Completions too.
 demo: $(VENV)/.installed-run $(if $(filter claude-cli,$(LLM_PROVIDER)),$(CLAUDE_CLI))
 	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput
 	$(DEMO_ENV) $(BIN)/python manage.py collectstatic --noinput --verbosity 0

@@ -15,6 +15,7 @@ from accounts.services import api_token_create
 from projects.models import Project
 from tests.factories import DEFAULT_PASSWORD, ProjectFactory, UserFactory
 from tests.fake_anthropic import FakeAnthropicServer
+from tests.fake_openai import FakeOpenAIServer
 from tests.paths import searchable_by_sandbox
 
 
@@ -189,3 +190,25 @@ def fake_llm(_fake_llm_server: FakeAnthropicServer, settings) -> Iterator[FakeAn
     yield _fake_llm_server
     assert _fake_llm_server.pending == 0, "the test scripted replies that were never asked for"
     assert _fake_llm_server.script_errors == []
+
+
+@pytest.fixture(scope="session")
+def _fake_openai_server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_openai(_fake_openai_server: FakeOpenAIServer, settings) -> Iterator[FakeOpenAIServer]:
+    """The fake OpenAI Chat Completions API, reset, as the server's OpenAI-compatible
+    endpoint (LLM_PROVIDER is left to the test: "openai" makes it the default)."""
+    _fake_openai_server.reset()
+    settings.OPENAI_BASE_URL = _fake_openai_server.base_url
+    settings.OPENAI_API_KEY = "sk-openai-test-key"
+    settings.OPENAI_MODEL = "gpt-4.1"
+    settings.OPENAI_LOCAL_ENDPOINT = False
+    settings.LLM_RETRY_DELAYS = [0.01, 0.02, 0.04]
+    settings.LLM_TIMEOUT_SECONDS = 5
+    yield _fake_openai_server
+    assert _fake_openai_server.pending == 0, "the test scripted replies that were never asked for"
+    assert _fake_openai_server.script_errors == []

@@ -31,11 +31,13 @@ from chat.services import (
     chat_queue_release,
     chat_reply_save,
 )
+from core.crypto import decrypt_secret
 from core.workers import shutdown_requested
-from llm.providers import provider_for
+from llm.providers import provider_default_model, provider_for
 from llm.providers.base import Cancelled, LLMRequest, Provider, ProviderError
 from memory.selectors.facts import memory_prompt_context, memory_system_instructions
 from memory.services.facts import markers_apply
+from projects.selectors import ProjectLlm, project_llm
 
 logger = logging.getLogger(__name__)
 
@@ -75,13 +77,41 @@ def _user_content(message: ChatMessage) -> Any:
     ]
 
 
+def _project_llm(message: ChatMessage) -> ProjectLlm | None:
+    """The provider the session's project chose for its agents, if it chose one."""
+    project = message.session.project
+    chosen = project_llm(project=project) if project is not None else None
+    return chosen if chosen is not None and chosen.provider else None
+
+
+def chat_provider(message: ChatMessage) -> Provider:
+    """Who answers: the session's project's own provider (an OpenAI-compatible endpoint
+    and key included) where it chose one, else the server's."""
+    chosen = _project_llm(message)
+    if chosen is None:
+        return provider_for()
+    return provider_for(
+        name=chosen.provider,
+        model=chosen.model,
+        api_key=decrypt_secret(chosen.api_key_encrypted),
+        base_url=chosen.base_url,
+    )
+
+
+def chat_model(message: ChatMessage) -> str:
+    chosen = _project_llm(message)
+    if chosen is None:
+        return provider_default_model()
+    return chosen.model or provider_default_model(chosen.provider)
+
+
 def chat_request(message: ChatMessage) -> LLMRequest:
     """The session's previous answered exchanges (bounded) plus the new message."""
     history = [{"role": m.role, "content": m.text} for m in chat_history_for_prompt(message=message)]
     return LLMRequest(
         system=chat_system_prompt(message),
         messages=[*history, {"role": "user", "content": _user_content(message)}],
-        model=settings.LLM_MODEL,
+        model=chat_model(message),
         max_tokens=min(settings.LLM_MAX_TOKENS, CHAT_MAX_TOKENS),
         resume_session=message.session.provider_session_id,
     )
@@ -138,7 +168,7 @@ def _answer(message: ChatMessage, *, lease: ChatLease, provider: Provider | None
 
     try:
         request = chat_request(message)
-        result = (provider or provider_for()).complete(request, on_chunk=stream.write, should_cancel=stop)
+        result = (provider or chat_provider(message)).complete(request, on_chunk=stream.write, should_cancel=stop)
     except Cancelled:
         chat_message_requeue(message=message, held_by=lease.token)
         return None

@@ -167,6 +167,11 @@ class PipelineRun(TimeStampedModel):
     error_retryable = models.BooleanField(default=False)
     provider = models.CharField(max_length=64, blank=True)
     model = models.CharField(max_length=100, blank=True)
+    # A project's own OpenAI-compatible endpoint the run's calls go to (empty: the server's).
+    endpoint = models.CharField(max_length=500, blank=True)
+    # The project's per-agent models when the run started ({"coder": "…"}); an agent
+    # not named uses ``model`` (``model_for``).
+    agent_models = models.JSONField(default=dict, blank=True)
     max_tokens = models.PositiveIntegerField(default=0)
     token_budget = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
     # Every input token of the run's calls, cache writes and reads included (the token
@@ -201,6 +206,12 @@ class PipelineRun(TimeStampedModel):
             models.UniqueConstraint(fields=["task", "number"], name="pipelines_run_number_unique"),
         ]
         indexes = [models.Index(fields=["status", "lease_expires_at"])]
+
+    def model_for(self, agent: str) -> str:
+        """The model ``agent``'s calls use: the project's choice for it when the run
+        started, else the run's model."""
+        chosen = self.agent_models.get(agent) if isinstance(self.agent_models, dict) else None
+        return str(chosen or self.model)
 
     def __str__(self) -> str:
         return f"Run {self.number} of task {self.task_id} ({self.status})"

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
+from llm.pricing import price_known
 from pipelines.forms import RequestChangesForm, StartRunForm
 from pipelines.messages.selectors import run_messages_for_run
 from pipelines.models import (
@@ -273,8 +274,11 @@ def _lessons(run: PipelineRun) -> list[dict[str, Any]]:
     return shown
 
 
-def _needs_key() -> bool:
-    return settings.LLM_PROVIDER == "anthropic" and not settings.ANTHROPIC_API_KEY and not settings.LLM_DEMO_MODE
+def _needs_key(task: Task) -> bool:
+    """Whether the Start form asks for an Anthropic key: the task's project runs on
+    Anthropic (its own choice, or the server's) and the server has none."""
+    provider = task.project.llm_provider or settings.LLM_PROVIDER
+    return provider == "anthropic" and not settings.ANTHROPIC_API_KEY and not settings.LLM_DEMO_MODE
 
 
 def _pane_state(agent: str, active_agent: str, focus_agent: str, run: PipelineRun | None, segments: list[Any]) -> str:
@@ -404,7 +408,10 @@ def panel_context(*, task: Task, partial: bool = False) -> dict[str, Any]:
         "phase_label": transcript.phase_label if transcript is not None else "",
         "max_reviews": MAX_REVIEW_ITERATIONS,
         "demo_mode": settings.LLM_DEMO_MODE,
-        "needs_key": _needs_key(),
+        # A model the price table does not know is priced at a fallback: say so (a local
+        # endpoint's calls cost nothing, so there is nothing to estimate).
+        "cost_estimated": bool(run and run.cost_usd and not price_known(model=run.model, provider=run.provider)),
+        "needs_key": _needs_key(task),
         "start_form": StartRunForm(),
         "feedback_form": RequestChangesForm(),
         "partial": partial,

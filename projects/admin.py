@@ -30,7 +30,13 @@ class ProjectAdmin(admin.ModelAdmin):
         "owner",
         "name",
         "description",
+        # An operator's choice, so not checked like an owner's (projects/services.py).
+        "llm_provider",
+        "llm_base_url",
         "llm_model",
+        "planner_model",
+        "coder_model",
+        "reviewer_model",
         "llm_max_tokens",
         "token_budget",
         "instructions",

@@ -11,9 +11,11 @@ from core.coder_agents import coder_agent_choices
 from .models import (
     INSTRUCTIONS_MAX_LENGTH,
     LESSON_HALF_LIFE_MAX_HOURS,
+    LLM_BASE_URL_MAX_LENGTH,
     PROJECT_NAME_MAX_LENGTH,
     RUNS_AT_ONCE_MAX,
     TASK_SPEND_CEILING_MAX_USD,
+    LlmProvider,
 )
 
 TASK_SPEND_CEILING_HELP = (
@@ -37,6 +39,37 @@ class ProjectForm(forms.Form):
         required=False,
         help_text="Leave empty for the server's default model.",
         widget=forms.TextInput(attrs={"placeholder": "server default", "autocomplete": "off"}),
+    )
+    llm_provider = forms.ChoiceField(
+        label="Model provider",
+        choices=LlmProvider.choices,
+        required=False,
+        help_text="Who answers this project's agents.",
+    )
+    llm_base_url = forms.CharField(
+        label="Endpoint base URL",
+        max_length=LLM_BASE_URL_MAX_LENGTH,
+        required=False,
+        help_text="OpenAI-compatible only, e.g. https://openrouter.ai/api/v1. Empty = the server's endpoint.",
+        widget=forms.TextInput(attrs={"placeholder": "server default", "autocomplete": "off"}),
+    )
+    llm_api_key = forms.CharField(
+        label="Endpoint API key",
+        max_length=500,
+        required=False,
+        strip=True,
+        help_text="Stored encrypted and never shown again. Empty = keep the saved key.",
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+    llm_api_key_clear = forms.BooleanField(label="Remove the saved endpoint key", required=False)
+    planner_model = forms.CharField(
+        label="Planner's model", max_length=100, required=False, help_text="Empty = the project's model."
+    )
+    coder_model = forms.CharField(
+        label="Coder's model", max_length=100, required=False, help_text="Empty = the project's model."
+    )
+    reviewer_model = forms.CharField(
+        label="Reviewer's model", max_length=100, required=False, help_text="Empty = the project's model."
     )
     llm_max_tokens = forms.IntegerField(
         label="Max tokens per call", required=False, min_value=1, max_value=128_000, help_text="Empty = default."
@@ -97,12 +130,26 @@ class ProjectForm(forms.Form):
         "A task may pick its own.",
     )
 
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        # The service's key: None keeps the saved one, "" removes it.
+        clear = cleaned.pop("llm_api_key_clear", False)
+        cleaned["llm_api_key"] = "" if clear else (cleaned.get("llm_api_key") or None)
+        return cleaned
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         cast(forms.ChoiceField, self.fields["coder_agent"]).choices = coder_agent_choices()
         # "Empty = default" names the default: the server's settings, read when the page is.
         defaults = {
-            "llm_model": f"Leave empty for the server's default model ({settings.LLM_MODEL}).",
+            "llm_model": (
+                f"Leave empty for the provider's default model: Anthropic's ({settings.LLM_MODEL}), "
+                f"the OpenAI-compatible endpoint's ({settings.OPENAI_MODEL})."
+            ),
+            "llm_base_url": (
+                "OpenAI-compatible only, e.g. https://openrouter.ai/api/v1. "
+                f"Empty = the server's endpoint ({settings.OPENAI_BASE_URL})."
+            ),
             "llm_max_tokens": f"Empty = the server's default, {settings.LLM_MAX_TOKENS:,}.",
             "token_budget": (
                 "A run pauses before a call could take it past this. "

@@ -16,6 +16,15 @@ INSTRUCTIONS_MAX_LENGTH = 20_000
 LESSON_HALF_LIFE_MAX_HOURS = 100_000  # about eleven years
 RUNS_AT_ONCE_MAX = 50
 TASK_SPEND_CEILING_MAX_USD = Decimal("1000000")
+LLM_BASE_URL_MAX_LENGTH = 500
+
+
+class LlmProvider(models.TextChoices):
+    """Who answers a project's agents (the values are llm.providers' names)."""
+
+    SERVER_DEFAULT = "", "Server default"
+    ANTHROPIC = "anthropic", "Anthropic"
+    OPENAI = "openai", "OpenAI-compatible"
 
 
 class Project(TimeStampedModel):
@@ -24,6 +33,18 @@ class Project(TimeStampedModel):
     description = models.TextField(blank=True, max_length=2000)
     # Overrides of the server's LLM settings for this project's runs (empty = default).
     llm_model = models.CharField("model", max_length=100, blank=True, help_text="e.g. claude-sonnet-4-6")
+    # Per agent, over ``llm_model`` (empty = the project's model).
+    planner_model = models.CharField("Planner's model", max_length=100, blank=True)
+    coder_model = models.CharField("Coder's model", max_length=100, blank=True)
+    reviewer_model = models.CharField("Reviewer's model", max_length=100, blank=True)
+    llm_provider = models.CharField(
+        "model provider", max_length=16, blank=True, choices=LlmProvider.choices, default=LlmProvider.SERVER_DEFAULT
+    )
+    # The project's own OpenAI-compatible endpoint (empty = the server's OPENAI_BASE_URL);
+    # its host is checked like a forge's (projects/services.py) and at every call.
+    llm_base_url = models.CharField("endpoint base URL", max_length=LLM_BASE_URL_MAX_LENGTH, blank=True)
+    # Its key, encrypted (core/crypto.py); never shown back.
+    llm_api_key_encrypted = models.TextField(blank=True, editable=False)
     llm_max_tokens = models.PositiveIntegerField(
         "max tokens per call",
         null=True,

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
@@ -8,7 +9,7 @@ from django.db.models import Count, QuerySet
 from accounts.models import User
 from core.selectors import one_or_not_found
 
-from .models import Project
+from .models import LlmProvider, Project
 
 PROJECT_NOT_FOUND = "Project not found."
 
@@ -34,3 +35,25 @@ def project_task_spend_ceiling(*, project: Project) -> Decimal | None:
     own = project.task_spend_ceiling_usd
     ceiling = Decimal(str(settings.TASK_SPEND_CEILING_USD)) if own is None else own
     return ceiling if ceiling > 0 else None
+
+
+@dataclass(frozen=True)
+class ProjectLlm:
+    """Who answers a project's agents: ``provider`` "" is the server's LLM_PROVIDER; an
+    OpenAI-compatible choice may bring its own endpoint and key ("" = the server's);
+    ``model`` "" is the provider's default."""
+
+    provider: str
+    base_url: str
+    api_key_encrypted: str
+    model: str
+
+
+def project_llm(*, project: Project) -> ProjectLlm:
+    own_endpoint = project.llm_provider == LlmProvider.OPENAI
+    return ProjectLlm(
+        provider=project.llm_provider,
+        base_url=project.llm_base_url if own_endpoint else "",
+        api_key_encrypted=project.llm_api_key_encrypted if own_endpoint else "",
+        model=project.llm_model,
+    )

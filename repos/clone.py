@@ -33,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from core.addresses import address_allowed
 from core.sandbox_accounts import storage_ids
 
 from .git import GitAccess, GitError, repository_git_dir, run_git
@@ -107,19 +108,6 @@ def parse_clone_url(url: str) -> CloneTarget:
     # user@host:path — ssh
     host = url.split("@", 1)[1].split(":", 1)[0]
     return CloneTarget("ssh", host, DEFAULT_PORTS["ssh"])
-
-
-def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    return [ipaddress.ip_network(value, strict=False) for value in settings.CLONE_ALLOWED_NETWORKS]
-
-
-def address_allowed(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if any(ip in network for network in _allowed_networks()):
-        return True
-    return ip.is_global and not ip.is_multicast
 
 
 def resolve(target: CloneTarget) -> list[str]:

@@ -15,11 +15,19 @@ STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
 
 @dataclass
 class MessagesRequest:
-    """A ``POST /v1/messages`` as received: the body is the SDK's JSON, unchanged."""
+    """A ``POST /v1/messages`` as received: the body is the SDK's JSON, unchanged. A
+    ``POST /v1/chat/completions`` is read into the same shape (llm/demo/openai_wire.py),
+    its body as sent kept in ``wire_body``."""
 
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    wire_body: dict[str, Any] | None = None
+
+    @property
+    def chat_completions(self) -> bool:
+        """Asked through OpenAI's Chat Completions (and answered in its shape)."""
+        return self.wire_body is not None
 
     @property
     def stream(self) -> bool:

@@ -1,6 +1,9 @@
-"""The demo model's HTTP server: ``POST /v1/messages`` as the Anthropic SDK calls it.
+"""The demo model's HTTP server: ``POST /v1/messages`` as the Anthropic SDK calls it,
+and ``POST /v1/chat/completions`` as the openai SDK does (read into the same request and
+answered by the same demo logic, llm/demo/openai_wire.py).
 
-The app reaches it through ``ANTHROPIC_BASE_URL``, exactly as it reaches Anthropic.
+The app reaches it through ``ANTHROPIC_BASE_URL`` (or ``OPENAI_BASE_URL`` ending in
+``/v1``), exactly as it reaches the real APIs.
 ``DemoHandler`` and ``DemoModelServer`` are meant to be extended: a test double adds
 scripted replies and faults by overriding ``DemoHandler.answer``.
 """
@@ -15,7 +18,7 @@ from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-from llm.demo import wire
+from llm.demo import openai_wire, wire
 from llm.demo.model import DemoReply, MessagesRequest, TextReply, ToolReply, default_reply
 
 MESSAGES_PATH = "/v1/messages"
@@ -24,6 +27,8 @@ MESSAGES_PATH = "/v1/messages"
 class DemoHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: DemoModelServer
+    # Which API the request came through: its errors are written in that API's shape.
+    chat_completions = False
 
     def log_message(self, format: str, *args: Any) -> None:
         return
@@ -37,7 +42,9 @@ class DemoHandler(BaseHTTPRequestHandler):
         """The request, or None once an error answer has been sent for it."""
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        if self.path.split("?")[0].rstrip("/") != MESSAGES_PATH:
+        route = self.path.split("?")[0].rstrip("/")
+        self.chat_completions = route == openai_wire.CHAT_PATH
+        if route != MESSAGES_PATH and not self.chat_completions:
             self.send_api_error(404, "not_found_error", f"No route {self.path}")
             return None
         try:
@@ -47,7 +54,12 @@ class DemoHandler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self.send_api_error(400, "invalid_request_error", "Body is not JSON.")
             return None
-        return MessagesRequest(path=self.path, headers=dict(self.headers.items()), body=body)
+        headers = dict(self.headers.items())
+        if self.chat_completions:
+            return MessagesRequest(
+                path=self.path, headers=headers, body=openai_wire.messages_body(body), wire_body=body
+            )
+        return MessagesRequest(path=self.path, headers=headers, body=body)
 
     def answer(self, request: MessagesRequest) -> None:
         self.respond(request, self.server.reply_for(request))
@@ -55,7 +67,13 @@ class DemoHandler(BaseHTTPRequestHandler):
     def respond(self, request: MessagesRequest, reply: DemoReply) -> None:
         """Send ``reply`` streamed or as one body, as the request asks."""
         turn = self.turn(request, reply)
-        if request.stream:
+        if request.chat_completions:
+            cached = self.server.chat_cached_tokens(request)
+            if request.stream:
+                self.send_stream(openai_wire.chat_stream(turn, cached_tokens=cached))
+            else:
+                self.send_json(200, openai_wire.chat_body(turn, cached_tokens=cached))
+        elif request.stream:
             self.send_stream(wire.stream(turn))
         else:
             self.send_json(200, wire.message_body(turn))
@@ -129,7 +147,10 @@ class DemoHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def send_api_error(self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> None:
-        self.send_json(status, wire.error_body(error_type, message), headers)
+        if self.chat_completions:
+            self.send_json(status, openai_wire.error_body(status, message), headers)
+        else:
+            self.send_json(status, wire.error_body(error_type, message), headers)
 
     def send_stream(self, frames: Iterable[wire.Frame]) -> None:
         """Write SSE frames as they come (a float is a pause); the connection closes after."""
@@ -208,6 +229,12 @@ class DemoModelServer(ThreadingHTTPServer):
 
     def reply_for(self, request: MessagesRequest) -> DemoReply:
         return self.fallback(request)
+
+    def chat_cached_tokens(self, request: MessagesRequest) -> int:
+        """Cached prompt tokens a Chat Completions reply reports. OpenAI caches prefixes
+        by itself, with no breakpoints to read; the demo reports none (a test double
+        may)."""
+        return 0
 
     def cache_usage(self, request: MessagesRequest) -> tuple[int | None, int | None]:
         """``(cache_creation_input_tokens, cache_read_input_tokens)`` of ``request``, or

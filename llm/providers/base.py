@@ -106,6 +106,10 @@ class LLMResult:
     # editing agent: many model calls, and maybe more than one model, behind one
     # result); when set it is the recorded cost.
     reported_cost_usd: float | None = None
+    # Whose price table prices the call (llm/pricing.py), and whether the endpoint is
+    # one's own machine or network (a local model: no price per token).
+    provider: str = "anthropic"
+    local_endpoint: bool = False
 
     @property
     def all_input_tokens(self) -> int:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from core.exceptions import ApplicationError, Conflict, NotFound, SandboxUnavailable
 from core.jobs import enqueue_on_commit
-from llm.providers import provider_for
+from llm.providers import provider_default_model, provider_for
 from llm.providers.base import LLMRequest, ProviderError
 from memory.models import AgentNote, AgentNoteRevision, DailyLogEntry
 from memory.references import referenced_memory_ids
@@ -156,7 +156,7 @@ def notes_summarise(*, note_id: int) -> bool:
     request = LLMRequest(
         system=SUMMARY_SYSTEM,
         messages=[{"role": "user", "content": f"Notes of the {note.agent_id} agent {which}:\n\n{original}"}],
-        model=settings.LLM_MODEL,
+        model=provider_default_model(),
         max_tokens=min(settings.LLM_MAX_TOKENS, 8192),
     )
     # The LLM call is slow I/O: outside any transaction.

@@ -150,7 +150,7 @@ def code_in_worktree(
         request = LLMRequest(
             system=system,
             messages=messages,
-            model=run.model,
+            model=run.model_for(agents.CODER),
             max_tokens=run.max_tokens,
             tool=None,
             explore_tools=client_tools,

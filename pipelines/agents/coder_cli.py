@@ -83,7 +83,7 @@ def code_with_cli(
     request = LLMRequest(
         system=system,
         messages=agent_turns.hear([{"role": "user", "content": prompt}], turn=0),
-        model=run.model,
+        model=run.model_for(agents.CODER),
         max_tokens=run.max_tokens,
         worktree=str(worktree),
         allowed_commands=(test_command,) if test_command else (),

@@ -99,7 +99,7 @@ def call_agent(
             request = LLMRequest(
                 system=system,
                 messages=messages,
-                model=run.model,
+                model=run.model_for(agent_name),
                 max_tokens=answer_limit,
                 tool=tool,
                 explore_tools=explore,

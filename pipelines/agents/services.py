@@ -130,6 +130,8 @@ def _cost(run: PipelineRun, result: LLMResult) -> Decimal:
         output_tokens=result.output_tokens,
         cache_creation_input_tokens=result.cache_creation_input_tokens,
         cache_read_input_tokens=result.cache_read_input_tokens,
+        provider=result.provider,
+        local=result.local_endpoint,
     )
 
 

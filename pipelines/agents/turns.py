@@ -46,8 +46,13 @@ class BudgetExceeded(Exception):
     pass
 
 
-def run_provider(run: PipelineRun) -> Provider:
-    return provider_for(name=run.provider, model=run.model, api_key=decrypt_secret(run.api_key_encrypted))
+def run_provider(run: PipelineRun, agent: str = "") -> Provider:
+    return provider_for(
+        name=run.provider,
+        model=run.model_for(agent) if agent else run.model,
+        api_key=decrypt_secret(run.api_key_encrypted),
+        base_url=run.endpoint,
+    )
 
 
 def should_stop(lease: Lease) -> bool:
@@ -100,7 +105,7 @@ class AgentTurns:
         self.log = AgentLogStream(task=run.task, run=run, agent=agent)
         self.memories = PhaseMemories(run, agent, self.log)
         # ``provider``: another than the run's (the Coder as an ACP agent).
-        self.provider = provider or run_provider(run)
+        self.provider = provider or run_provider(run, agent)
         self._bought = BoughtCalls(run, agent)
         self._reuse = reuse
         # The person's messages this attempt at the phase has read (``hear``).

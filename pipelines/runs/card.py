@@ -22,6 +22,9 @@ def pipeline_state(run: PipelineRun) -> dict[str, Any]:
         "phase": run.phase,
         "iteration": run.iteration,
         "cost_usd": cost_text(run.cost_usd),
+        # Which provider and model answer its agents (the card says so).
+        "provider": run.provider,
+        "model": run.model,
     }
     issue = ForgeIssue.objects.filter(task_id=run.task_id).first()
     if issue is not None:

@@ -23,10 +23,14 @@ from django.utils import timezone
 from core.crypto import encrypt_secret
 from core.exceptions import ApplicationError, Conflict, InvalidTransition
 from core.jobs import enqueue
+from llm.providers import ANTHROPIC, OPENAI, provider_default_model
 from pipelines.events import PipelineComplete, RunError, SubtaskChange, TaskStatusChange, event_publish
 from pipelines.models import (
     ACTIVE_STATUSES,
+    CODER,
     FINAL_STATUSES,
+    PLANNER,
+    REVIEWER,
     RUN_TRANSITIONS,
     WORKING_STATUSES,
     PipelineRun,
@@ -37,6 +41,7 @@ from pipelines.runs.card import card_column, pipeline_state
 from pipelines.runs.ceiling import spend_ceiling_check
 from pipelines.runs.places import run_places, runs_free_to_start
 from pipelines.runs.selectors import run_phase_change_event, run_subtask_index
+from projects.selectors import project_llm
 from tasks.models import Task
 from tasks.services import task_move
 
@@ -274,9 +279,12 @@ def run_subtask_start(*, run: PipelineRun, order: int, held_by: str) -> Pipeline
     return run
 
 
-def _resolve_api_key(api_key: str | None) -> str:
-    """The key a run will use, encrypted for storage ('' = the server's key)."""
-    if settings.LLM_PROVIDER != "anthropic":
+def _resolve_api_key(api_key: str | None, *, task: Task, provider: str) -> str:
+    """The key a run will use, encrypted for storage ('' = the server's key): on an
+    OpenAI-compatible endpoint the project's own key, if it saved one."""
+    if provider == OPENAI:
+        return project_llm(project=task.project).api_key_encrypted
+    if provider != ANTHROPIC:
         return ""
     if api_key and api_key.strip():
         return encrypt_secret(api_key.strip())
@@ -286,12 +294,26 @@ def _resolve_api_key(api_key: str | None) -> str:
 
 
 def _run_settings(task: Task) -> dict[str, Any]:
+    """The provider, endpoint and model the run records and its calls use: the
+    project's choice, else the server's."""
     project = task.project
+    chosen = project_llm(project=project)
+    provider = chosen.provider or settings.LLM_PROVIDER
     return {
-        "provider": settings.LLM_PROVIDER,
-        "model": getattr(project, "llm_model", "") or settings.LLM_MODEL,
-        "max_tokens": getattr(project, "llm_max_tokens", None) or settings.LLM_MAX_TOKENS,
-        "token_budget": getattr(project, "token_budget", None) or settings.RUN_TOKEN_BUDGET,
+        "provider": provider,
+        "endpoint": chosen.base_url,
+        "model": chosen.model or provider_default_model(provider),
+        "agent_models": {
+            agent: chosen
+            for agent, chosen in (
+                (PLANNER, project.planner_model),
+                (CODER, project.coder_model),
+                (REVIEWER, project.reviewer_model),
+            )
+            if chosen
+        },
+        "max_tokens": project.llm_max_tokens or settings.LLM_MAX_TOKENS,
+        "token_budget": project.token_budget or settings.RUN_TOKEN_BUDGET,
     }
 
 
@@ -302,8 +324,8 @@ def run_start(*, task: Task, user: User | None, api_key: str | None = None) -> P
     decides between concurrent starts, the losers get RunActive (409). If the queue
     cannot take the job, the run is removed again and QueueUnavailable (503) raised.
     """
-    encrypted_key = _resolve_api_key(api_key)
     options = _run_settings(task)
+    encrypted_key = _resolve_api_key(api_key, task=task, provider=options["provider"])
     previous_state = task.pipeline_state
     for attempt in range(START_ATTEMPTS):
         try:
@@ -370,7 +392,7 @@ def run_retry(*, run: PipelineRun, actor: User | None = None, api_key: str | Non
         spend_ceiling_check(run)
         fields: dict[str, Any] = {"token_budget": _run_settings(run.task)["token_budget"]}
         if api_key:
-            fields["api_key_encrypted"] = _resolve_api_key(api_key)
+            fields["api_key_encrypted"] = _resolve_api_key(api_key, task=run.task, provider=run.provider)
         return run_transition(run=run, to_status=run.phase, reason="resumed by user", actor=actor, fields=fields)
     if run.status == RunStatus.AWAITING_APPROVAL:
         # Two steps, not one transaction: run_start must see its job queued after its

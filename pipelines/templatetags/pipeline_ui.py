@@ -11,6 +11,7 @@ from django import template
 from django.template import Context
 
 from core.coder_agents import BUILT_IN, coder_agent_label
+from llm.providers import provider_label
 from pipelines.messages.selectors import run_message_note
 from pipelines.models import RunMessage, RunStatus
 from pipelines.panel import panel_context
@@ -77,6 +78,17 @@ def thousands(value: Any) -> str:
 def run_status_label(status: Any) -> str:
     """'awaiting_approval' → 'awaiting approval', as a chip says it."""
     return str(STATUS_LABELS.get(str(status), str(status).replace("_", " "))).lower()
+
+
+@register.filter
+def run_engine(state: Any) -> str:
+    """'gpt-4.1 · OpenAI-compatible': who answers a run's agents, from the run or its
+    task's ``pipeline_state``."""
+    if isinstance(state, dict):
+        provider, model = str(state.get("provider") or ""), str(state.get("model") or "")
+    else:
+        provider, model = str(getattr(state, "provider", "") or ""), str(getattr(state, "model", "") or "")
+    return " · ".join(part for part in (model, provider_label(provider) if provider else "") if part)
 
 
 @register.filter

@@ -9,9 +9,11 @@ from core.coder_agents import CODER_AGENT_MAX_LENGTH, validate_coder_agent
 from projects.models import (
     INSTRUCTIONS_MAX_LENGTH,
     LESSON_HALF_LIFE_MAX_HOURS,
+    LLM_BASE_URL_MAX_LENGTH,
     PROJECT_NAME_MAX_LENGTH,
     RUNS_AT_ONCE_MAX,
     TASK_SPEND_CEILING_MAX_USD,
+    LlmProvider,
     Project,
 )
 
@@ -22,6 +24,12 @@ DESCRIPTION_MAX_LENGTH: int = _description_max_length
 
 class ProjectSerializer(serializers.ModelSerializer[Project]):
     task_count = serializers.IntegerField(read_only=True, help_text="How many tasks the project has.")
+    llm_api_key_saved = serializers.SerializerMethodField(
+        help_text="Whether a key for the project's endpoint is saved (never shown)."
+    )
+
+    def get_llm_api_key_saved(self, project: Project) -> bool:
+        return bool(project.llm_api_key_encrypted)
 
     class Meta:
         model = Project
@@ -29,7 +37,13 @@ class ProjectSerializer(serializers.ModelSerializer[Project]):
             "id",
             "name",
             "description",
+            "llm_provider",
+            "llm_base_url",
+            "llm_api_key_saved",
             "llm_model",
+            "planner_model",
+            "coder_model",
+            "reviewer_model",
             "llm_max_tokens",
             "token_budget",
             "instructions",
@@ -55,6 +69,37 @@ class ProjectInputSerializer(serializers.Serializer):
         allow_blank=True,
         required=False,
         help_text="Model for this project's runs; blank = server default.",
+    )
+    planner_model = StrictCharField(
+        max_length=100, allow_blank=True, required=False, help_text="The Planner's model; blank = the project's."
+    )
+    coder_model = StrictCharField(
+        max_length=100, allow_blank=True, required=False, help_text="The Coder's model; blank = the project's."
+    )
+    reviewer_model = StrictCharField(
+        max_length=100, allow_blank=True, required=False, help_text="The Reviewer's model; blank = the project's."
+    )
+    llm_provider = serializers.ChoiceField(
+        choices=LlmProvider.choices,
+        allow_blank=True,
+        required=False,
+        help_text='Who answers the agents: "" the server\'s default, "anthropic", or "openai" (OpenAI-compatible).',
+    )
+    llm_base_url = StrictCharField(
+        max_length=LLM_BASE_URL_MAX_LENGTH,
+        allow_blank=True,
+        required=False,
+        help_text="The OpenAI-compatible endpoint's base URL (usually ending in /v1); blank = the server's. "
+        "Its host must be public (or in the server's allowed networks).",
+    )
+    llm_api_key = StrictCharField(
+        max_length=500,
+        allow_blank=True,
+        allow_null=True,
+        required=False,
+        trim_whitespace=False,
+        help_text="The endpoint's API key, stored encrypted and never returned. "
+        'Absent or null: keep the saved one; "" removes it.',
     )
     llm_max_tokens = serializers.IntegerField(
         min_value=1,

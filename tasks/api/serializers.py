@@ -50,6 +50,10 @@ class LatestRunSerializer(serializers.Serializer):
     cost_usd = _usd_field(
         "What the run's agent calls cost so far, in USD; null for a run summarised before costs were."
     )
+    provider = serializers.CharField(
+        default="", help_text='Who answers its agents: "anthropic", "openai" (OpenAI-compatible) or "claude-cli".'
+    )
+    model = serializers.CharField(default="", help_text="The model its agents use.")
 
 
 class ForgeIssueSummarySerializer(serializers.Serializer):
@@ -69,7 +73,7 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
     pipeline_state = PipelineStateField(
         read_only=True,
         help_text="Summary of the latest pipeline run: `run_id`, `run_number`, `status`, `phase`, `iteration`, "
-        "`cost_usd`. `latest_run` gives the same, typed.",
+        "`cost_usd`, `provider`, `model`. `latest_run` gives the same, typed.",
     )
     latest_run = serializers.SerializerMethodField(
         help_text="The latest pipeline run's state and cost; null before the task's first run."
@@ -116,7 +120,9 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
         state = task.pipeline_state
         if not isinstance(state, dict) or "run_id" not in state:
             return None
-        return LatestRunSerializer({"cost_usd": None, "run_number": None, "phase": "", **state}).data
+        return LatestRunSerializer(
+            {"cost_usd": None, "run_number": None, "phase": "", "provider": "", "model": "", **state}
+        ).data
 
     @extend_schema_field(ForgeIssueSummarySerializer(allow_null=True))
     def get_forge_issue(self, task: Task) -> dict[str, Any] | None:

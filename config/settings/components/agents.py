@@ -12,14 +12,25 @@ from .celery import CELERY_TASK_TIME_LIMIT
 
 # --- Agent pipeline -----------------------------------------------------------------
 
-# "anthropic" (the SDK; any Anthropic-compatible endpoint through ANTHROPIC_BASE_URL)
-# or "claude-cli" (the Claude command-line tool as a subprocess).
+# "anthropic" (the SDK; any Anthropic-compatible endpoint through ANTHROPIC_BASE_URL),
+# "openai" (any OpenAI-compatible Chat Completions endpoint through OPENAI_BASE_URL) or
+# "claude-cli" (the Claude command-line tool as a subprocess).
 LLM_PROVIDER = env_str("LLM_PROVIDER", "anthropic")
-if LLM_PROVIDER not in {"anthropic", "claude-cli"}:
-    raise ImproperlyConfigured(f"LLM_PROVIDER={LLM_PROVIDER!r} is invalid: expected anthropic or claude-cli.")
+if LLM_PROVIDER not in {"anthropic", "openai", "claude-cli"}:
+    raise ImproperlyConfigured(f"LLM_PROVIDER={LLM_PROVIDER!r} is invalid: expected anthropic, openai or claude-cli.")
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL", "")
 LLM_MODEL = env_str("LLM_MODEL", "claude-sonnet-4-6")
+# The OpenAI-compatible endpoint (LLM_PROVIDER=openai, or a project set to it without a
+# base URL of its own): the operator's, so trusted (not checked like a project owner's).
+# The key may stay empty for a local server (Ollama, llama.cpp, vLLM without --api-key):
+# a placeholder is then sent, only to a loopback or private address.
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "https://api.openai.com/v1")
+OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
+OPENAI_MODEL = env_str("OPENAI_MODEL", "gpt-4.1")
+# The endpoint is one's own (a GPU box on a public address): its calls cost nothing per
+# token. Loopback and private addresses are taken as local without it.
+OPENAI_LOCAL_ENDPOINT = env_bool("OPENAI_LOCAL_ENDPOINT", default=False)
 LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", default=8192, minimum=1)
 LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", default=300, minimum=1)
 # Prompt caching of agent and assistant calls (Anthropic provider): breakpoints on the
