@@ -3,19 +3,17 @@
 
 The sandbox runs it as another user, who must reach its folder: a clone in a folder only
 its owner may enter (`mktemp -d` makes one 0700, as CI's is) hides tools/ from that user.
-So it is linked (or, across filesystems, copied: ~400 MB) once per process into a folder
-anyone may enter, removed at exit. A missing install fails the tests that need it with
+So it is linked (or, across filesystems, copied: ~400 MB) where that user reaches it
+(tests/readable.py). A missing install fails the tests that need it with
 the command that installs it: they are the provider's tests against the real program.
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
-import os
-import shutil
-import tempfile
 from pathlib import Path
+
+from tests.readable import readable
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tools" / "claude-cli"
 SOURCE = PACKAGE / "node_modules" / ".bin" / "claude"
@@ -26,14 +24,6 @@ NOT_INSTALLED = f"The pinned Claude CLI is not installed: run `npm ci --prefix {
 def real_claude() -> str:
     if not SOURCE.exists():
         raise RuntimeError(NOT_INSTALLED)
-    binary = SOURCE.resolve()
-    folder = Path(tempfile.mkdtemp(prefix="autocoder-real-claude-"))
-    folder.chmod(0o755)
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    executable = folder / "claude"
-    try:
-        os.link(binary, executable)
-    except OSError:
-        shutil.copy2(binary, executable)
+    executable = readable(SOURCE.resolve())
     executable.chmod(0o755)
     return str(executable)

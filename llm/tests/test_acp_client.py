@@ -18,8 +18,11 @@ from llm.acp import client as acp_client
 from llm.acp.client import AcpRefused, CommandRun, PermissionAsk
 from llm.acp.provider import AcpProvider, acp_agent
 from llm.providers.base import Cancelled, LLMRequest, ProviderError
+from tests.readable import readable
 
-FAKE_AGENT = str(Path(__file__).resolve().parents[2] / "tests" / "fake_acp_agent.py")
+# The fake agent and its folder, where the sandbox's user reaches them (tests/readable.py).
+FAKE_FOLDER = readable(Path(__file__).resolve().parents[2] / "tests")
+FAKE_AGENT = str(FAKE_FOLDER / "fake_acp_agent.py")
 
 
 class Host:
@@ -57,7 +60,7 @@ def fake(settings, mode: str, script: list[dict] | None = None, python: str = sy
             "command": [python, FAKE_AGENT],
             "api": "anthropic",
             "env": {"FAKE_ACP_MODE": mode, "FAKE_ACP_SCRIPT": json.dumps(script or [])},
-            "paths": [str(Path(FAKE_AGENT).parent)],
+            "paths": [str(FAKE_FOLDER)],
         }
     }
     settings.ANTHROPIC_API_KEY = "sk-test"

@@ -31,14 +31,22 @@ from pipelines.tests.repositories import CALC, CALC_FIXED, git, log_text
 from repos.models import Repository
 from tests.fake_anthropic import TextReply, ToolReply, default_reply
 from tests.fake_chat_completions import ChatToolCall, FakeChatCompletions
+from tests.readable import acp_agents_reachable, readable
 from tests.threads import DatabaseThread
 from tests.workers import drive_in_process
 
 pytestmark = [pytest.mark.django_db, needs_bwrap]
 
-FAKE_AGENT = str(Path(__file__).resolve().parents[3] / "tests" / "fake_acp_agent.py")
+# The fake agent and its folder, where the sandbox's user reaches them (tests/readable.py).
+FAKE_FOLDER = readable(Path(__file__).resolve().parents[3] / "tests")
+FAKE_AGENT = str(FAKE_FOLDER / "fake_acp_agent.py")
 TEST_COMMAND = "python3 check.py"
 OUTSIDE = Path("/tmp/autocoder-acp-outside.txt")
+
+
+@pytest.fixture(autouse=True)
+def _agents_the_sandbox_reaches(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.ACP_AGENTS = acp_agents_reachable(settings.ACP_AGENTS, settings.ACP_AGENTS_ROOT)
 
 
 @pytest.fixture
@@ -192,7 +200,7 @@ def use_fake_agent(settings, task, mode: str, script: list[dict] | None = None) 
             "label": "Fake ACP agent",
             "command": ["/usr/bin/python3", FAKE_AGENT],
             "env": {"FAKE_ACP_MODE": mode, "FAKE_ACP_SCRIPT": json.dumps(script or [])},
-            "paths": [str(Path(FAKE_AGENT).parent)],
+            "paths": [str(FAKE_FOLDER)],
         },
     }
     task.coder_agent = "fake"

@@ -116,7 +116,6 @@ def test_a_cli_write_is_mapped_from_its_view_of_the_worktree(tmp_path: Path) -> 
         "src/new.py"
     )
     assert cli_written_path(_call("Edit", file_path=f"{worktree}/app/calc.py"), worktree) == "app/calc.py"
-    assert cli_written_path(_call("NotebookEdit", notebook_path=f"{SANDBOX_ROOT}/nb.ipynb"), worktree) == "nb.ipynb"
     assert cli_written_path(_call("Write", file_path="docs/./a.md"), worktree) == "docs/a.md"
 
 
