@@ -16,7 +16,16 @@ from typing import Any
 import anthropic
 import httpx2
 
-from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, ToolCall
+from .base import (
+    CancelCheck,
+    Cancelled,
+    ChunkCallback,
+    LLMRequest,
+    LLMResult,
+    ProviderError,
+    ToolCall,
+    retry_after_seconds,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -34,15 +43,7 @@ RETRYABLE_ERROR_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "t
 
 
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:
-    headers = exc.response.headers if exc.response is not None else {}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                return None
-    return None
+    return retry_after_seconds(exc.response.headers if exc.response is not None else {})
 
 
 def _error_type(exc: anthropic.APIStatusError) -> str:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -128,6 +128,19 @@ class LLMResult:
             + (self.cache_read_input_tokens + 9) // 10
             + self.output_tokens
         )
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """How long an API asked to wait before trying again (``retry-after-ms``, else
+    ``retry-after`` in seconds), or None when it did not say (or said it badly)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                return None
+    return None
 
 
 class ProviderError(ApplicationError):

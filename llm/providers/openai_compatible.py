@@ -23,7 +23,7 @@ import openai
 
 from core.addresses import EndpointRefused, endpoint_host_check, endpoint_is_local
 
-from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError
+from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, retry_after_seconds
 from .openai_messages import StreamedReply, chat_kwargs
 
 logger = logging.getLogger(__name__)
@@ -55,15 +55,7 @@ TIMED_OUT = "The OpenAI-compatible endpoint {url} did not answer in time."
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
-    headers = exc.response.headers if exc.response is not None else {}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                return None
-    return None
+    return retry_after_seconds(exc.response.headers if exc.response is not None else {})
 
 
 def _detail(exc: openai.APIError) -> str:

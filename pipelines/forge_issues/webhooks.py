@@ -4,30 +4,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
-
+from pipelines.forge_deliveries import Delivery
 from pipelines.models import ForgeIssue
 from repos.forges.issues import webhook_issue
-from repos.models import Repository
 
 from .services import forge_issue_apply, forge_issue_login
 
 
-class IssueDelivery(Protocol):
-    """What of ``pull_requests.webhooks.Delivery`` this handler reads."""
-
-    @property
-    def repository(self) -> Repository: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def event(self) -> str: ...
-    @property
-    def payload(self) -> Mapping[str, Any]: ...
-
-
-def forge_issue_delivery(delivery: IssueDelivery) -> str:
+def forge_issue_delivery(delivery: Delivery) -> str:
     """An issue opened, edited, labelled, assigned, closed or reopened: imported when it is
     ours to take, followed when it is known; "ignored" otherwise."""
     issue = webhook_issue(kind=delivery.kind, event=delivery.event, payload=delivery.payload)

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from pipelines.forge_deliveries import Delivery
 from pipelines.models import FeedbackOrigin, PullRequest, RunStatus
 from pipelines.runs.workspace import run_repository
 from repos.forges import ForgeClient, ForgeError, PullRequestState
@@ -30,20 +31,6 @@ from repos.models import Repository
 from .merging import pull_request_merge_if_green
 from .rounds import pull_request_round_start
 from .services import forge_client_for, publish_pull_request
-
-
-class Delivery(Protocol):
-    """What ``checks_delivery`` reads of webhooks.Delivery (which lists the handler)."""
-
-    @property
-    def repository(self) -> Repository: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def event(self) -> str: ...
-    @property
-    def payload(self) -> Mapping[str, Any]: ...
-
 
 logger = logging.getLogger(__name__)
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Protocol
 
 from django.utils import timezone
 
 from core.exceptions import ApplicationError
+from pipelines.forge_deliveries import Delivery
 from pipelines.models import FeedbackOrigin, PullRequest, RunStatus
 from pipelines.runs.base_update import (
     base_conflict_feedback,
@@ -29,7 +29,6 @@ from pipelines.runs.base_update import (
 from pipelines.runs.workspace import run_repository
 from repos.forges import ForgeClient, PullRequestState, webhook_pull_request
 from repos.forges.mergeability import pull_request_conflicting
-from repos.models import Repository
 
 from .rounds import pull_request_round_start
 from .services import forge_client_for, pull_request_apply
@@ -39,19 +38,6 @@ logger = logging.getLogger(__name__)
 # GitHub's and Gitea's pull_request actions after which mergeability is asked again (the
 # head or the base changed); GitLab's merge request hook action.
 UPDATE_ACTIONS = frozenset({"synchronize", "edited", "update"})
-
-
-class _Delivery(Protocol):
-    """pipelines.pull_requests.webhooks.Delivery, which lists this module's handler."""
-
-    @property
-    def repository(self) -> Repository: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def event(self) -> str: ...
-    @property
-    def payload(self) -> Mapping[str, Any]: ...
 
 
 def pull_request_base_follow(pull_request: PullRequest, client: ForgeClient) -> str:
@@ -91,7 +77,7 @@ def pull_request_base_poll(pull_request: PullRequest, client: ForgeClient) -> No
     pull_request_base_follow(pull_request, client)
 
 
-def pull_request_update_delivery(delivery: _Delivery) -> str:
+def pull_request_update_delivery(delivery: Delivery) -> str:
     """A pull request's head or base changed (GitHub/Gitea ``pull_request`` synchronize or
     edited, GitLab's merge request update): its state is applied, then its mergeability
     asked of the forge (a webhook's own ``mergeable`` is often not computed yet)."""

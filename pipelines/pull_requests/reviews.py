@@ -20,13 +20,14 @@ import logging
 from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from pipelines.forge_deliveries import Delivery
 from pipelines.models import (
     FeedbackOrigin,
     ForgeReview,
@@ -42,7 +43,6 @@ from pipelines.runs.services import InvalidTransition
 from pipelines.runs.workspace import run_repository
 from repos.forges import ForgeClient, ForgeError, ForgeKind, PullRequestState
 from repos.forges.reviews import CHANGES_REQUESTED, ReviewInfo, own_login, reviews_list
-from repos.models import Repository
 from repos.services.forge_trust import forge_commenter_trusted
 
 from .review_replies import forge_replies_post
@@ -70,19 +70,6 @@ REVIEW_EVENTS: dict[str, frozenset[str]] = {
 NOT_ON_LINES = "Comments not on lines of the current diff:"
 
 
-class ReviewDelivery(Protocol):
-    """What a webhook delivery gives a handler (pipelines.pull_requests.webhooks.Delivery)."""
-
-    @property
-    def repository(self) -> Repository: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def event(self) -> str: ...
-    @property
-    def payload(self) -> Mapping[str, Any]: ...
-
-
 def _delivery_number(kind: str, payload: Mapping[str, Any]) -> int | None:
     """Which pull (merge) request a review delivery is about."""
     if kind == ForgeKind.GITLAB:
@@ -97,7 +84,7 @@ def _delivery_number(kind: str, payload: Mapping[str, Any]) -> int | None:
         return None
 
 
-def forge_review_delivery(delivery: ReviewDelivery) -> str:
+def forge_review_delivery(delivery: Delivery) -> str:
     """A review or a comment was written on a pull request: read its reviews from the
     forge (the delivery only says where to look) and act on what is new."""
     if delivery.event not in REVIEW_EVENTS.get(delivery.kind, frozenset()):

@@ -8,8 +8,7 @@ reviews, issues …) adds its handler to the table."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +19,7 @@ from django.views.decorators.debug import sensitive_variables
 
 from core.crypto import decrypt_secret
 from core.exceptions import ApplicationError, NotFound
+from pipelines.forge_deliveries import Delivery
 from pipelines.forge_issues.webhooks import forge_issue_delivery
 from pipelines.models import ForgeDelivery, PullRequest
 from repos.forges import (
@@ -43,15 +43,6 @@ WEBHOOK_BAD_SIGNATURE = "The delivery's signature does not match the repository'
 class WebhookRefused(ApplicationError):
     code = "webhook_refused"
     status_code = 401
-
-
-@dataclass(frozen=True)
-class Delivery:
-    repository: Repository
-    kind: str  # ForgeKind
-    event: str  # the forge's word: pull_request, check_run, merge_request, note …
-    payload: Mapping[str, Any]
-    headers: Mapping[str, str]
 
 
 def pull_request_state_delivery(delivery: Delivery) -> str:

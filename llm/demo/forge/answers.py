@@ -10,7 +10,7 @@ import re
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,3 +95,20 @@ def control_deliver(control: Mapping[str, Any], kind: str, event: str, payload: 
         return 400, {"message": "webhook must be an http(s) URL"}
     body, headers = signed_delivery(kind, event, payload, str(control.get("secret", "")))
     return 200, {"webhook_status": deliver(url, body, headers)}
+
+
+def control_answer(
+    control: Mapping[str, Any], kind: str, events: Sequence[tuple[str, Any]], answer: dict[str, Any]
+) -> Answer:
+    """A control's answer: ``answer`` and, when the control names a webhook, each of
+    ``events`` delivered to it in order — ``webhook_status`` the first's HTTP status,
+    ``webhook_statuses`` all of them (a bad webhook URL: that 400)."""
+    for event, payload in events:
+        delivered = control_deliver(control, kind, event, payload)
+        if delivered is None:
+            break
+        if delivered[0] != 200:
+            return delivered
+        answer.setdefault("webhook_status", delivered[1]["webhook_status"])
+        answer.setdefault("webhook_statuses", []).append(delivered[1]["webhook_status"])
+    return 200, answer

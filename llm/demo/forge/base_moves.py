@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .answers import Answer, control_deliver
+from .answers import Answer, control_answer
 from .pulls import state_payload
 from .state import ForgeState
 
@@ -64,8 +64,8 @@ def control_base(forge: ForgeState, body: dict[str, Any]) -> Answer:
         except subprocess.CalledProcessError as error:
             return 422, {"message": f"git refused: {error.stderr.decode(errors='replace')[-300:]}"}
         numbers = [n for n, pull in repository.pulls.items() if pull.base == branch and pull.state == "open"]
-    answer: dict[str, Any] = {"commit": commit, "pulls": numbers}
     kind = str(body.get("kind") or "github")
+    events = []
     for number in numbers:
         with forge.lock:
             event, payload = state_payload(forge, kind, name, number)
@@ -73,10 +73,8 @@ def control_base(forge: ForgeState, body: dict[str, Any]) -> Answer:
             payload["object_attributes"]["action"] = "update"
         else:
             payload["action"] = "synchronize"
-        delivered = control_deliver(body, kind, event, payload)
-        if delivered is not None:
-            answer.setdefault("webhook_statuses", []).append(delivered[1].get("webhook_status", delivered[0]))
-    return 200, answer
+        events.append((event, payload))
+    return control_answer(body, kind, events, {"commit": commit, "pulls": numbers})
 
 
 ROUTES: list[Any] = []

@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
-from .answers import Answer, ForgeRequest, Redirect, control_deliver, not_found
+from .answers import Answer, ForgeRequest, Redirect, control_answer, not_found
 from .pulls import set_state
 from .state import FakeRepository, ForgeState, now_stamp
 
@@ -343,13 +343,7 @@ def control_checks(forge: ForgeState, body: dict[str, Any]) -> Answer:
         )
     except (KeyError, TypeError, ValueError) as error:
         return 400, {"message": f"kind, repository, sha or number, and checks are required ({error})"}
-    answer: dict[str, Any] = {"sha": sha}
-    delivered = control_deliver(body, kind, event, payload)
-    if delivered is not None:
-        if delivered[0] != 200:
-            return delivered
-        answer.update(delivered[1])
-    return 200, answer
+    return control_answer(body, kind, [(event, payload)], {"sha": sha})
 
 
 GITHUB_REPO = r"/repos/(?P<repo>[^/]+/[^/]+)"

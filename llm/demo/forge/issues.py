@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .answers import Answer, ForgeRequest, control_deliver, forbidden, not_found
+from .answers import Answer, ForgeRequest, control_answer, forbidden, not_found
 from .state import FakePull, FakeRepository, ForgeState, now_stamp
 
 CLOSES = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s+#(\d+)", re.IGNORECASE)
@@ -254,13 +254,9 @@ def control_issue(forge: ForgeState, body: dict[str, Any]) -> Answer:
             event, payload = issue_event(forge, kind, repository, issue, action)
     except (KeyError, TypeError, ValueError) as error:
         return 400, {"message": f"kind, repository and a title or number are required ({error})"}
-    answer: dict[str, Any] = {"number": issue.number, "action": action, "state": issue.state}
-    delivered = control_deliver(body, kind, event, payload)
-    if delivered is not None:
-        if delivered[0] != 200:
-            return delivered
-        answer.update(delivered[1])
-    return 200, answer
+    return control_answer(
+        body, kind, [(event, payload)], {"number": issue.number, "action": action, "state": issue.state}
+    )
 
 
 GITHUB_ISSUES = r"/repos/(?P<repo>[^/]+/[^/]+)/issues"

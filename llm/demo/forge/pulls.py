@@ -10,7 +10,7 @@ import subprocess
 from typing import Any
 
 from . import issues
-from .answers import Answer, ForgeRequest, control_deliver, forbidden, not_found, signed_delivery
+from .answers import Answer, ForgeRequest, control_answer, forbidden, not_found, signed_delivery
 from .mergeability import mergeable_fields
 from .state import FakePull, FakeRepository, ForgeState, now_stamp
 
@@ -181,16 +181,7 @@ def control_state(forge: ForgeState, body: dict[str, Any]) -> Answer:
             ]
     except (KeyError, TypeError, ValueError) as error:
         return 400, {"message": f"kind, repository, number and state are required ({error})"}
-    answer: dict[str, Any] = {"state": body["state"]}
-    for event, payload in events:
-        delivered = control_deliver(body, kind, event, payload)
-        if delivered is None:
-            break
-        if delivered[0] != 200:
-            return delivered
-        answer.setdefault("webhook_statuses", []).append(delivered[1]["webhook_status"])
-        answer.setdefault("webhook_status", delivered[1]["webhook_status"])
-    return 200, answer
+    return control_answer(body, kind, events, {"state": body["state"]})
 
 
 GITHUB_PULLS = r"/repos/(?P<repo>[^/]+/[^/]+)/pulls"

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import issues
-from .answers import Answer, ForgeRequest, control_deliver, forbidden, not_found
+from .answers import Answer, ForgeRequest, control_answer, forbidden, not_found
 from .discussions import note_position
 from .review_state import (
     FakeReview,
@@ -223,15 +223,7 @@ def control_review(forge: ForgeState, body: dict[str, Any]) -> Answer:
             deliveries = review_deliveries(forge, kind, repository, number, review)
     except (KeyError, TypeError, ValueError) as error:
         return 400, {"message": f"kind, repository, number and author are required ({error})"}
-    answer: dict[str, Any] = {"review": review.id, "webhook_status": []}
-    for event, payload in deliveries:
-        delivered = control_deliver(body, kind, event, payload)
-        if delivered is None:
-            break
-        if delivered[0] != 200:
-            return delivered
-        answer["webhook_status"].append(delivered[1]["webhook_status"])
-    return 200, answer
+    return control_answer(body, kind, deliveries, {"review": review.id})
 
 
 def control_collaborator(forge: ForgeState, body: dict[str, Any]) -> Answer:
