@@ -17,7 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.exceptions import ApplicationError
-from pipelines.models import FINAL_STATUSES, PipelineRun
+from pipelines.models import FINAL_STATUSES, FeedbackOrigin, PipelineRun
 from pipelines.runs.selectors import run_changes_requested
 
 if TYPE_CHECKING:
@@ -189,7 +189,13 @@ def commit_message(run: PipelineRun, changes: list[dict[str, Any]]) -> str:
     if run.status == "fixing":
         why = f"fixes after review {run.iteration}"
     elif run.feedback or run_changes_requested(run=run):
-        why = "changes requested in review"
+        # A person's request here, or the pull request's: a review there, its checks, its base.
+        whys: dict[str, str] = {
+            FeedbackOrigin.CHECKS: "fixes for the pull request's failing checks",
+            FeedbackOrigin.BASE: "the moved base's conflicts resolved",
+            FeedbackOrigin.FORGE_REVIEW: "changes requested in review on the forge",
+        }
+        why = whys.get(run.feedback_origin, "changes requested in review")
     else:
         why = "implementation"
     files = "\n".join(f"- {change.get('action')} {change.get('file_path')}" for change in changes[:50])

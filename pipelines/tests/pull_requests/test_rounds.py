@@ -69,6 +69,8 @@ def test_a_round_the_checks_asked_for_reaches_the_same_branch_as_a_fast_forward(
     assert git(remote, "rev-parse", run.branch) == run.head_commit
     git(remote, "merge-base", "--is-ancestor", first_head, run.head_commit)
     assert PullRequest.objects.get().pushed_head == run.head_commit
+    subject = git(remote, "log", "-1", "--format=%s", run.branch)
+    assert subject == f"{run.task.title} (fixes for the pull request's failing checks)"
 
 
 def test_a_push_that_fails_after_a_round_is_kept_and_pushed_by_the_poll(
