@@ -256,14 +256,18 @@ def _as_text(comment: Mapping[str, Any]) -> str:
 
 
 def _feedback(review: ForgeReview, not_on_lines: list[str]) -> str:
-    """The round's feedback: who asked on the forge, the review's body, and the comments
-    that could not be placed on lines."""
-    asked = "requested changes" if review.state == CHANGES_REQUESTED else "commented"
-    parts = [f"{review.author} {asked} in a review of the pull request on the forge."]
+    """The round's feedback: the review's body and the comments that could not be placed
+    on lines — the reviewer's words only, which the next tasks learn from (the prompt's
+    heading says they come from a review on the forge; the run's page says whose). A
+    review of line comments alone says no more; one of nothing at all says who asked."""
+    parts = []
     if review.body.strip():
         parts.append(review.body.strip())
     if not_on_lines:
         parts.append("\n".join([NOT_ON_LINES, *not_on_lines]))
+    if not parts and not review.comments:
+        asked = "requested changes" if review.state == CHANGES_REQUESTED else "commented"
+        parts.append(f"{review.author} {asked} in a review of the pull request on the forge, without words.")
     return "\n\n".join(parts)
 
 

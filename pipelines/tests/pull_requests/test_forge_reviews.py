@@ -189,9 +189,8 @@ def test_a_review_with_two_line_comments_is_one_round_answered_on_the_forge_afte
     lines = "line 15" if kind == "gitea" else "lines 14–15"
     assert f"## app/long.py, {lines} (comment {comments[14].pk})" in prompt and ON_14_15 in prompt
     assert f"## app/long.py, line 17 (comment {comments[17].pk})" in prompt and ON_17 in prompt
-    # GitLab has no review state: its notes are comments.
-    asked = "commented" if kind == "gitlab" else "requested changes"
-    assert REVIEW_BODY in prompt and f"alice {asked} in a review" in prompt
+    # The reviewer's words, under a heading that says where they come from.
+    assert "# Changes requested by a review on the forge\n" + REVIEW_BODY in prompt
     assert not replies_on_forge(forge, kind)  # not before the push
 
     pipeline_advance(run.pk)  # what the worker does after the round: push, then answer
