@@ -29,7 +29,15 @@ def test_comment_on_a_line_and_a_range_then_request_changes(page, live_app: Live
     # Before any hover the "+" can be seen (it was transparent until pointed at).
     plus = file.locator("tr[data-new-line='1'] [data-line-comment-add]")
     page.mouse.move(0, 0)
-    assert float(plus.evaluate("b => getComputedStyle(b).opacity")) >= 0.25
+    # A live update may swap the panel between finding the button and reading its style
+    # (a detached element has no computed style): read it again until it is in the page.
+    opacity = ""
+    for _ in range(50):
+        opacity = plus.evaluate("b => b.isConnected ? getComputedStyle(b).opacity : ''")
+        if opacity:
+            break
+        page.wait_for_timeout(100)
+    assert float(opacity) >= 0.25
     line_comment_plus(file, 1).click()
     form = page.locator("[data-testid=line-comment-form]")
     # The box is named by its label (what a screen reader says), the lines it is about.
