@@ -40,4 +40,5 @@ RUN useradd --system --uid 10001 --no-create-home autocoder
 USER autocoder
 
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "config.asgi:application"]
+# WEB_PROCESSES daphne processes (default: one per core) sharing the port (deploy/web.py).
+CMD ["python", "deploy/web.py", "--host", "0.0.0.0", "--port", "8000", "config.asgi:application"]

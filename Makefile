@@ -43,6 +43,9 @@ claude-cli: $(CLAUDE_CLI)
 # manifest and lockfile: Claude Code's ACP adapter and opencode. Needs Node.js 20+ and npm.
 acp-agents: tools/acp-agents/node_modules/.installed
 
+# opencode's glob and grep need ripgrep on its PATH (it would download one, but its sandbox
+# has no network): the one pinned with Claude Code's SDK, linked into node_modules/.bin.
+RIPGREP_PLATFORM = $(patsubst aarch64,arm64,$(patsubst x86_64,x64,$(shell uname -m)))-linux
 # `npm ci` where the registry has every platform's opencode binary package; a mirror that
 # lacks some (seen here) makes `npm ci` refuse the lockfile, so the same locked versions
 # are then installed without touching it. Install scripts stay off; opencode's one
@@ -51,6 +54,8 @@ tools/acp-agents/node_modules/.installed: tools/acp-agents/package.json tools/ac
 	npm ci --prefix tools/acp-agents --no-audit --no-fund --ignore-scripts \
 		|| npm install --prefix tools/acp-agents --no-save --no-audit --no-fund --ignore-scripts
 	cd tools/acp-agents/node_modules/opencode-ai && node postinstall.mjs
+	mkdir -p tools/acp-agents/node_modules/.bin
+	ln -sf ../@anthropic-ai/claude-agent-sdk/vendor/ripgrep/$(RIPGREP_PLATFORM)/rg tools/acp-agents/node_modules/.bin/rg
 	touch $@
 
 migrate: $(VENV)/.installed-run
@@ -114,7 +119,7 @@ demo-superuser: $(VENV)/.installed-run
 	$(DEMO_ENV) $(BIN)/python manage.py createsuperuser $(ARGS)
 
 worker: $(VENV)/.installed-run
-	$(BIN)/celery -A config worker --loglevel=info --pool=threads
+	$(BIN)/python deploy/workers.py --loglevel=info
 
 beat: $(VENV)/.installed-run
 	$(BIN)/celery -A config beat --loglevel=info --scheduler django_celery_beat.schedulers:DatabaseScheduler
@@ -136,10 +141,14 @@ DEMO_DB ?= $(CURDIR)/demo.sqlite3
 DEMO_ENV = DEBUG=true LLM_DEMO_MODE=true DATABASE_URL=sqlite:///$(DEMO_DB) \
 	ANTHROPIC_BASE_URL=http://127.0.0.1:$(DEMO_LLM_PORT) ANTHROPIC_API_KEY=demo-key-not-secret \
 	OPENAI_BASE_URL=http://127.0.0.1:$(DEMO_LLM_PORT)/v1 OPENAI_MODEL=$${OPENAI_MODEL:-demo-model} \
+	ACP_OPENAI_BASE_URL=http://127.0.0.1:$(DEMO_LLM_PORT)/v1 ACP_OPENAI_API_KEY=demo-key-not-secret \
+	ACP_OPENAI_MODEL=demo-model \
 	CLONE_ALLOWED_NETWORKS=$${CLONE_ALLOWED_NETWORKS:-127.0.0.0/8} \
 	CLAUDE_CLI_PATH=$${CLAUDE_CLI_PATH:-$(CLAUDE_CLI)}
 # `LLM_PROVIDER=claude-cli make demo`: the pinned CLI is every agent, the demo model its API.
 # `LLM_PROVIDER=openai make demo`: the demo model answers Chat Completions too.
+# A project whose Coder is opencode (over ACP) asks it there as well: the agent's sandbox has
+# a loopback of its own, where the relay stands in for this 127.0.0.1 port (llm/acp/sandbox.py).
 demo: $(VENV)/.installed-run $(if $(filter claude-cli,$(LLM_PROVIDER)),$(CLAUDE_CLI))
 	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput
 	$(DEMO_ENV) $(BIN)/python manage.py collectstatic --noinput --verbosity 0

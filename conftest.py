@@ -34,6 +34,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.option.basetemp = str(process_scratch_folder() / "pytest")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test marked own_topology runs in CI's embedded pass only (.ci/run): that holds
+    only while it touches nothing the pass's topology decides. The test database is the
+    one such thing a test asks for by fixture, so asking for it is refused here."""
+    for item in items:
+        if item.get_closest_marker("own_topology") is None:
+            continue
+        uses_db = item.get_closest_marker("django_db") is not None or any(
+            name in getattr(item, "fixturenames", ()) for name in ("db", "transactional_db", "django_db_setup")
+        )
+        if uses_db:
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked own_topology but uses the test database, which the topology decides"
+            )
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _git_trusts_the_storage_account(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The tests' own git (run as root, to make and inspect repositories) works in

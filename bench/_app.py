@@ -5,6 +5,7 @@ processes stopped."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -21,10 +22,44 @@ from _common import ROOT
 PASSWORD = "bench password 123"
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free port: one of ``BENCH_PORTS`` ("8200-8299") when set (several benchmarks
+    share a machine, each in its own range), not handed out before (its server may not
+    have bound it yet), else any the system picks."""
+    first, _, last = os.environ.get("BENCH_PORTS", "").partition("-")
+    candidates = [p for p in range(int(first), int(last or first) + 1) if p not in _handed_out] if first else [0]
+    for port in candidates:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            _handed_out.add(port)
+            return int(sock.getsockname()[1])
+    raise RuntimeError(f"no free port in BENCH_PORTS={os.environ['BENCH_PORTS']}")
+
+
+def paced_model_arguments(p: argparse.ArgumentParser, *, seconds: float) -> None:
+    """A benchmark's fake model streaming at a model's pace: how long, how fast, and the
+    hidden ``--serve-llm PORT`` that runs it (``paced_model_started``)."""
+    p.add_argument("--seconds", type=float, default=seconds)
+    p.add_argument("--rate", type=float, default=50.0)
+    p.add_argument("--serve-llm", type=int, help=argparse.SUPPRESS)
+
+
+def paced_model_started(script: str, seconds: float, rate: float) -> tuple[subprocess.Popen[bytes], int]:
+    """``script`` again with ``--serve-llm``: its fake model in a process of its own, so
+    that its streams do not share the measuring process's interpreter; (process, port)
+    once it serves."""
+    port = free_port()
+    command = [sys.executable, script, "--serve-llm", str(port), "--seconds", str(seconds), "--rate", str(rate)]
+    llm = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE)
+    assert llm.stdout is not None
+    llm.stdout.readline()
+    return llm, port
 
 
 def http(url: str, body: dict | None = None, token: str = "", timeout: float = 30) -> dict:
@@ -56,12 +91,46 @@ def app_environment(llm_url: str) -> dict[str, str]:
     }
 
 
-def daphne_started(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """The database migrated, then daphne serving the app on ``port``."""
+def daphne_started(port: int, env: dict[str, str], processes: int = 0) -> subprocess.Popen[bytes]:
+    """The database migrated, then daphne serving the app on ``port``: one process, or
+    ``processes`` of them sharing the port as the production topology starts them
+    (deploy/web.py)."""
     python = sys.executable
     subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    if processes:
+        web = [python, "deploy/web.py", "--host", "127.0.0.1", "--port", str(port), "--processes", str(processes)]
+        return subprocess.Popen([*web, "config.asgi:application"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     daphne = [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"]
     return subprocess.Popen(daphne, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live process below it."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    found = [pid]
+    for parent in found:
+        found += [child for child, its_parent in parents.items() if its_parent == parent]
+    return found
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User + system CPU time the live processes ``pids`` have used so far."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def wait_healthy(url: str, timeout: float) -> None:

@@ -76,13 +76,22 @@ def unique_context(text: str, line_no: int) -> str:
         before, after = before + 1, after + 1
 
 
+def abs_edit(path: str, text: str, *, first_line: int) -> dict[str, str]:
+    """A ``str_replace`` that makes the first step at or after ``first_line`` of a
+    ``module`` use ``abs()``."""
+    lines = text.splitlines()
+    line = next(i for i in range(first_line, len(lines) + 1) if "return total" in lines[i - 1])
+    old = unique_context(text, line)
+    new = old.replace("return total if total > 0 else -total", "return abs(total)", 1)
+    return {"command": "str_replace", "path": path, "old_str": old, "new_str": new}
+
+
 def main() -> None:
     p = parser(__doc__ or "")
     p.add_argument("--n", type=int, default=5, help="repetitions of each one-line edit (p50 wall time)")
     args = p.parse_args()
     label = setup_django("coder_edits", args.db)
 
-    from llm.pricing import call_cost
     from llm.providers.anthropic import AnthropicProvider
     from llm.providers.base import LLMRequest, LLMResult, Tool
     from repos.coder_tools import coder_tools
@@ -196,7 +205,7 @@ def main() -> None:
     )
 
     # --- 2. Two 12-turn Coder conversations, billed with and without caching -----------
-    from repos.coder_tools import RUN_TESTS, CoderSession, coder_tool_run
+    from repos.coder_tools import RUN_TESTS, CoderSession
 
     session = CoderSession(max_test_runs=100)
 
@@ -210,35 +219,10 @@ def main() -> None:
             results.append(result)
             if not result.tool_calls:
                 break
-            messages.append({"role": "assistant", "content": result.content})
-            blocks = []
-            for tool_call in result.tool_calls:
-                outcome = coder_tool_run(
-                    repo, tool_call.name, tool_call.input, test_command=TEST_COMMAND, session=session
-                )
-                blocks.append({"type": "tool_result", "tool_use_id": tool_call.id, "content": outcome.content})
-            messages.append({"role": "user", "content": blocks})
-        cost = sum(
-            (
-                call_cost(
-                    model=MODEL,
-                    input_tokens=r.input_tokens,
-                    output_tokens=0,
-                    cache_creation_input_tokens=r.cache_creation_input_tokens,
-                    cache_read_input_tokens=r.cache_read_input_tokens,
-                )
-                for r in results
-            ),
-            Decimal(0),
-        )
-        return results, cost
+            messages += tool_turn(repo, result, session)
+        return results, input_cost(results)
 
-    def counts(results: list[LLMResult]) -> tuple[int, int, int]:
-        return (
-            sum(r.input_tokens for r in results),
-            sum(r.cache_creation_input_tokens for r in results),
-            sum(r.cache_read_input_tokens for r in results),
-        )
+    counts = input_counts
 
     def compare(title: str, files: dict[str, str], replies: list[Any], why: list[str]) -> None:
         cached, cached_cost = conversation(make_repo(files), replies, cache=True)
@@ -297,15 +281,7 @@ def main() -> None:
     files_b = {f"app/pkg_{k}.py": module(f"pkg{k}", 450) for k in range(6)}
     edits: list[Any] = []
     for k, name in ((0, "app/pkg_0.py"), (2, "app/pkg_2.py"), (4, "app/pkg_4.py")):
-        text = files_b[name]
-        line = next(i for i in range(200, 450) if "return total" in text.splitlines()[i - 1])
-        old = unique_context(text, line)
-        new = old.replace("return total if total > 0 else -total", "return abs(total)", 1)
-        edits.append(
-            ToolReply(
-                input={"command": "str_replace", "path": name, "old_str": old, "new_str": new}, name=EDITOR_TOOL_NAME
-            )
-        )
+        edits.append(ToolReply(input=abs_edit(name, files_b[name], first_line=200), name=EDITOR_TOOL_NAME))
         if k in (0, 4):
             edits.append(ToolReply(input={}, name=RUN_TESTS.name))
     compare(
@@ -323,6 +299,47 @@ def main() -> None:
         ],
     )
     server.stop()
+
+
+def tool_turn(repo: Path, result: Any, session: Any) -> list[dict[str, Any]]:
+    """The reply's tool calls run in ``repo`` by the Coder's tools: the two messages that
+    continue the conversation (the reply, then its tool results)."""
+    from repos.coder_tools import coder_tool_run
+
+    blocks = []
+    for tool_call in result.tool_calls:
+        outcome = coder_tool_run(repo, tool_call.name, tool_call.input, test_command=TEST_COMMAND, session=session)
+        blocks.append({"type": "tool_result", "tool_use_id": tool_call.id, "content": outcome.content})
+    return [{"role": "assistant", "content": result.content}, {"role": "user", "content": blocks}]
+
+
+def input_cost(results: list[Any]) -> Decimal:
+    """What the calls' input cost (``llm.pricing.call_cost`` with no output): uncached at
+    the input price, cache writes at 1.25x, reads at 0.1x."""
+    from llm.pricing import call_cost
+
+    return sum(
+        (
+            call_cost(
+                model=MODEL,
+                input_tokens=r.input_tokens,
+                output_tokens=0,
+                cache_creation_input_tokens=r.cache_creation_input_tokens,
+                cache_read_input_tokens=r.cache_read_input_tokens,
+            )
+            for r in results
+        ),
+        Decimal(0),
+    )
+
+
+def input_counts(results: list[Any]) -> tuple[int, int, int]:
+    """The calls' uncached input, cache writes and cache reads, in tokens."""
+    return (
+        sum(r.input_tokens for r in results),
+        sum(r.cache_creation_input_tokens for r in results),
+        sum(r.cache_read_input_tokens for r in results),
+    )
 
 
 def modelled_saving(prefixes: list[int]) -> float:

@@ -43,7 +43,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from _app import app_environment, daphne_started, free_port, http, processes_stopped, signed_up_token, wait_healthy
+from _app import (
+    app_environment,
+    daphne_started,
+    free_port,
+    http,
+    paced_model_arguments,
+    paced_model_started,
+    process_tree,
+    processes_stopped,
+    signed_up_token,
+    wait_healthy,
+)
+from _app import cpu_seconds as tree_cpu_seconds
 from _common import PG_ADMIN_URL, PG_SERVER, ROOT, _recreate_postgres, p50, parser, pct, table
 
 REDIS_URL = "redis://127.0.0.1:6379/11"
@@ -86,16 +98,21 @@ def serve_llm(port: int, seconds: float, rate: float) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of ``pid`` and its live children."""
-    total = 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    for each in [pid, *children(pid)]:
-        try:
-            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
+    """User + system CPU of ``pid`` and every live process below it."""
+    return tree_cpu_seconds(process_tree(pid))
+
+
+def machine_busy_seconds() -> float:
+    """CPU time every core of the box spent busy since boot (/proc/stat: all but idle and iowait)."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    """This process's user + system CPU: the websocket clients and the samplers."""
+    times = os.times()
+    return times.user + times.system
 
 
 def rss_mb(pid: int) -> float:
@@ -204,6 +221,10 @@ class Level:
     worker_rss_mb: float = 0.0
     worker_cpu: float = 0.0
     daphne_cpu: float = 0.0
+    #: The whole box (% of one core), and what of it the load itself took: the fake API
+    #: (its own process) and this process's clients, which in production live elsewhere.
+    machine_cpu: float = 0.0
+    load_cpu: float = 0.0
     connections: int = 0
     makespan: float = 0.0
 
@@ -225,7 +246,7 @@ class Sampler(threading.Thread):
                 self.connections = max(self.connections, bench_connections()[0])
 
 
-async def run_level(app: App, token: str, runs: int, seconds: float, rate: float) -> Level:
+async def run_level(app: App, token: str, runs: int, seconds: float, rate: float, llm_pid: int) -> Level:
     from websockets.asyncio.client import connect
 
     level = Level(runs=runs, tokens_expected=runs * int(seconds * rate))
@@ -246,6 +267,8 @@ async def run_level(app: App, token: str, runs: int, seconds: float, rate: float
     sampler.start()
     worker_cpu = sum(cpu_seconds(pid) for pid in app.worker_pids)
     daphne_cpu = cpu_seconds(app.daphne.pid)
+    machine_cpu = machine_busy_seconds()
+    load_cpu = cpu_seconds(llm_pid) + own_cpu_seconds()
     started_at: dict[int, float] = {}
     stream_starts: dict[int, float] = {}
 
@@ -288,6 +311,8 @@ async def run_level(app: App, token: str, runs: int, seconds: float, rate: float
     level.makespan = elapsed
     level.worker_cpu = (sum(cpu_seconds(pid) for pid in app.worker_pids) - worker_cpu) / elapsed * 100
     level.daphne_cpu = (cpu_seconds(app.daphne.pid) - daphne_cpu) / elapsed * 100
+    level.machine_cpu = (machine_busy_seconds() - machine_cpu) / elapsed * 100
+    level.load_cpu = (cpu_seconds(llm_pid) + own_cpu_seconds() - load_cpu) / elapsed * 100
     sampler.stopped.set()
     sampler.join(2)
     level.worker_rss_mb, level.connections = sampler.rss, sampler.connections
@@ -316,6 +341,8 @@ def row(label: str, level: Level, floor: Level | None) -> list[object]:
         level.worker_rss_mb,
         level.worker_cpu,
         level.daphne_cpu,
+        level.load_cpu,
+        level.machine_cpu,
         level.connections,
     ]
 
@@ -323,11 +350,9 @@ def row(label: str, level: Level, floor: Level | None) -> list[object]:
 def main() -> None:
     p = parser(__doc__ or "")
     p.add_argument("--levels", default="10,15,20,25,50,75,100")
-    p.add_argument("--seconds", type=float, default=10.0)
-    p.add_argument("--rate", type=float, default=50.0)
+    paced_model_arguments(p, seconds=10.0)
     p.add_argument("--baseline-runs", type=int, default=10)
     p.add_argument("--processes", type=int, default=1, help="worker processes side by side, N/processes threads each")
-    p.add_argument("--serve-llm", type=int, help=argparse_hidden())
     args = p.parse_args()
     if args.serve_llm:
         serve_llm(args.serve_llm, args.seconds, args.rate)
@@ -337,23 +362,7 @@ def main() -> None:
         print("Measured with `--db postgres` only (PostgreSQL + Redis + a separate worker process).\n")
         return
     sys.path.insert(0, str(ROOT))
-    llm_port = free_port()
-    llm = subprocess.Popen(
-        [
-            sys.executable,
-            __file__,
-            "--serve-llm",
-            str(llm_port),
-            "--seconds",
-            str(args.seconds),
-            "--rate",
-            str(args.rate),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-    )
-    assert llm.stdout is not None
-    llm.stdout.readline()
+    llm, llm_port = paced_model_started(__file__, args.seconds, args.rate)
     app = App(f"http://127.0.0.1:{llm_port}")
     rows: list[list[object]] = []
     skipped: list[str] = []
@@ -365,12 +374,12 @@ def main() -> None:
         levels = [int(n) for n in args.levels.split(",")]
         # The baseline first: the old worker, two processes, the first level's runs.
         app.start_worker(["--pool=prefork", "--concurrency=2"])
-        baseline = asyncio.run(run_level(app, token, args.baseline_runs, args.seconds, args.rate))
+        baseline = asyncio.run(run_level(app, token, args.baseline_runs, args.seconds, args.rate, llm.pid))
         app.stop_worker()
         # The floor: one run alone on the thread pool.
         app.env["WORKER_THREADS"] = "1"
         app.start_worker(["--pool=threads"])
-        floor = asyncio.run(run_level(app, token, 1, args.seconds, args.rate))
+        floor = asyncio.run(run_level(app, token, 1, args.seconds, args.rate, llm.pid))
         app.stop_worker()
         rows.append(row("prefork -c 2 (before)", baseline, floor))
         rows.append(row("threads, one run (floor)", floor, floor))
@@ -381,7 +390,7 @@ def main() -> None:
                 break
             app.env["WORKER_THREADS"] = str(-(-runs // args.processes))
             app.start_worker(["--pool=threads"], processes=args.processes)
-            level = asyncio.run(run_level(app, token, runs, args.seconds, args.rate))
+            level = asyncio.run(run_level(app, token, runs, args.seconds, args.rate, llm.pid))
             app.stop_worker()
             label = f"threads ({runs})" if args.processes == 1 else f"{args.processes} × threads ({runs})"
             rows.append(row(label, level, floor))
@@ -406,7 +415,9 @@ def main() -> None:
         "First token: the start request → the run's first token on the page (waiting for a worker included). "
         "Makespan: first start → last run complete. CPU: % of one core over the makespan (the worker with its "
         "children). RSS: the worker's peak (all its processes). Connections: peak to the bench database (all "
-        "processes).",
+        "processes). Fake API + clients: the load itself — the fake server's process and this one's websocket "
+        "clients, which in production are Anthropic's and the viewers' machines; box: every process on the "
+        "machine (/proc/stat), PostgreSQL and Redis included.",
         "Baseline: the prefork worker at the same load runs two at a time: its tokens are as quick, but the others "
         "wait for a process (first token p99). The thread levels' p99 is compared with one run alone (floor), "
         "which includes the worker's coalescing of tokens into one event per 50 ms.",
@@ -432,17 +443,13 @@ def main() -> None:
             "worker RSS MB",
             "worker CPU %",
             "daphne CPU %",
+            "fake API + clients CPU %",
+            f"box CPU % (of {os.cpu_count() or 1}00)",
             "DB connections",
         ],
         rows,
         notes,
     )
-
-
-def argparse_hidden() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

@@ -7,13 +7,14 @@ a raw Redis pub/sub round trip measured in the same run.
 --db postgres: the production topology (daphne + a separate Celery worker process,
 PostgreSQL, Redis as broker and channel layer), once per channel layer (--layers): the
 product's "pubsub" (config/pubsub_layer.py) and channels-redis's "per-socket" layer, the
-baseline it replaced, each with its own daphne and worker (CHANNEL_LAYER=…).
+baseline it replaced, each with its own daphne and worker (CHANNEL_LAYER=…), and once per
+count of web processes (--web-processes: daphne processes sharing the port, deploy/web.py).
 
 Latency = the client's clock at receipt − the event's own timestamp (set when the worker
 publishes it, before its transaction commits); same machine, same clock.
 
 Run: .venv/bin/python bench/bench_events.py [--db sqlite|postgres] [--clients 1,50,200]
-     [--runs 50] [--layers pubsub,per-socket]
+     [--runs 50] [--layers pubsub,per-socket] [--web-processes 1,2]
 """
 
 from __future__ import annotations
@@ -32,7 +33,17 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-from _app import app_environment, daphne_started, free_port, http, processes_stopped, signed_up_token, wait_healthy
+from _app import (
+    app_environment,
+    cpu_seconds,
+    daphne_started,
+    free_port,
+    http,
+    process_tree,
+    processes_stopped,
+    signed_up_token,
+    wait_healthy,
+)
 from _common import PG_ADMIN_URL, ROOT, _recreate_postgres, p50, parser, pct, table
 
 REDIS_URL = "redis://127.0.0.1:6379/8"
@@ -56,15 +67,16 @@ PASS = {"pass": True, "findings": []}
 class App:
     """The app's processes for one topology, against the fake LLM."""
 
-    def __init__(self, db: str, llm_url: str, layer: str = "", worker_threads: int = 4) -> None:
+    def __init__(self, db: str, llm_url: str, layer: str = "", worker_threads: int = 4, web_processes: int = 0) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = app_environment(llm_url) | {
-            # Fresh each time: a repository left by an earlier, interrupted run (same
-            # project id, other commits) makes the Coder's git reset fail.
-            "REPOS_ROOT": tempfile.mkdtemp(prefix="bench-events-repos-"),
-            "WORKTREES_ROOT": tempfile.mkdtemp(prefix="bench-events-worktrees-"),
-        }
+        # Fresh each time: a repository left by an earlier, interrupted run (same project
+        # id, other commits) makes the Coder's git reset fail. Readable by all: the storage
+        # account and the sandbox's accounts must reach them (mkdtemp makes them 0700).
+        roots = {name: tempfile.mkdtemp(prefix="bench-events-") for name in ("REPOS_ROOT", "WORKTREES_ROOT")}
+        for root in roots.values():
+            os.chmod(root, 0o755)
+        self.env = app_environment(llm_url) | roots
         if db == "sqlite":
             path = Path("/tmp/bench-events.sqlite3")
             for suffix in ("", "-wal", "-shm"):
@@ -84,10 +96,11 @@ class App:
             }
         self.db = db
         self.worker_threads = worker_threads
+        self.web_processes = web_processes
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
-        self.processes.append(daphne_started(self.port, self.env))
+        self.processes.append(daphne_started(self.port, self.env, self.web_processes))
         if self.db != "sqlite":
             worker = [
                 sys.executable,
@@ -104,6 +117,10 @@ class App:
             ]
             self.processes.append(subprocess.Popen(worker, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
         wait_healthy(self.url, 60)
+
+    def web_cpu_seconds(self) -> float:
+        """CPU time used so far by the web processes (daphne, or the launcher and its daphnes)."""
+        return cpu_seconds(process_tree(self.processes[0].pid))
 
     def stop(self) -> None:
         processes_stopped(self.processes, 15)
@@ -178,14 +195,17 @@ def load() -> str:
     return "load average " + " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
-def measure_layer(args: object, layer: str, llm: object, baseline_p50: float) -> list[list[object]]:
-    """The rows of one app (one channel layer): each viewer count on one run, then the
-    concurrent runs."""
+def measure_layer(args: object, layer: str, web_processes: int, llm: object, baseline_p50: float) -> list[list[object]]:
+    """The rows of one app (one channel layer, one count of web processes): each viewer
+    count on one run, then the concurrent runs."""
     from llm.demo.model import default_reply
     from tests.fake_anthropic import EDITOR, TextReply, ToolReply
 
-    runs = int(args.runs)  # type: ignore[attr-defined]
-    app = App(args.db, llm.url, layer=layer, worker_threads=min(max(4, runs), WORKER_THREADS_MAX))  # type: ignore[attr-defined]
+    # The embedded topology carries the 4 runs its worker runs at once (README, "Capacity"):
+    # its many-runs row is measured only when asked for.
+    runs = int(args.runs if args.db != "sqlite" else args.embedded_runs)  # type: ignore[attr-defined]
+    threads = min(max(4, runs), WORKER_THREADS_MAX)
+    app = App(args.db, llm.url, layer=layer, worker_threads=threads, web_processes=web_processes)  # type: ignore[attr-defined]
     app.start()
     rows: list[list[object]] = []
     try:
@@ -199,12 +219,15 @@ def measure_layer(args: object, layer: str, llm: object, baseline_p50: float) ->
             ws_base = app.url.replace("http", "ws")
             watched = [(f"{ws_base}/ws/tasks/{task_id}", viewers) for task_id in tasks]
             stopped: set[str] = set()
+            web_cpu_before = app.web_cpu_seconds()
             latencies = asyncio.run(watch(watched, token, app.url, start, stopped))
+            web_cpu = app.web_cpu_seconds() - web_cpu_before
             published = [persisted_agent_logs(app.url + f"/api/tasks/{task_id}/events", token) for task_id in tasks]
             expected = sum(published) * viewers
             rows.append(
                 [
                     layer or "embedded",
+                    web_processes or 1,
                     label,
                     sum(published),
                     len(latencies),
@@ -212,6 +235,7 @@ def measure_layer(args: object, layer: str, llm: object, baseline_p50: float) ->
                     p50(latencies) * 1000,
                     pct(latencies, 99) * 1000,
                     f"{p50(latencies) * 1000 / baseline_p50:.0f}x",
+                    web_cpu / max(1, len(latencies)) * 1e6,
                     load(),
                     len(stopped),
                 ]
@@ -251,21 +275,31 @@ def main() -> None:
     p = parser(__doc__ or "")
     p.add_argument("--clients", default="1,50,200", help="viewers of one run, one run per value")
     p.add_argument("--runs", default="50", help="concurrent runs of the last row (0: none)")
+    p.add_argument("--embedded-runs", default="0", help="the same row in the embedded topology (--db sqlite)")
     p.add_argument("--viewers-per-run", default="2")
     p.add_argument("--layers", default="pubsub,per-socket", help="production topology only")
+    p.add_argument(
+        "--web-processes",
+        default=f"1,{os.cpu_count() or 1}",
+        help="production topology only: daphne processes sharing the port (deploy/web.py), one app per value",
+    )
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
     from tests.fake_anthropic import FakeAnthropicServer
 
-    llm = FakeAnthropicServer().start()
+    llm = FakeAnthropicServer(port=free_port()).start()
     baseline = redis_round_trip()
     baseline_p50 = p50(baseline) * 1000
-    layers = [""] if args.db == "sqlite" else args.layers.split(",")
+    if args.db == "sqlite":
+        apps = [("", 0)]
+    else:
+        counts = [int(count) for count in args.web_processes.split(",") if count]
+        apps = [(layer, count) for layer in args.layers.split(",") for count in counts]
     before = load()
     rows: list[list[object]] = []
     try:
-        for layer in layers:
-            rows += measure_layer(args, layer, llm, baseline_p50)
+        for layer, web_processes in apps:
+            rows += measure_layer(args, layer, web_processes, llm, baseline_p50)
     finally:
         llm.stop()
     topology = (
@@ -277,6 +311,7 @@ def main() -> None:
         f"Live event latency — {topology}",
         [
             "channel layer",
+            "web processes",
             "runs × viewers",
             "events published",
             "received (all viewers)",
@@ -284,6 +319,7 @@ def main() -> None:
             "p50 ms",
             "p99 ms",
             "p50 vs Redis pub/sub",
+            "web CPU µs per delivery",
             "load after the row",
             "runs stopped short",
         ],
@@ -294,7 +330,9 @@ def main() -> None:
             "Channel layers: pubsub = config.pubsub_layer.CatchUpPubSubChannelLayer (one Redis publish per group "
             "and event, each daphne process fans out to its sockets); per-socket = channels_redis.core."
             "RedisChannelLayer (a Redis list per socket: one push per socket and event, one pop per socket), the "
-            "baseline it replaced. Each layer gets its own daphne and worker, one after the other.",
+            "baseline it replaced. Each layer and count of web processes gets its own daphne and worker, one after "
+            "the other; web processes > 1: that many daphne processes accepting from one port (deploy/web.py), "
+            "a run's sockets spread over them.",
             "Events: agent-log chunks. 1 run × M: one real pipeline run watched by M sockets (three agents "
             "streaming ~4 s each; the worker coalesces tokens into at most ~20 events a second per agent). "
             "N runs × 2: N runs started together, each watched by 2 sockets, the demo model's replies streamed "
@@ -307,6 +345,10 @@ def main() -> None:
             "CHANNEL_LAYER_CAPACITY (2,000) messages waiting; beyond what the machine can send, events queue "
             "and latency grows instead. The clients run in this process, on the same two cores as the app.",
             "Runs stopped short: runs that paused or failed before completing (their events up to then still count).",
+            "Web CPU per delivery: the CPU time (user + system) the web processes used during the row (HTTP "
+            "requests, socket handshakes and the runs' starts included), divided by the events received: what one "
+            "event to one socket costs the server, the figure that sets how many viewers a core serves, and one "
+            "that the machine's load moves far less than the latencies.",
         ],
     )
 

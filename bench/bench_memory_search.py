@@ -83,9 +83,10 @@ def insert_sqlite(corpus: Corpus, now_iso: str, model: str) -> None:
     columns = (
         "owner_id, content, content_hash, memory_type, decay_policy, half_life_hours, unpinned_policy, agent, "
         "personality, project_id, is_global, created_at, last_reinforced_at, reinforce_count, is_deleted, "
-        "embedding, embedding_model, updated_at, source, source_run_id, source_note"
+        "embedding, embedding_model, updated_at, source, source_run_id, source_note, applies_when, citations, "
+        "path_scoped, checked_commit, stale_reason, vectors_version"
     )
-    sql = f"INSERT INTO memory_memory ({columns}) VALUES ({', '.join(['%s'] * 21)})"
+    sql = f"INSERT INTO memory_memory ({columns}) VALUES ({', '.join(['%s'] * 27)})"
     from datetime import datetime
 
     now = datetime.fromisoformat(now_iso)
@@ -99,7 +100,8 @@ def insert_sqlite(corpus: Corpus, now_iso: str, model: str) -> None:
                 (
                     int(corpus.owners[i]), f"memory #{i}", f"{i:064x}", "note", "reinforceable",
                     float(corpus.half_life[i]), "", "", "", None, False, clock, clock, 0, False,
-                    vectors[i - start].astype("<f4").tobytes(), model, clock, "person", None, "",
+                    vectors[i - start].astype("<f4").tobytes(), model, clock, "person", None, "", "", "[]",
+                    False, "", "", 0,
                 )
             )  # fmt: skip
         with transaction.atomic(), connection.cursor() as cursor:
@@ -142,9 +144,11 @@ def insert_postgres(corpus: Corpus, now_iso: str, model: str) -> None:
             INSERT INTO memory_memory (owner_id, content, content_hash, memory_type, decay_policy,
                 half_life_hours, unpinned_policy, agent, personality, project_id, is_global, created_at,
                 last_reinforced_at, reinforce_count, is_deleted, embedding, embedding_model, updated_at,
-                source, source_run_id, source_note)
+                source, source_run_id, source_note, applies_when, citations, path_scoped, checked_commit,
+                stale_reason, vectors_version)
             SELECT owner_id, 'memory #' || n, lpad(to_hex(n), 64, '0'), 'note', 'reinforceable', half_life,
-                '', '', '', NULL, false, clock, clock, 0, false, embedding, %s, clock, 'person', NULL, ''
+                '', '', '', NULL, false, clock, clock, 0, false, embedding, %s, clock, 'person', NULL, '',
+                '', '[]', false, '', '', 0
             FROM (SELECT s.*, row_number() OVER () - 1 AS n,
                          %s::timestamptz - age_hours * interval '1 hour' AS clock FROM staging s) AS numbered
             """,
@@ -158,6 +162,7 @@ def insert_postgres(corpus: Corpus, now_iso: str, model: str) -> None:
 def measure(n: int, db: str, base: np.ndarray, base_texts: list[str], queries: np.ndarray, query_texts: list[str],
             timed: int, noise: float) -> tuple[list[tuple[object, ...]], list[str]]:  # fmt: skip
     from django.db import connection
+    from django.test import override_settings
     from django.utils import timezone
 
     from accounts.models import User
@@ -165,8 +170,10 @@ def measure(n: int, db: str, base: np.ndarray, base_texts: list[str], queries: n
     from memory.embeddings import EMBEDDING_MODEL, embed_text
     from memory.models.fields import vector_text
     from memory.models.semantic import Memory
+    from memory.owner_vectors import owner_vectors, owner_vectors_changed, owner_vectors_forget
     from memory.selectors.semantic import memory_search, memory_search_vector
-    from memory.vector_store import CandidateFilter, vector_search
+    from memory.vector_query import CandidateFilter
+    from memory.vector_store import vector_search
 
     Memory.objects.all().delete()
     User.objects.all().delete()
@@ -214,6 +221,10 @@ def measure(n: int, db: str, base: np.ndarray, base_texts: list[str], queries: n
         confidence = compute_confidence_array(permanent, start_ts, corpus.half_life[positions], now.timestamp())
         return ids[positions], vectors_all[mine], confidence
 
+    def recall_of(hits: list, truth: list[int]) -> float:
+        found = {h.memory_id for h in hits}
+        return len(found & set(truth)) / len(truth) if truth else float(not found)
+
     def exact(owner_rows: tuple[np.ndarray, np.ndarray, np.ndarray], q: np.ndarray) -> list[int]:
         row_ids, vectors, confidence = owner_rows
         similarity = (vectors @ q).astype(np.float64)
@@ -244,6 +255,25 @@ def measure(n: int, db: str, base: np.ndarray, base_texts: list[str], queries: n
         sizes = [len(owner_rows[o][0]) for o in owner_list]
         plan = [(owner_list[i % len(owner_list)], i % len(queries)) for i in range(count)]
         t_brute, t_bare, t_search, t_rows, t_embed, t_full, recall = [], [], [], [], [], [], []
+        t_in_db, recall_in_db, t_copy = [], [], []
+        # Reading an owner's copy into RAM (the first search after a write of theirs).
+        for owner in owner_list[:5]:
+            owner_vectors_forget()
+            t = time.perf_counter()
+            copy = owner_vectors(owner)
+            t_copy.append(time.perf_counter() - t)
+        in_ram = copy is not None
+        # Bringing a copy up to date after one memory of the owner's written (the first
+        # search after a write in another process): the rows stamped since are read.
+        t_update = []
+        for owner in owner_list[:5]:
+            owner_vectors(owner)
+            written = [int(owner_rows[owner][0][0])]
+            for _ in range(5):
+                owner_vectors_changed(owner, written)
+                t = time.perf_counter()
+                owner_vectors(owner)
+                t_update.append(time.perf_counter() - t)
         for owner, qi in plan:
             q = queries[qi]
             t = time.perf_counter()
@@ -256,8 +286,13 @@ def measure(n: int, db: str, base: np.ndarray, base_texts: list[str], queries: n
             t = time.perf_counter()
             hits = vector_search(q, K, f)
             t_search.append(time.perf_counter() - t)
-            found = {h.memory_id for h in hits}
-            recall.append(len(found & set(truth)) / len(truth) if truth else float(not found))
+            recall.append(recall_of(hits, truth))
+            # The same search with no copy in RAM: the exact scan in the database.
+            with override_settings(MEMORY_VECTORS_IN_RAM_MIN=2**62):
+                t = time.perf_counter()
+                hits = vector_search(q, K, f)
+                t_in_db.append(time.perf_counter() - t)
+            recall_in_db.append(recall_of(hits, truth))
             t = time.perf_counter()
             memory_search_vector(user=User(pk=owner), query_vec=q, limit=K, now=now)
             t_rows.append(time.perf_counter() - t)
@@ -274,11 +309,17 @@ def measure(n: int, db: str, base: np.ndarray, base_texts: list[str], queries: n
             ratio = f"{p50(samples) / base_p50:.2f}x"
             return (f"{n:,}", who, path, len(samples), p50(samples) * 1000, pct(samples, 99) * 1000, rec, ratio)
 
+        searched = "the copy in RAM + the database on the candidates" if in_ram else "in the database"
+        read = "into RAM" if in_ram else "a count only: under the threshold"
+        updated = "the rows written since" if in_ram else "a count only"
         bare = "pgvector ORDER BY <#> LIMIT 10" if db == "postgres" else "SELECT the owner's blobs + numpy"
         rows += [
             row("numpy brute force of the same vectors in RAM (exact, with confidence)", t_brute, "1.000"),
             row(f"baseline: bare query ({bare})", t_bare, "-"),
-            row("vector_search (filters + confidence + exact rank)", t_search, f"{np.mean(recall):.3f}"),
+            row("vector_search, exact scan in the database (no copy in RAM)", t_in_db, f"{np.mean(recall_in_db):.3f}"),
+            row(f"vector_search ({searched})", t_search, f"{np.mean(recall):.3f}"),
+            row(f"reading the owner's copy ({read})", t_copy, "-"),
+            row(f"bringing the owner's copy up to date after one memory written ({updated})", t_update, "-"),
             row("memory_search_vector (search + rows: all but the embedding)", t_rows, "-"),
             row("embed_text (the query's embedding alone)", t_embed, "-"),
             row("memory_search() end to end (embed + search + rows)", t_full, "-"),

@@ -13,6 +13,7 @@ import datetime
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -28,10 +29,12 @@ BENCHES = [
     "bench_context.py",
     "bench_events.py",
     "bench_concurrency.py",
+    "bench_worker_cpu.py",
     "bench_memory_search.py",
     "bench_memory_retrieval.py",
     "bench_pipeline.py",
     "bench_coder_edits.py",
+    "bench_context_editing.py",
     "bench_git_confinement.py",
     "bench_environments.py",
 ]
@@ -80,12 +83,17 @@ def machine(load: tuple[float, float, float]) -> str:
 
 
 # The line that ends each script's section in RESULTS.md.
-SECTION_END = re.compile(r"^_(bench_\w+\.py) --db (\w+): \d+ s_$", re.MULTILINE)
+SECTION_END = re.compile(r"^_(bench_\w+\.py) --db (\w+)[^\n]*: \d+ s_$", re.MULTILINE)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--only", choices=BENCHES, help="run this script alone and merge its sections into RESULTS.md")
+    p.add_argument(
+        "--args",
+        default="",
+        help='with --only: more arguments for the script (e.g. "--sizes 200000"), kept in the note',
+    )
     args = p.parse_args()
     stop_postgres = ""
     if not os.environ.get("BENCH_PG_SERVER") and not postgres_offers_pgvector():
@@ -109,16 +117,18 @@ def main() -> int:
 
 def run(args: argparse.Namespace) -> int:
     databases = ["sqlite"] + (["postgres"] if os.environ.get("BENCH_PG_SERVER") or postgres_offers_pgvector() else [])
+    extra = shlex.split(args.args) if args.only else []
     sections: list[str] = []
     failures = 0
     started = time.perf_counter()
     load = os.getloadavg()
+    began = datetime.datetime.now(datetime.UTC)
     for bench in [args.only] if args.only else BENCHES:
         for db in databases:
             print(f"== {bench} --db {db}", flush=True)
             t0 = time.perf_counter()
             proc = subprocess.run(
-                [sys.executable, str(HERE / bench), "--db", db],
+                [sys.executable, str(HERE / bench), "--db", db, *extra],
                 cwd=HERE.parent,
                 capture_output=True,
                 text=True,
@@ -126,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             took = time.perf_counter() - t0
             if proc.returncode == 0:
                 print(proc.stdout, flush=True)
-                sections.append(proc.stdout.strip() + f"\n\n_{bench} --db {db}: {took:.0f} s_\n")
+                sections.append(proc.stdout.strip() + f"\n\n_{' '.join([bench, '--db', db, *extra])}: {took:.0f} s_\n")
             else:
                 failures += 1
                 tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
@@ -134,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
                 sections.append(f"### {bench} --db {db}: FAILED (exit {proc.returncode})\n\n```\n{tail}\n```\n")
     total = time.perf_counter() - started
     if args.only:
-        merge(args.only, sections, load)
+        merge(args.only, sections, load, " ".join(extra), began)
         return 1 if failures else 0
     if "postgres" not in databases:
         sections.append("PostgreSQL: not measured (no server with pgvector could be reached or started).\n")
@@ -151,7 +161,13 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def merge(bench: str, sections: list[str], load: tuple[float, float, float]) -> None:
+def merge(
+    bench: str,
+    sections: list[str],
+    load: tuple[float, float, float],
+    arguments: str = "",
+    began: datetime.datetime | None = None,
+) -> None:
     """Put ``bench``'s new ``sections`` into RESULTS.md in place of its old ones."""
     path = HERE / "RESULTS.md"
     text = path.read_text()
@@ -168,14 +184,27 @@ def merge(bench: str, sections: list[str], load: tuple[float, float, float]) -> 
     first = next((i for i, (script, _) in enumerate(old) if script == bench), len(kept))
     merged = kept[:first] + sections + kept[first:]
     note = (
-        f"- Re-run alone since (`bench/run_all.py --only {bench}`): "
-        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}, load average at start "
+        f"- Re-run alone since (`bench/run_all.py --only {bench}`{f' with `{arguments}`' if arguments else ''}): "
+        f"{began or datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}, load average at start "
         f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"
     )
-    head = re.sub(rf"- Re-run alone since \(`bench/run_all.py --only {re.escape(bench)}`\).*\n", "", head)
-    head = head.rstrip("\n") + "\n" + note + "\n"
+    # With or without arguments: the earlier run's line goes.
+    head = re.sub(rf"- Re-run alone since \(`bench/run_all.py --only {re.escape(bench)}`[ )].*\n", "", head)
+    # At the end of the machine's section, before any section that follows it.
+    machine_part, heading, rest = _split_machine(head)
+    head = machine_part.rstrip("\n") + "\n" + note + heading + rest
     path.write_text(head + marker + "\n".join(merged) + (f"\n{trailer}\n" if trailer else ""))
     print(f"Merged {bench} into {path}", flush=True)
+
+
+def _split_machine(head: str) -> tuple[str, str, str]:
+    """``head`` as the machine's section (up to its end), the next heading's start, and
+    the rest."""
+    start = head.find("## Machine")
+    end = head.find("\n## ", start + 1) if start >= 0 else -1
+    if end < 0:
+        return head, "\n", ""
+    return head[:end], "\n\n", head[end + 1 :].lstrip("\n")
 
 
 if __name__ == "__main__":

@@ -24,5 +24,7 @@ class ChatConsumer(LiveConsumer):
             project_pk = project.pk
         return chat_group(user.pk, project_pk)
 
+    forwarding_handlers = frozenset({"chat_event"})
+
     async def chat_event(self, message: dict[str, Any]) -> None:
-        await self.send_event(message["event"])
+        await self.send_event(message["event"], message.get("text"))

@@ -123,7 +123,7 @@ def chat_send_now(*, user_id: int, project_id: int | None, event: ChatEvent) -> 
     """Send to the user's open chat pages at once (outside any transaction)."""
     message = {"type": str(event.event_type), "data": event.as_data()}
     try:
-        live.group_send(chat_group(user_id, project_id), {"type": CONSUMER_MESSAGE_TYPE, "event": message})
+        live.group_send(chat_group(user_id, project_id), live.event_message(CONSUMER_MESSAGE_TYPE, message))
     except Exception:
         # Live delivery is best effort: the page reloads history from the database.
         logger.warning("Could not send %s to user %s", event.event_type, user_id, exc_info=True)

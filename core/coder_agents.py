@@ -26,6 +26,13 @@ def coder_agent_choices(*, inherit: str = "") -> list[tuple[str, str]]:
     return [*first, *([(BUILT_IN, BUILT_IN_LABEL)] if inherit else []), *agents]
 
 
+def chosen_coder_agent(*, task_choice: str, project_choice: str) -> str:
+    """The ACP agent a task's runs use as their Coder: its own choice, else its
+    project's; '' for the built-in one."""
+    chosen = task_choice or project_choice
+    return "" if chosen == BUILT_IN else chosen
+
+
 def coder_agent_label(name: str) -> str:
     if not name or name == BUILT_IN:
         return BUILT_IN_LABEL

@@ -20,6 +20,7 @@ import json
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from .exceptions import NotFound
@@ -37,6 +38,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
     group_name = ""
     keepalive_seconds = KEEPALIVE_SECONDS
     _keepalive: asyncio.Task[None] | None = None
+    #: Handlers (of channel-layer messages) that only pass an event on to the socket and
+    #: never touch the database: they skip Channels' per-message connection clean-up.
+    forwarding_handlers: frozenset[str] = frozenset()
 
     async def resolve_group(self, user: Any) -> str | None:
         """The group this socket follows, for this user; None (or NotFound) if the
@@ -71,6 +75,17 @@ class LiveConsumer(AsyncWebsocketConsumer):
         await self.accepted()
         self._keepalive = asyncio.ensure_future(self._ping())
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels runs close_old_connections() on its one sync thread before every
+        # handler: a thread hop per socket and event, half of daphne's CPU with 200 pages
+        # on one run (bench/bench_events.py, py-spy). A handler that only forwards needs
+        # no database; the rest go through database_sync_to_async, which cleans up itself.
+        handler_name = get_handler_name(message)
+        if handler_name in self.forwarding_handlers:
+            await getattr(self, handler_name)(message)
+            return
+        await super().dispatch(message)
+
     async def _refuse(self, code: int) -> None:
         """Accept, then close at once with ``code``, sending nothing else.
 
@@ -98,8 +113,10 @@ class LiveConsumer(AsyncWebsocketConsumer):
         drop; a consumer that can replay what it missed does that instead."""
         await self.close(code=CLOSE_CATCH_UP)
 
-    async def send_event(self, event: dict[str, Any]) -> None:
-        await self.send(text_data=json.dumps(event))
+    async def send_event(self, event: dict[str, Any], text: str | None = None) -> None:
+        """Send ``event``; ``text`` is its JSON when the publisher encoded it already
+        (once for every socket of the group, core.live.event_message)."""
+        await self.send(text_data=json.dumps(event) if text is None else text)
 
     async def _ping(self) -> None:
         while True:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import os
 import threading
 from typing import Any
@@ -51,6 +52,13 @@ class _SenderLoop:
 _sender_loop = _SenderLoop()
 
 
+def event_message(message_type: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The channel-layer message that carries ``event`` to a group's sockets, with its
+    JSON: encoded once here, the same text goes to every socket of the group
+    (core.consumers.LiveConsumer.send_event) instead of one encoding per socket."""
+    return {"type": message_type, "event": event, "text": json.dumps(event)}
+
+
 def group_send(group: str, message: dict[str, Any], timeout: float = SEND_TIMEOUT_SECONDS) -> None:
     """Send ``message`` to ``group`` and wait for the layer to take it.
 
@@ -66,3 +74,28 @@ def group_send(group: str, message: dict[str, Any], timeout: float = SEND_TIMEOU
     except concurrent.futures.TimeoutError:
         future.cancel()
         raise TimeoutError(f"the channel layer did not take the message within {timeout:g} s") from None
+
+
+def group_send_many(
+    sends: list[tuple[str, dict[str, Any]]], timeout: float = SEND_TIMEOUT_SECONDS
+) -> list[BaseException | None]:
+    """Send each (group, message), all in one hop to the sender loop and concurrently
+    there (a worker's flush of every streaming agent's log at once): for each, None or
+    what its send raised. Sends not done within ``timeout`` fail with TimeoutError."""
+    layer = get_channel_layer()
+    if layer is None or not sends:
+        return [None] * len(sends)
+
+    async def send_all() -> list[BaseException | None]:
+        results = await asyncio.gather(
+            *(layer.group_send(group, message) for group, message in sends), return_exceptions=True
+        )
+        return [result if isinstance(result, BaseException) else None for result in results]
+
+    future = asyncio.run_coroutine_threadsafe(send_all(), _sender_loop.get())
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        late = TimeoutError(f"the channel layer did not take the messages within {timeout:g} s")
+        return [late] * len(sends)

@@ -29,6 +29,7 @@ class _EventsConsumer(LiveConsumer):
     # Whether backlog() can send what the socket missed (else it is closed to catch up).
     replays = True
     last_id = 0
+    forwarding_handlers = frozenset({"event_message"})
 
     @property
     def object_id(self) -> str:
@@ -57,14 +58,14 @@ class _EventsConsumer(LiveConsumer):
             await self._forward(event)
 
     async def event_message(self, message: dict[str, Any]) -> None:
-        await self._forward(message["event"])
+        await self._forward(message["event"], message.get("text"))
 
-    async def _forward(self, event: dict[str, Any]) -> None:
+    async def _forward(self, event: dict[str, Any], text: str | None = None) -> None:
         event_id = event.get("id") or 0
         if self.skip_seen and event_id and event_id <= self.last_id:
             return
         self.last_id = max(self.last_id, event_id)
-        await self.send_event(event)
+        await self.send_event(event, text)
 
 
 class TaskEventsConsumer(_EventsConsumer):

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -193,65 +192,68 @@ def as_message(event: RunEvent) -> dict[str, Any]:
 SEND_FAILURE_TRACEBACK_EVERY_SECONDS = 60.0
 _last_traceback_at = -SEND_FAILURE_TRACEBACK_EVERY_SECONDS
 
+Send = tuple[str, dict[str, Any]]
 
-def _group_send(groups: list[str], message: dict[str, Any]) -> None:
-    for group in groups:
-        try:
-            live.group_send(group, {"type": CONSUMER_MESSAGE_TYPE, "event": message})
-        except Exception as exc:
-            # Live delivery is best effort: the event is persisted and a page catches up
-            # from the database when it reconnects. While the layer is down this happens
-            # for every flush (~20 a second): the traceback once a minute is enough.
-            global _last_traceback_at
-            now = time.monotonic()
-            verbose = now - _last_traceback_at > SEND_FAILURE_TRACEBACK_EVERY_SECONDS
-            if verbose:
-                _last_traceback_at = now
-            logger.warning("Could not send %s to %s: %s", message.get("type"), group, exc, exc_info=verbose)
+
+def _group_send(sends: list[Send]) -> None:
+    """Each (group, channel-layer message), all in one hop to the channel layer's loop."""
+    try:
+        failures = live.group_send_many(sends)
+    except Exception as exc:  # noqa: BLE001 - logged below, per send
+        failures = [exc] * len(sends)
+    for (group, message), failure in zip(sends, failures, strict=True):
+        if failure is None:
+            continue
+        # Live delivery is best effort: the event is persisted and a page catches up
+        # from the database when it reconnects. While the layer is down this happens
+        # for every flush (~20 a second): the traceback once a minute is enough.
+        global _last_traceback_at
+        now = time.monotonic()
+        verbose = now - _last_traceback_at > SEND_FAILURE_TRACEBACK_EVERY_SECONDS
+        if verbose:
+            _last_traceback_at = now
+        logger.warning(
+            "Could not send %s to %s: %s",
+            message["event"].get("type"),
+            group,
+            failure,
+            exc_info=failure if verbose else None,
+        )
+
+
+def _unsaved(task: Task, run: PipelineRun | None, event: Event) -> RunEvent:
+    payload = {**event.as_data(), "timestamp": now_iso()}
+    return RunEvent(task=task, run=run, type=str(event.event_type), data=payload)
+
+
+def _sends(stored: RunEvent, task: Task, event: Event) -> list[Send]:
+    groups = [task_group(task.pk)]
+    if event.board:
+        groups.append(project_group(task.project_id))
+    # Encoded once: the same message (and JSON text) goes to every group and socket.
+    message = live.event_message(CONSUMER_MESSAGE_TYPE, as_message(stored))
+    return [(group, message) for group in groups]
 
 
 def event_publish(*, task: Task, run: PipelineRun | None, event: Event) -> RunEvent:
     """Persist the event and send it to the task's group (and the board's) on commit."""
-    payload = {**event.as_data(), "timestamp": now_iso()}
-    stored = RunEvent.objects.create(task=task, run=run, type=str(event.event_type), data=payload)
-    groups = [task_group(task.pk)]
-    if event.board:
-        groups.append(project_group(task.project_id))
-    message = as_message(stored)
-    transaction.on_commit(lambda: _group_send(groups, message))
+    stored = _unsaved(task, run, event)
+    stored.save(force_insert=True)
+    sends = _sends(stored, task, event)
+    transaction.on_commit(lambda: _group_send(sends))
     return stored
+
+
+def events_publish_many(items: list[tuple[Task, PipelineRun | None, Event]]) -> list[RunEvent]:
+    """``event_publish`` for each (task, run, event), in order: one INSERT for all of them
+    in one transaction, and one hand-over to the channel layer once it committed."""
+    rows = [_unsaved(task, run, event) for task, run, event in items]
+    with transaction.atomic():
+        RunEvent.objects.bulk_create(rows)
+        sends = [send for row, (task, _, event) in zip(rows, items, strict=True) for send in _sends(row, task, event)]
+        transaction.on_commit(lambda: _group_send(sends))
+    return rows
 
 
 def events_since(*, task: Task, after_id: int = 0, limit: int = 5000) -> list[RunEvent]:
     return list(RunEvent.objects.filter(task=task, id__gt=after_id).order_by("id")[:limit])
-
-
-class AgentLogStream:
-    """Coalesces an agent's token chunks into at most one ``agent-log`` event per
-    PIPELINE_LOG_FLUSH_SECONDS, so a fast stream does not flood browsers or the table."""
-
-    def __init__(self, *, task: Task, run: PipelineRun, agent: str, on_flush: Any = None) -> None:
-        self.task = task
-        self.run = run
-        self.agent = agent
-        self._buffer: list[str] = []
-        self._last_flush = 0.0
-        self._interval = settings.PIPELINE_LOG_FLUSH_SECONDS
-        self._on_flush = on_flush
-
-    def write(self, chunk: str) -> None:
-        if not chunk:
-            return
-        self._buffer.append(chunk)
-        if time.monotonic() - self._last_flush >= self._interval:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._buffer:
-            return
-        chunk = "".join(self._buffer)
-        self._buffer.clear()
-        self._last_flush = time.monotonic()
-        event_publish(task=self.task, run=self.run, event=AgentLog(agent=self.agent, chunk=chunk))
-        if self._on_flush is not None:
-            self._on_flush()

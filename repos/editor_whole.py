@@ -76,3 +76,21 @@ def editor_write_whole(worktree: Path, raw: str, content: str, *, roots: Iterabl
         raise EditorProblem(f"A parent of {shown} is a file, not a folder.") from exc
     path.write_bytes(data)
     return shown
+
+
+def owned_like_the_worktree(worktree: Path, shown: str) -> None:
+    """``shown`` (just written) and the folders above it in the worktree given the
+    worktree's owner. While an agent runs in its sandbox the worktree is its account's
+    (core/sandbox_handover.py); a file the server wrote for it (a new file, or a
+    replacement) would be the server's, and the agent's own tools could no longer write
+    it: opencode writes an allowed edit through ACP and then itself. Nothing to do where
+    the server cannot give files away (not root) or already owns the worktree."""
+    owner = worktree.stat()
+    if os.geteuid() != 0 or owner.st_uid == os.geteuid():
+        return
+    path = worktree / shown
+    while path != worktree and worktree in path.parents:
+        status = os.lstat(path)
+        if (status.st_uid, status.st_gid) != (owner.st_uid, owner.st_gid):
+            os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
+        path = path.parent

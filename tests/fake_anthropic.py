@@ -188,7 +188,9 @@ class _FakeHandler(DemoHandler):
         yield wire.content_block_stop(0)
         if turn.tool:
             yield from wire.tool_use_block(1, turn.tool, turn.chunk_size)
-        yield wire.message_delta(turn.stop_reason, turn.output_tokens + paced.tokens, turn.cache_usage)
+        yield wire.message_delta(
+            turn.stop_reason, turn.output_tokens + paced.tokens, turn.cache_usage, turn.context_management
+        )
         yield wire.message_stop()
 
     def _mid_stream_error(self, request: RecordedRequest, reply: MidStreamError) -> Iterator[wire.Frame]:
@@ -216,10 +218,14 @@ class FakeAnthropicServer(DemoModelServer):
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
         self.script_errors: list[str] = []
+        # Which requests take the scripted replies; the others (an agent's side requests:
+        # a title, a quota check) go to the fallback at once.
+        self.scripted_for: Callable[[RecordedRequest], bool] = _every_request
         super().__init__(host, port)
 
     def script(self, *replies: Reply) -> None:
-        """Queue replies; each request takes the next one, then the fallback answers."""
+        """Queue replies; each request (``scripted_for``) takes the next one, then the
+        fallback answers."""
         with self._lock:
             self._replies.extend(replies)
 
@@ -229,6 +235,7 @@ class FakeAnthropicServer(DemoModelServer):
             self.requests.clear()
             self.script_errors.clear()
             self.fallback = default_reply
+            self.scripted_for = _every_request
         with self._cache_lock:
             self.cached_prefixes.clear()
             self.clock = time.monotonic
@@ -242,6 +249,10 @@ class FakeAnthropicServer(DemoModelServer):
     def next_reply(self, request: RecordedRequest) -> Reply:
         with self._lock:
             self.requests.append(request)
-            if self._replies:
+            if self._replies and self.scripted_for(request):
                 return self._replies.popleft()
         return self.fallback(request)
+
+
+def _every_request(request: RecordedRequest) -> bool:
+    return True

@@ -56,22 +56,40 @@ def wait_for(condition: Callable[[], bool], timeout: float, why: Callable[[], st
 # --- Processes ----------------------------------------------------------------------
 
 
-def _parent_pids() -> dict[int, int]:
-    parents: dict[int, int] = {}
+class Pid(int):
+    """A process id that remembers when its process started (``/proc/<pid>/stat``'s
+    starttime): pids wrap at 32,768 here, and a test's clean-up that killed a pid it saw
+    minutes ago killed another test's process that had been given the same number."""
+
+    started: str
+
+    def __new__(cls, pid: int, started: str) -> Pid:
+        made = super().__new__(cls, pid)
+        made.started = started
+        return made
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields after "pid (comm)" — comm may hold spaces and parentheses — or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _parent_pids() -> dict[Pid, int]:
+    parents: dict[Pid, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        fields = _stat_fields(int(entry.name))
+        if fields is not None:  # state, ppid, ... starttime is the 20th after comm
+            parents[Pid(int(entry.name), fields[19])] = int(fields[1])
     return parents
 
 
 def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (children, their children, ...)."""
+    """Every live process below ``pid`` (children, their children, ...), as ``Pid``s."""
     parents = _parent_pids()
     found: set[int] = set()
     frontier = {pid}
@@ -79,6 +97,23 @@ def descendants(pid: int) -> set[int]:
         frontier = {child for child, parent in parents.items() if parent in frontier} - found
         found |= frontier
     return found
+
+
+def is_same_process(pid: int) -> bool:
+    """``pid`` still names the process it named when it was found (a ``Pid``), alive."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return False
+    return not isinstance(pid, Pid) or fields[19] == pid.started
+
+
+def kill_found(pids: set[int]) -> None:
+    """SIGKILL each of ``pids`` (found by ``descendants``) that is still the process it
+    was, never a newer one given the same number."""
+    for pid in pids:
+        if is_same_process(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def is_running(pid: int) -> bool:
@@ -97,11 +132,30 @@ def command_line(pid: int) -> str:
         return ""
 
 
-def _kill(pids: set[int]) -> None:
-    for pid in pids:
-        if is_running(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+def _socket_inodes(pid: int) -> set[str]:
+    inodes: set[str] = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def tcp_peer_owners(pids: set[int]) -> dict[tuple[str, int], int]:
+    """Which of ``pids`` holds the IPv4 TCP connection from each peer address: what a
+    client socket's ``getsockname()`` maps to (from /proc/net/tcp and each process's fds)."""
+    owner_of_inode = {inode: pid for pid in pids for inode in _socket_inodes(pid)}
+    owners: dict[tuple[str, int], int] = {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote, inode = fields[2], fields[9]
+        if inode in owner_of_inode:
+            address, port = remote.split(":")
+            ip = socket.inet_ntoa(int(address, 16).to_bytes(4, "little"))
+            owners[(ip, int(port, 16))] = owner_of_inode[inode]
+    return owners
 
 
 @dataclass
@@ -180,7 +234,14 @@ class ProductionStack:
     def programs(self) -> dict[str, int]:
         """The Procfile's running processes (supervisord's children) by name."""
         assert self.process is not None
-        names = {"daphne": "web", "celery -A config worker": "worker", "celery -A config beat": "beat"}
+        # The worker: deploy/workers.py starting WORKER_PROCESSES celery workers, or, for
+        # one, become that worker (exec).
+        names = {
+            "deploy/web.py": "web",
+            "deploy/workers.py": "worker",
+            "celery -A config worker": "worker",
+            "celery -A config beat": "beat",
+        }
         found: dict[str, int] = {}
         for pid, parent in _parent_pids().items():
             if parent == self.process.pid and is_running(pid):
@@ -188,11 +249,18 @@ class ProductionStack:
                 found.update({name: pid for program, name in names.items() if program in line})
         return found
 
+    def web_processes(self) -> set[int]:
+        """The daphne processes serving the port (deploy/web.py's children)."""
+        web = self.programs()["web"]
+        return {pid for pid in descendants(web) if "-m daphne" in command_line(pid)}
+
     def health(self) -> tuple[int, dict[str, Any]]:
         return ApiClient(self.base_url).request("GET", "/healthz", timeout=5)
 
-    def wait_healthy(self, timeout: float = 40) -> dict[str, Any]:
-        """Until /healthz answers 200 with a live worker (its heartbeat is in Redis)."""
+    def wait_healthy(self, timeout: float = 120) -> dict[str, Any]:
+        """Until /healthz answers 200 with a live worker (its heartbeat is in Redis). A
+        whole stack starts in about 10 s on a quiet machine; on a loaded CI box its worker
+        alone took over 40."""
         seen: dict[str, Any] = {}
 
         def ready() -> bool:
@@ -223,9 +291,9 @@ class ProductionStack:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout)
         deadline = time.monotonic() + 5
-        while any(is_running(pid) for pid in self.children) and time.monotonic() < deadline:
+        while any(is_same_process(pid) for pid in self.children) and time.monotonic() < deadline:
             time.sleep(0.1)
-        return {pid for pid in self.children if is_running(pid)}
+        return {pid for pid in self.children if is_same_process(pid)}
 
     def kill(self) -> None:
         """Cleanup after a failure: nothing of this stack may outlive the test."""
@@ -233,7 +301,7 @@ class ProductionStack:
             return
         if self.process.poll() is None:
             self.children |= descendants(self.process.pid)
-        _kill(self.children)
+        kill_found(self.children)
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait(10)
@@ -264,6 +332,9 @@ def stack_env(*, port: int, redis_url: str, queue: str, llm_url: str, workdir: P
             "WORKTREES_ROOT": str(workdir / "worktrees"),
             "LOG_LEVEL": "INFO",
             "PYTHONUNBUFFERED": "1",
+            # One worker process unless the test asks for more (WORKER_PROCESSES defaults
+            # to the machine's cores): the fault tests stop and watch "the" worker.
+            "WORKER_PROCESSES": "1",
             **extra,
         }
     )

@@ -7,6 +7,8 @@ Worker threads and processes only see committed rows: ``transaction=True`` throu
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -28,7 +30,14 @@ from accounts.tasks import clear_expired_sessions
 from config.celery import app
 from config.embedded import EmbeddedWorker, start_embedded_worker
 from core.workers import shutdown_requested
-from tests.workers import delete_queue, embedded_worker, start_celery_worker, wait_until
+from tests.workers import (
+    delete_queue,
+    embedded_worker,
+    start_celery_worker,
+    subprocess_env,
+    wait_until,
+    worker_log_tail,
+)
 
 SCHEDULE_NAME = "clear-expired-sessions"
 
@@ -169,10 +178,6 @@ def redis_worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
         delete_queue(queue)
 
 
-def worker_log(log: Path) -> Callable[[], str]:
-    return lambda: "Worker log:\n" + log.read_text(errors="replace")[-4000:]
-
-
 @redis_only
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
@@ -183,9 +188,10 @@ def test_delay_runs_on_a_worker_process_through_redis(redis_worker: tuple[str, P
     clear_expired_sessions.apply_async(queue=queue)
 
     # Includes the worker's start-up; the message waits in Redis meanwhile.
-    wait_until(sessions_gone(expired), timeout=60, why=worker_log(log))
+    wait_until(sessions_gone(expired), timeout=120, why=lambda: worker_log_tail(log))
     assert Session.objects.filter(session_key__in=live).count() == 1
     wait_until(lambda: "clear_expired_sessions" in log.read_text() and "succeeded" in log.read_text(), 10)
+    assert "objects loaded at start frozen out of garbage collection" in log.read_text()
 
 
 @redis_only
@@ -205,9 +211,45 @@ def test_database_scheduler_sends_the_due_job_through_redis(redis_worker: tuple[
     scheduler = DatabaseScheduler(app=beat_app)
     try:
         scheduler.tick()
-        wait_until(sessions_gone(expired), timeout=60, why=worker_log(log))
+        wait_until(sessions_gone(expired), timeout=120, why=lambda: worker_log_tail(log))
     finally:
         scheduler.close()
         beat_app.close()
     assert Session.objects.filter(session_key__in=live).count() == 1
     assert PeriodicTask.objects.get(name=SCHEDULE_NAME).total_run_count == 1
+
+
+FREEZE_PROBE = """
+import gc, sys, threading
+import django
+django.setup()
+from config.celery import freeze_what_lasts
+# The embedded worker's case first: a thread of the web (or test) process.
+thread = threading.Thread(target=freeze_what_lasts)
+thread.start()
+thread.join()
+print(gc.get_freeze_count(), "pipelines.phases.coding" in sys.modules)
+freeze_what_lasts()  # a worker process's main thread
+print(gc.get_freeze_count(), "pipelines.phases.coding" in sys.modules, "acp" in sys.modules)
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_process_loads_its_phases_then_freezes_them_and_an_embedded_worker_does_neither() -> None:
+    # A fresh interpreter: frozen objects are never collected, not something to do to this one.
+    done = subprocess.run(
+        [sys.executable, "-c", FREEZE_PROBE],
+        cwd=settings.BASE_DIR,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    in_a_thread, in_the_main_thread = (line.split() for line in done.stdout.splitlines())
+    assert in_a_thread == ["0", "False"]
+    frozen, loaded, acp_loaded = in_the_main_thread
+    assert loaded == "True"
+    # Only projects with an ACP Coder need its library (a second and more to load).
+    assert acp_loaded == "False"
+    assert int(frozen) > 100_000  # Django, the SDKs, the phases: what a full collection walked

@@ -100,3 +100,21 @@ def test_an_unreadable_report_fails(junit_ran: ModuleType, tmp_path: Path) -> No
     path.write_text("<testsuites><testsuite>")  # cut short: pytest was killed while writing
     [problem] = junit_ran.problems(path, topology="embedded")
     assert problem.startswith("the embedded pass left an unreadable report")
+
+
+def _collection_hook():  # type: ignore[no-untyped-def]
+    """The root conftest's collection hook (pytest imported it as the module ``conftest``)."""
+    return sys.modules["conftest"].pytest_collection_modifyitems
+
+
+def test_own_topology_is_refused_on_a_test_that_uses_the_test_database(request: pytest.FixtureRequest, db) -> None:
+    # This very test uses the test database: marked own_topology, CI's production pass
+    # would leave it out although what it checks depends on that pass's database.
+    request.node.add_marker(pytest.mark.own_topology)
+    with pytest.raises(pytest.UsageError, match="marked own_topology but uses the test database"):
+        _collection_hook()(request.config, [request.node])
+
+
+def test_own_topology_is_accepted_on_a_test_without_the_test_database(request: pytest.FixtureRequest) -> None:
+    request.node.add_marker(pytest.mark.own_topology)
+    _collection_hook()(request.config, [request.node])  # no error

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
+from deploy.workers import worker_commands
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
@@ -83,15 +85,18 @@ def test_the_processes_are_those_of_the_procfile(compose: dict[str, Any]) -> Non
         assert services[name]["command"] == procfile[name]
     # The web process differs only in where it listens: every interface in a container.
     web = services["web"]["command"]
-    assert web[0] == procfile["web"][0] == "daphne"
+    assert web[:2] == procfile["web"][:2] == ["python", "deploy/web.py"]
     assert web[-1] == procfile["web"][-1] == "config.asgi:application"
     # X-Forwarded-For is believed only from TRUSTED_PROXIES, never by daphne for anyone.
     assert "--proxy-headers" not in web and "--proxy-headers" not in procfile["web"]
-    # Phases wait on the network: the worker runs them on threads, as many as
-    # WORKER_THREADS (settings) says, not on a fixed number of processes.
+    # Phases wait on the network: each worker process runs them on threads, as many as
+    # WORKER_THREADS (settings) says; the launcher starts WORKER_PROCESSES of them.
     worker = procfile["worker"]
-    assert "--pool=threads" in worker
-    assert not any(part.startswith(("--concurrency", "-c")) for part in worker[1:]), worker
+    assert worker[:2] == ["python", "deploy/workers.py"], worker
+    for command in worker_commands(2, worker[2:]):
+        assert command[command.index("-A") - 1 :][:4] == ["celery", "-A", "config", "worker"]
+        assert "--pool=threads" in command
+        assert not any(part.startswith(("--concurrency", "-c")) for part in command[1:]), command
     # Workers and beat never also run inside web.
     assert all(services[name]["environment"]["EMBEDDED_WORKER"] == "false" for name in procfile)
 

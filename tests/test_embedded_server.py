@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 # Run in a child: migrate, then make the session job due and leave sessions to clear.
 PREPARE = """

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# make runs with the database each test names (SQLite files of its own) and no Redis.
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 ROOT = Path(__file__).resolve().parent.parent
 

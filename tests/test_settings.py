@@ -15,7 +15,9 @@ import pytest
 from django.conf import settings
 
 # Each check starts Django in a process of its own, as a deployment would.
-pytestmark = pytest.mark.slow
+# Each test starts Python with the environment it sets (BLANK first): the same in either
+# CI pass, so it runs in the embedded one only.
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 # Every variable the checks read, blank (= unset): the outer environment and a
 # developer's .env do not leak in.

@@ -19,7 +19,6 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from django.conf import settings
 from accounts.models import User
 from config.celery import app
 from deploy.supervise import ROOT, read_procfile
+from deploy.workers import worker_commands
 from llm.demo.model import DemoReply, MessagesRequest
 from pipelines.models import WORKING_STATUSES, PipelineRun, RunStatus
 from pipelines.runs.leases import runs_sweep
@@ -131,10 +131,11 @@ class Workers:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self, threads: int) -> subprocess.Popen[bytes]:
-        command = shlex.split(read_procfile(ROOT / "Procfile")["worker"])
-        assert command[:2] == ["celery", "-A"], command
+        launcher = shlex.split(read_procfile(ROOT / "Procfile")["worker"])
+        assert launcher[:2] == ["python", "deploy/workers.py"], launcher
         number = len(self.processes)
-        command = [sys.executable, "-m", *command, "-Q", self.queue, "-n", f"{self.queue}-{number}@%h"]
+        # One process of the launcher's (it would start WORKER_PROCESSES of them).
+        (command,) = worker_commands(1, [*launcher[2:], "-Q", self.queue, "-n", f"{self.queue}-{number}@%h"])
         command += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
         with self.log(number).open("ab") as out:
             process = subprocess.Popen(

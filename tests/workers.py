@@ -80,6 +80,30 @@ def start_celery_worker(queue: str, log: Path, **env: str) -> subprocess.Popen[b
         )
 
 
+# What config/celery.py's freeze_what_lasts logs, the last thing a worker does before it
+# takes its first job.
+WORKER_READY = "objects loaded at start frozen out of garbage collection"
+
+
+def wait_for_worker_ready(process: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> None:
+    """Until the ``celery worker`` process says it is ready. It starts in 7 s on a quiet
+    machine and in 30 s or more on a loaded CI box: a test's own time limits measure what
+    it tests, not the start-up."""
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            pytest.fail(f"the worker exited with status {process.returncode}. {worker_log_tail(log)}")
+        return WORKER_READY in log.read_text(errors="replace")
+
+    wait_until(ready, timeout, why=lambda: worker_log_tail(log))
+
+
+def worker_log_tail(log: Path) -> str:
+    if not log.exists():  # the embedded worker logs into the test's own output
+        return "(no worker log: the embedded worker's lines are in the test's captured log)"
+    return "Worker log:\n" + log.read_text(errors="replace")[-4000:]
+
+
 def delete_queue(name: str) -> None:
     """Remove a test's own queue from the broker (Redis: its list and bindings)."""
     with app.connection_for_write() as conn:
@@ -91,13 +115,13 @@ def delete_queue(name: str) -> None:
 
 
 @contextmanager
-def topology_worker(log: Path, **env: str) -> Iterator[None]:
-    """A real worker of the topology the suite runs in: the embedded one (threads,
-    ``memory://``), or a ``celery worker`` process on Redis consuming a queue of its own,
-    which this process's jobs go to meanwhile. ``env`` is the worker process's extra
-    environment (e.g. the fake LLM's address)."""
+def topology_worker(log: Path, concurrency: int = 2, **env: str) -> Iterator[None]:
+    """A real worker of the topology the suite runs in, ready to take jobs: the embedded
+    one (``concurrency`` threads, ``memory://``), or a ``celery worker`` process on Redis
+    consuming a queue of its own, which this process's jobs go to meanwhile. ``env`` is
+    the worker process's extra environment (e.g. the fake LLM's address)."""
     if settings.REDIS_URL is None:
-        with embedded_worker(concurrency=2, beat=False):
+        with embedded_worker(concurrency=concurrency, beat=False):
             yield
         return
     queue = f"autocoder-worker-{uuid.uuid4().hex[:10]}"
@@ -105,6 +129,7 @@ def topology_worker(log: Path, **env: str) -> Iterator[None]:
     app.conf.task_default_queue = queue
     process = start_celery_worker(queue, log, **env)
     try:
+        wait_for_worker_ready(process, log)
         yield
     finally:
         app.conf.task_default_queue = previous

@@ -8,7 +8,6 @@ separate ``celery -A config worker`` process on a queue of its own.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,8 +16,6 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
-from kombu import Queue
 from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
@@ -26,12 +23,12 @@ from chat import tasks as chat_tasks
 from chat.models import ChatMessage, ChatSession
 from chat.services import chat_message_send
 from chat.worker import chat_queue_process
-from config.celery import app
 from core.workers import shutdown_requested
 from tests.fake_anthropic import RecordedRequest, TextReply
 from tests.sockets import open_socket
 from tests.threads import DatabaseThread
-from tests.workers import embedded_worker, start_celery_worker, wait_until
+from tests.workers import topology_worker as shared_topology_worker
+from tests.workers import wait_until
 
 from .test_chat import last_user_text
 
@@ -47,24 +44,9 @@ def _worker_not_stopping() -> None:
 
 @contextmanager
 def topology_worker(fake_llm, tmp_path: Path) -> Iterator[None]:
-    if settings.REDIS_URL is None:
-        with embedded_worker(concurrency=4, beat=False):
-            yield
-        return
-    queue = f"autocoder-chat-{uuid.uuid4().hex[:10]}"
-    previous = app.conf.task_default_queue
-    app.conf.task_default_queue = queue
-    process = start_celery_worker(
-        queue, tmp_path / "worker.log", ANTHROPIC_BASE_URL=fake_llm.url, ANTHROPIC_API_KEY="sk-ant-test-key"
-    )
-    try:
+    env = {"ANTHROPIC_BASE_URL": fake_llm.url, "ANTHROPIC_API_KEY": "sk-ant-test-key"}
+    with shared_topology_worker(tmp_path / "worker.log", concurrency=4, **env):
         yield
-    finally:
-        app.conf.task_default_queue = previous
-        process.terminate()
-        process.wait(15)
-        with app.connection_for_write() as conn:
-            Queue(queue, exchange=app.conf.task_default_exchange, routing_key=queue)(conn).delete()
 
 
 def test_messages_sent_concurrently_are_answered_in_order_one_at_a_time(owner, fake_llm, tmp_path) -> None:

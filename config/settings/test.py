@@ -47,3 +47,8 @@ if CELERY_BROKER_URL.startswith("redis"):
 # search its way to them (scratch_folders.py).
 REPOS_ROOT = str(_scratch / "repos")
 WORKTREES_ROOT = str(_scratch / "worktrees")
+
+# Agent logs are written by the thread that streams them: a flusher thread of its own
+# would write on another connection, outside the test's transaction (and its rows).
+# Tests of the flusher turn it on (pipelines/tests/test_agent_log.py).
+PIPELINE_LOG_FLUSHER = False

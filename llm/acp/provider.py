@@ -35,6 +35,10 @@ NOT_INSTALLED = (
     "Error: the coding agent {name} is not installed ({command} not found): run `npm ci --prefix tools/acp-agents`."
 )
 STDERR_TAIL_CHARS = 400
+# The Coder's role says the test command is "named below": it is, here (an ACP agent has
+# no tool of ours that would run it for it).
+TEST_COMMAND_HINT = "The project's test command, the one shell command you may run: `{command}`."
+NO_TEST_COMMAND_HINT = "This project has no test command: do not run any shell command."
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,8 @@ class AcpProvider:
         # ACP has no system prompt: the Coder's instructions lead the one prompt.
         last = request.messages[-1]["content"]
         task = last if isinstance(last, str) else "\n\n".join(_texts(last))
-        prompt = f"{request.system}\n\n---\n\n{task}" if request.system else task
+        system = "\n\n".join(filter(None, [request.system, _test_command_hint(request)]))
+        prompt = f"{system}\n\n---\n\n{task}" if system else task
         with tempfile.TemporaryFile() as stderr:
 
             def stderr_tail() -> str:
@@ -156,6 +161,12 @@ class AcpProvider:
             reported_cost_usd=outcome.cost_usd,
             extra={"agent": outcome.agent_name or self.agent.name},
         )
+
+
+def _test_command_hint(request: LLMRequest) -> str:
+    if request.allowed_commands:
+        return TEST_COMMAND_HINT.format(command=request.allowed_commands[0])
+    return NO_TEST_COMMAND_HINT
 
 
 def _texts(content: list[dict[str, Any]]) -> list[str]:

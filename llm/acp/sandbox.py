@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import os
 import shutil
@@ -57,6 +58,15 @@ def _api_address(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     scheme = parts.scheme or "https"
     return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
+
+
+def _on_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @contextlib.contextmanager
@@ -109,6 +119,12 @@ def acp_agent_started(
             "HOME": SANDBOX_HOME,
             "TMPDIR": "/tmp",  # noqa: S108 - the sandbox's own tmpfs
         }
+        if _on_loopback(host):
+            # An API on the host's loopback (a local model server, the demo's): the
+            # sandbox's loopback has the same addresses and nothing of the host's, and an
+            # agent may go there directly, not through the proxy (opencode: NO_PROXY). The
+            # relay stands in for the API at its address there (sandbox_relay.py).
+            inside[relay_module.RELAY_API] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         argv = [python, f"{tools}/sandbox_relay.py", f"{RELAY_FOLDER}/{RELAY_SOCKET}", f"{RELAY_FOLDER}/{LOGIN_FILE}"]
         read_only = tuple(path for path in (tools, *(Path(p) for p in launch.paths)) if path.exists())
         with sandboxed_program(

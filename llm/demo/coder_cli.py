@@ -51,14 +51,23 @@ def drives_the_cli(request: MessagesRequest) -> bool:
 
 def cli_coder_reply(request: MessagesRequest, delay: float) -> ToolReply | str:
     """The CLI's next tool call, or (a string) the Coder's summary once it is done."""
+    match = WORKING_DIRECTORY.search(request.prompt_text)
+    translator = Translator(match.group(1).rstrip("/") if match else DEFAULT_ROOT)
+    return translated_reply(request, delay, translator, search_tool="Grep", shell_tool="Bash")
+
+
+def translated_reply(
+    request: MessagesRequest, delay: float, translator: Translator, *, search_tool: str, shell_tool: str | None
+) -> ToolReply | str:
+    """The demo Coder's next step in another agent's tools (``translator``'s words), or
+    (a string) its summary once it is done. Our search and test tools are used where the
+    agent offers ``search_tool`` and ``shell_tool`` (None: it may run no tests)."""
     names = set(request.tool_names)
     ours = {EDITOR_TOOL_NAME}
-    if "Bash" in names:
+    if shell_tool in names:
         ours.add(RUN_TESTS_TOOL_NAME)
-    if "Grep" in names:
+    if search_tool in names:
         ours.add(SEARCH_TOOL_NAME)
-    match = WORKING_DIRECTORY.search(request.prompt_text)
-    translator = _Translator(match.group(1).rstrip("/") if match else DEFAULT_ROOT)
     script = DemoCoder(request, delay, available=frozenset(ours)).script()
     results = iter(request.tool_results)
     try:
@@ -77,9 +86,10 @@ def cli_coder_reply(request: MessagesRequest, delay: float) -> ToolReply | str:
         return str(done.value)
 
 
-class _Translator:
+class Translator:
     """One conversation's steps in the CLI's words; the files' text as this conversation
-    last saw it (an ``insert`` needs the lines around it)."""
+    last saw it (an ``insert`` needs the lines around it). Another agent's dialect
+    (llm/demo/coder_opencode.py) overrides ``call`` and the readings of its answers."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -93,24 +103,24 @@ class _Translator:
         if step.name == START_SUBTASK_TOOL_NAME:
             return None
         if step.name == RUN_TESTS_TOOL_NAME:
-            return _as(step, "Bash", command=CLI_TEST_RUNNER, description="Run the project's tests")
+            return as_call(step, "Bash", command=CLI_TEST_RUNNER, description="Run the project's tests")
         if step.name == SEARCH_TOOL_NAME:
             grep = {"pattern": spec.get("pattern", ""), "path": self.root, "output_mode": "content", "-n": True}
-            return _as(step, "Grep", **grep)
+            return as_call(step, "Grep", **grep)
         command, path = spec.get("command"), str(spec.get("path", ""))
         if command == "view" and path in (".", ""):
-            return _as(step, "Glob", pattern="**/*", path=self.root)
+            return as_call(step, "Glob", pattern="**/*", path=self.root)
         if command == "view":
-            return _as(step, "Read", file_path=self.path(path))
+            return as_call(step, "Read", file_path=self.path(path))
         if command == "create":
-            return _as(step, "Write", file_path=self.path(path), content=spec.get("file_text", ""))
+            return as_call(step, "Write", file_path=self.path(path), content=spec.get("file_text", ""))
         if command == "str_replace":
             old, new = str(spec.get("old_str", "")), str(spec.get("new_str", ""))
-            return _as(step, "Edit", file_path=self.path(path), old_string=old, new_string=new)
+            return as_call(step, "Edit", file_path=self.path(path), old_string=old, new_string=new)
         if command == "insert":
             old, new = self._insertion(path, int(spec.get("insert_line", 0)), str(spec.get("new_str", "")))
-            return _as(step, "Edit", file_path=self.path(path), old_string=old, new_string=new)
-        return _as(step, step.name or "Read", **spec)
+            return as_call(step, "Edit", file_path=self.path(path), old_string=old, new_string=new)
+        return as_call(step, step.name or "Read", **spec)
 
     def _insertion(self, path: str, after: int, text: str) -> tuple[str, str]:
         lines = self.files.get(path) or [""]
@@ -126,6 +136,7 @@ class _Translator:
         path = str(spec.get("path", ""))
         if result.is_error:
             return result
+        result = self.in_cli_shape(step, result)
         if step.name == SEARCH_TOOL_NAME:
             found = [GREP_LINE.match(line) for line in result.text.splitlines()]
             lines = [f"{self._relative(m['path'])}:{m['line']}: {m['text']}" for m in found if m]
@@ -144,6 +155,10 @@ class _Translator:
         self._edited(path, spec)
         return result
 
+    def in_cli_shape(self, step: ToolReply, result: ToolResult) -> ToolResult:
+        """The agent's answer to ``step`` as the CLI gives it (another dialect rewrites it)."""
+        return result
+
     def _edited(self, path: str, spec: dict[str, Any]) -> None:
         """Keep this conversation's copy of ``path`` as the edit left it."""
         command = spec.get("command")
@@ -160,5 +175,5 @@ class _Translator:
         return path[len(self.root) + 1 :] if path.startswith(f"{self.root}/") else path
 
 
-def _as(step: ToolReply, name: str, **tool_input: Any) -> ToolReply:
+def as_call(step: ToolReply, name: str, **tool_input: Any) -> ToolReply:
     return ToolReply(name=name, text=step.text, input=tool_input, chunk_delay=step.chunk_delay)

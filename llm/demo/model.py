@@ -3,7 +3,8 @@
 It answers like a small, well-behaved model, so that ``make demo`` runs whole pipelines
 and chats without an API key: each agent gets the tool call its forced tool (or its
 ``submit_…`` tool) asks for, after a look at the repository when it has the repository
-tools; the Coder works through its tools (llm/demo/coder.py); the chat gets plain text
+tools; the Coder works through its tools (llm/demo/coder.py), or through the Claude CLI's
+(coder_cli.py) or opencode's (coder_opencode.py) when it is theirs; the chat gets plain text
 that shows the memory markers at work. Every answer follows from the request alone.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from llm.demo.coder import coder_reply
 from llm.demo.coder_cli import cli_coder_reply, drives_the_cli
+from llm.demo.coder_opencode import drives_opencode, opencode_coder_reply
 from llm.demo.coder_reading import EDITOR_TOOL_NAME
 from llm.demo.demo_app import BIG_FILE
 from llm.demo.request import DemoReply, MessagesRequest, TextReply, ToolReply, lessons_taught, plan_orders
@@ -34,9 +36,10 @@ DEMO_MODEL_LABEL = "scripted demo model"
 
 def default_reply(request: MessagesRequest, delay: float = 0.01) -> DemoReply:
     """What the demo model answers; ``delay`` is the pause between streamed chunks."""
-    if drives_the_cli(request):
-        step = cli_coder_reply(request, delay)
-        return TextReply(text=step, chunk_delay=delay) if isinstance(step, str) else step
+    for drives, coder in ((drives_the_cli, cli_coder_reply), (drives_opencode, opencode_coder_reply)):
+        if drives(request):
+            step = coder(request, delay)
+            return TextReply(text=step, chunk_delay=delay) if isinstance(step, str) else step
     if EDITOR_TOOL_NAME in request.tool_names and not request.forced_tool:
         step = coder_reply(request, delay)
         return TextReply(text=step, chunk_delay=delay) if isinstance(step, str) else step

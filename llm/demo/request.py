@@ -23,6 +23,11 @@ class MessagesRequest:
     headers: dict[str, str]
     body: dict[str, Any]
     wire_body: dict[str, Any] | None = None
+    # Context editing (llm/demo/context_management.py): the edits applied (None: the
+    # request asked for none), and the messages as sent when they cleared something
+    # (``body`` then holds what the model read).
+    applied_edits: list[dict[str, Any]] | None = None
+    received_messages: list[dict[str, Any]] | None = None
 
     @property
     def chat_completions(self) -> bool:

@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 from llm.demo import openai_wire, wire
+from llm.demo.context_management import apply_context_management
 from llm.demo.model import DemoReply, MessagesRequest, TextReply, ToolReply, default_reply
 
 MESSAGES_PATH = "/v1/messages"
@@ -59,7 +60,12 @@ class DemoHandler(BaseHTTPRequestHandler):
             return MessagesRequest(
                 path=self.path, headers=headers, body=openai_wire.messages_body(body), wire_body=body
             )
-        return MessagesRequest(path=self.path, headers=headers, body=body)
+        request = MessagesRequest(path=self.path, headers=headers, body=body)
+        problem = apply_context_management(request)
+        if problem:
+            self.send_api_error(400, "invalid_request_error", problem)
+            return None
+        return request
 
     def answer(self, request: MessagesRequest) -> None:
         self.respond(request, self.server.reply_for(request))
@@ -133,6 +139,7 @@ class DemoHandler(BaseHTTPRequestHandler):
             chunk_size=chunk_size,
             chunk_delay=chunk_delay,
             stop=stop,
+            context_management=None if request.applied_edits is None else {"applied_edits": request.applied_edits},
         )
 
     def send_json(self, status: int, payload: wire.JSONObject, headers: dict[str, str] | None = None) -> None:

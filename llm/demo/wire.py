@@ -87,6 +87,9 @@ class Turn:
 
     # Why the turn ended when not the usual (e.g. "max_tokens": cut off at the limit).
     stop: str | None = None
+    # Context editing: what the request's edits cleared (``applied_edits``); None when it
+    # asked for none.
+    context_management: JSONObject | None = None
 
     @property
     def stop_reason(self) -> str:
@@ -161,16 +164,22 @@ def content_block_stop(index: int) -> bytes:
     return sse("content_block_stop", {"type": "content_block_stop", "index": index})
 
 
-def message_delta(stop_reason: str, output_tokens: int, cache_usage: JSONObject | None = None) -> bytes:
-    """The closing usage is cumulative: the cache counts again (as the API sends them)."""
-    return sse(
-        "message_delta",
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-            "usage": {**(cache_usage or {}), "output_tokens": output_tokens},
-        },
-    )
+def message_delta(
+    stop_reason: str,
+    output_tokens: int,
+    cache_usage: JSONObject | None = None,
+    context_management: JSONObject | None = None,
+) -> bytes:
+    """The closing usage is cumulative: the cache counts again (as the API sends them).
+    What context editing cleared comes with it (the beta's ``context_management``)."""
+    event: JSONObject = {
+        "type": "message_delta",
+        "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+        "usage": {**(cache_usage or {}), "output_tokens": output_tokens},
+    }
+    if context_management is not None:
+        event["context_management"] = context_management
+    return sse("message_delta", event)
 
 
 def message_stop() -> bytes:
@@ -210,7 +219,7 @@ def stream(turn: Turn) -> Iterator[Frame]:
         index += 1
     if turn.tool:
         yield from tool_use_block(index, turn.tool, turn.chunk_size, turn.chunk_delay)
-    yield message_delta(turn.stop_reason, turn.output_tokens, turn.cache_usage)
+    yield message_delta(turn.stop_reason, turn.output_tokens, turn.cache_usage, turn.context_management)
     yield message_stop()
 
 
@@ -225,7 +234,7 @@ def message_body(turn: Turn) -> JSONObject:
         content.append(
             {"type": "tool_use", "id": tool_use_id(), "name": turn.tool.name, "input": json.loads(turn.tool.input_json)}
         )
-    return {
+    body: JSONObject = {
         "id": message_id(),
         "type": "message",
         "role": "assistant",
@@ -235,3 +244,6 @@ def message_body(turn: Turn) -> JSONObject:
         "stop_sequence": None,
         "usage": {"input_tokens": turn.input_tokens, **turn.cache_usage, "output_tokens": turn.output_tokens},
     }
+    if turn.context_management is not None:
+        body["context_management"] = turn.context_management
+    return body

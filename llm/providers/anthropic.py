@@ -16,6 +16,8 @@ from typing import Any
 import anthropic
 import httpx2
 
+from llm.context_editing import API_BETA, API_EDIT_TYPE, ContextCleared
+
 from .base import (
     CancelCheck,
     Cancelled,
@@ -207,14 +209,18 @@ class AnthropicProvider:
             content=content,
             cache_creation_input_tokens=getattr(message.usage, "cache_creation_input_tokens", None) or 0,
             cache_read_input_tokens=getattr(message.usage, "cache_read_input_tokens", None) or 0,
+            context_cleared=_context_cleared(message),
         )
 
     @staticmethod
     def _stream_into(
         client: anthropic.Anthropic, kwargs: dict[str, Any], feed: queue.Queue[tuple[str, Any]], abort: threading.Event
     ) -> None:
+        # Context management is a beta: its parameter and header go through the SDK's beta
+        # messages, whose stream carries the same events.
+        messages = client.beta.messages if "context_management" in kwargs else client.messages
         try:
-            with client.messages.stream(**kwargs) as stream:
+            with messages.stream(**kwargs) as stream:
                 for event in stream:
                     if abort.is_set():
                         return
@@ -274,7 +280,23 @@ def request_kwargs(request: LLMRequest, *, cache: bool) -> dict[str, Any]:
     if tools:
         kwargs["tools"] = tools
         kwargs["tool_choice"] = tool_choice
+    if request.context_editing is not None:
+        kwargs["betas"] = [API_BETA]
+        kwargs["context_management"] = {"edits": [request.context_editing.api_edit()]}
     return kwargs
+
+
+def _context_cleared(message: Any) -> ContextCleared | None:
+    """What the API's context editing cleared from the prompt (its ``applied_edits``)."""
+    management = getattr(message, "context_management", None)
+    edits = [
+        edit for edit in getattr(management, "applied_edits", None) or () if getattr(edit, "type", "") == API_EDIT_TYPE
+    ]
+    tool_uses = sum(getattr(edit, "cleared_tool_uses", 0) or 0 for edit in edits)
+    if not tool_uses:
+        return None
+    tokens = sum(getattr(edit, "cleared_input_tokens", 0) or 0 for edit in edits)
+    return ContextCleared(tool_uses=tool_uses, tokens=tokens)
 
 
 def _with_last_blocks_cached(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from typing import Any, Protocol
 
 from core.exceptions import ApplicationError
 from core.sandbox_rootfs import ImageRoot
+from llm.context_editing import ContextCleared, ContextEditing
 
 ChunkCallback = Callable[[str], None]
 CancelCheck = Callable[[], bool]
@@ -47,6 +48,10 @@ class LLMRequest:
     # Prompt caching (where the provider has it, and settings.LLM_PROMPT_CACHING is
     # on): breakpoints on the tools, the system prompt and the last message.
     cache: bool = True
+    # Context editing of a long conversation (llm/context_editing.py): old tool results
+    # cleared once the prompt passes a threshold — by the API where the provider has it
+    # (Anthropic's context management), else by the same rule before sending. None: off.
+    context_editing: ContextEditing | None = None
     # A folder the provider's own coding agent edits (providers with
     # ``edits_worktree``: the Claude CLI). The system prompt and the last user message
     # start it; it has only file tools there, plus exactly ``allowed_commands`` as shell
@@ -110,6 +115,8 @@ class LLMResult:
     # one's own machine or network (a local model: no price per token).
     provider: str = "anthropic"
     local_endpoint: bool = False
+    # What context editing cleared from this call's prompt (None: nothing).
+    context_cleared: ContextCleared | None = None
 
     @property
     def all_input_tokens(self) -> int:

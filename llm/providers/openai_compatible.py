@@ -12,6 +12,7 @@ own ``OPENAI_BASE_URL`` is trusted.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import threading
@@ -22,6 +23,7 @@ import httpx2
 import openai
 
 from core.addresses import EndpointRefused, endpoint_host_check, endpoint_is_local
+from llm.context_editing import ContextCleared, clear_before_sending
 
 from .base import CancelCheck, Cancelled, ChunkCallback, LLMRequest, LLMResult, ProviderError, retry_after_seconds
 from .openai_messages import StreamedReply, chat_kwargs
@@ -190,6 +192,7 @@ class OpenAICompatibleProvider:
         is silent."""
         if should_cancel():
             raise Cancelled
+        request, cleared = _context_edited(request)
         try:
             kwargs = chat_kwargs(request)
         except ValueError as exc:
@@ -227,6 +230,7 @@ class OpenAICompatibleProvider:
         result = self._result(reply, request)
         result.provider = OPENAI_COMPATIBLE
         result.local_endpoint = self.local
+        result.context_cleared = cleared
         return result
 
     @staticmethod
@@ -305,6 +309,18 @@ class OpenAICompatibleProvider:
                 return  # the client was closed under a cancelled call
             logger.exception("Unexpected error in the OpenAI-compatible stream")
             feed.put(("error", classify(exc, url=self.base_url)))
+
+
+def _context_edited(request: LLMRequest) -> tuple[LLMRequest, ContextCleared | None]:
+    """``request`` with its old tool results cleared by the context-editing rule, applied
+    here as Anthropic's API applies it there (llm/context_editing.py): Chat Completions
+    has no such thing. The request's own messages are not changed."""
+    if request.context_editing is None:
+        return request, None
+    messages, cleared = clear_before_sending(request.system, request.messages, request.context_editing)
+    if cleared is None:
+        return request, None
+    return dataclasses.replace(request, messages=messages), cleared
 
 
 def endpoint_label(base_url: str) -> str:

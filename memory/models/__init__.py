@@ -3,7 +3,7 @@
 from .context import ContextItem
 from .facts import Fact, Goal
 from .notes import AgentNote, AgentNoteRevision, DailyLogEntry
-from .semantic import DecayPolicy, Memory, MemoryCitedPath, MemorySource, MemoryUse
+from .semantic import DecayPolicy, Memory, MemoryCitedPath, MemorySource, MemoryUse, MemoryVectorsVersion
 
 __all__ = [
     "AgentNote",
@@ -17,4 +17,5 @@ __all__ = [
     "MemoryCitedPath",
     "MemorySource",
     "MemoryUse",
+    "MemoryVectorsVersion",
 ]

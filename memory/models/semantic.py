@@ -62,6 +62,10 @@ class Memory(models.Model):
     # that made it, and only the current model's are searched.
     embedding = EmbeddingField(dimensions=DIMENSIONS)
     embedding_model = models.CharField(max_length=100, editable=False)
+    # The owner's MemoryVectorsVersion that last wrote this row's vector (0: written
+    # before versions were stamped): a process's copy at version v of the owner's
+    # vectors reads only the rows above v to catch up (memory.owner_vectors).
+    vectors_version = models.PositiveBigIntegerField(default=0, editable=False)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
     source = models.CharField(max_length=16, choices=MemorySource.choices, default=MemorySource.PERSON)
     # The pipeline run it came from. An id, not a ForeignKey: memory knows no runs
@@ -84,7 +88,11 @@ class Memory(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name_plural = "memories"
-        indexes = [models.Index(fields=["owner", "is_deleted"])]
+        indexes = [
+            models.Index(fields=["owner", "is_deleted"]),
+            # The rows written since a copy's version, without reading the owner's others.
+            models.Index(fields=["owner", "vectors_version"], name="memory_owner_vectors_version"),
+        ]
 
     def __str__(self) -> str:
         return self.content[:80]
@@ -127,3 +135,17 @@ class MemoryUse(models.Model):
 
     def __str__(self) -> str:
         return f"memory {self.memory_id} in run {self.run_id}"
+
+
+class MemoryVectorsVersion(models.Model):
+    """How many times an owner's memory vectors changed (a memory written, consolidated
+    or rewritten: memory.services.semantic), each write stamping the rows it wrote
+    with its version (Memory.vectors_version). A process that keeps a heavy owner's
+    vectors in RAM (memory.owner_vectors) reads it before each search and, when it
+    moved, reads the rows stamped above its copy's version. No row: version 0."""
+
+    owner = models.OneToOneField(settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    version = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"memory vectors of user {self.owner_id}: version {self.version}"

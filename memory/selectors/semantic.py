@@ -21,7 +21,8 @@ from core.selectors import one_or_not_found
 from memory.decay import compute_confidence, fades_at
 from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL, embed_text
 from memory.models.semantic import DecayPolicy, Memory, MemoryCitedPath, MemorySource, MemoryUse
-from memory.vector_store import NO_PROJECT, CandidateFilter, vector_search
+from memory.vector_query import NO_PROJECT, CandidateFilter
+from memory.vector_store import vector_search
 from projects.models import Project
 
 MEMORY_NOT_FOUND = "Memory not found."

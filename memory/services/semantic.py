@@ -36,6 +36,7 @@ from memory.models.semantic import (
     MemorySource,
     MemoryUse,
 )
+from memory.owner_vectors import owner_vectors_changed
 from memory.selectors.semantic import MEMORY_NOT_FOUND, MemoryNotFound, memory_most_similar
 from projects.models import Project
 
@@ -151,6 +152,7 @@ def _consolidate(
             embedding_model=EMBEDDING_MODEL,
             updated_at=now,
         )
+        owner_vectors_changed(memory.owner_id, [memory.pk])
         memory.refresh_from_db()
     return memory
 
@@ -265,6 +267,7 @@ def memory_create(
             memory.half_life_hours = half_life_hours
         memory.full_clean()
         memory.save()
+        owner_vectors_changed(owner.pk, [memory.pk])
         memory_cited_paths_keep(memory, citations)
     return MemoryWrite(memory, created=True)
 
@@ -347,6 +350,8 @@ def memory_update_content(
             embedding_model=EMBEDDING_MODEL,
             updated_at=now,
         )
+        if updated:
+            owner_vectors_changed(owner.pk, [memory_id])
         memory = Memory.objects.filter(pk=memory_id, owner=owner).first()
     if memory is None:
         raise MemoryNotFound(MEMORY_NOT_FOUND)

@@ -1,11 +1,15 @@
 """Search in the database against a brute force over the same rows: the same memories,
 the same order, for every filter, soft delete and decay clock. The suite runs on SQLite
-(numpy ranking) and on PostgreSQL (pgvector ranking in SQL): both must agree with it."""
+(numpy ranking) and on PostgreSQL (pgvector ranking in SQL): both must agree with it.
+Every test runs twice: an owner searched in the database, and searched from the copy of
+their vectors in RAM (memory.owner_vectors), asked about a few candidates at a time so
+that the search must widen."""
 
 from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -14,10 +18,12 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import User
+from memory import owner_vectors
 from memory.decay import compute_confidence
 from memory.embeddings import DIMENSIONS, EMBEDDING_MODEL
 from memory.models.semantic import DecayPolicy, Memory
-from memory.vector_store import NO_PROJECT, CandidateFilter, VectorHit, vector_search
+from memory.vector_query import NO_PROJECT, CandidateFilter, VectorHit
+from memory.vector_store import vector_search
 from projects.models import Project
 from tests.factories import ProjectFactory, UserFactory
 
@@ -26,6 +32,17 @@ pytestmark = pytest.mark.django_db
 # Scores this close are a tie that float rounding may order either way (pgvector sums
 # in float32 order of its own; SQLite's julianday is exact to the millisecond).
 TIE = 1e-6
+
+
+@pytest.fixture(autouse=True, params=["in the database", "from RAM"])
+def search_path(request: pytest.FixtureRequest, settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    owner_vectors.owner_vectors_forget()
+    if request.param == "from RAM":
+        settings.MEMORY_VECTORS_IN_RAM_MIN = 1
+        monkeypatch.setattr(owner_vectors, "FIRST_CANDIDATES_MIN", 3)
+        monkeypatch.setattr(owner_vectors, "FIRST_CANDIDATES_PER_HIT", 1)
+    yield request.param
+    owner_vectors.owner_vectors_forget()
 
 
 @dataclass(frozen=True)
@@ -218,7 +235,7 @@ def test_confidence_follows_the_decay_clock(world: dict) -> None:
 
     def one(policy: str, created_hours_ago: float, reinforced_hours_ago: float, half_life: float) -> float:
         Memory.objects.filter(owner=user).delete()
-        Memory.objects.create(
+        memory = Memory.objects.create(
             owner=user,
             content="clock",
             content_hash="c" * 64,
@@ -229,6 +246,8 @@ def test_confidence_follows_the_decay_clock(world: dict) -> None:
             embedding=query,
             embedding_model=EMBEDDING_MODEL,
         )
+        # A vector written outside memory.services: the processes' copies are told here.
+        owner_vectors.owner_vectors_changed(user.pk, [memory.pk])
         (hit,) = vector_search(query, 1, CandidateFilter(now_ts=now.timestamp(), owner_id=user.pk))
         assert hit.similarity == pytest.approx(1.0, abs=1e-5)
         return hit.confidence

@@ -31,15 +31,16 @@ from typing import Any
 
 from django.conf import settings
 
+from llm.context_editing import context_editing_configured
 from llm.providers.base import LLMRequest, LLMResult, Tool, ToolCall
 from memory.markers import agent_memory_value
+from pipelines.agent_log import AgentLogStream
 from pipelines.agents import prompts as agents
 from pipelines.agents.conversation import agent_system_prompt
 from pipelines.agents.memories import PhaseMemories
 from pipelines.agents.recall import Recall
 from pipelines.agents.replies import REPLY_KEPT, REPLY_TO_COMMENT, CommentReplies
 from pipelines.agents.turns import AgentTurns, PhaseInterrupted, should_stop, stopped_between_turns
-from pipelines.events import AgentLogStream
 from pipelines.models import PipelineRun
 from pipelines.runs.leases import Lease
 from pipelines.runs.selectors import run_subtask_index
@@ -126,6 +127,9 @@ def code_in_worktree(
         on_output=log.write, should_cancel=lambda: should_stop(lease), project=sandbox, masker=masker
     )
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    # Old tool results (files viewed, test output) cleared once the conversation is long:
+    # the messages here stay whole, the provider clears (llm/context_editing.py).
+    context_editing = context_editing_configured()
     taken = tokens = 0
     steps: list[dict[str, Any]] = []
     while True:
@@ -155,6 +159,7 @@ def code_in_worktree(
             tool=None,
             explore_tools=client_tools,
             server_tools=server_tools,
+            context_editing=context_editing,
         )
         # The recorded reply keeps its markers (a replay compares against it); the
         # summary, the commit message and the lineage do not (``turn.shown``).

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from core.coder_agents import BUILT_IN, coder_agent_label
+from core.coder_agents import coder_agent_label
 from core.crypto import decrypt_secret
 from core.exceptions import SandboxUnavailable
 from core.sandbox_bwrap import SANDBOX_ROOT
@@ -50,19 +50,13 @@ from pipelines.runs.leases import Lease
 from pipelines.runs.workspace import repository_test_command, run_test_environment, workspace_record_written
 from repos.coder_tools import RUN_TESTS, CoderSession, coder_tool_run
 from repos.editor_files import EditorProblem
-from repos.editor_whole import editor_read_whole, editor_write_whole, worktree_relative
+from repos.editor_whole import editor_read_whole, editor_write_whole, owned_like_the_worktree, worktree_relative
 from repos.paths import check_path
 
 EDIT_KINDS = ("edit", "delete", "move")
 ONLY_TESTS = "Only the project's test command may run here, exactly: {command}"
 NO_TEST_COMMAND = "This project has no test command: no command may run here."
 NOT_AN_EDIT_INSIDE = "Refused by policy: {what}. Allowed are edits inside the repository and the test command."
-
-
-def run_coder_agent(run: PipelineRun) -> str:
-    """The run's Coder: the task's choice, else its project's; '' = the built-in one."""
-    chosen = run.task.coder_agent or run.task.project.coder_agent
-    return "" if chosen == BUILT_IN else chosen
 
 
 class CoderHost:
@@ -86,6 +80,7 @@ class CoderHost:
     def write_text(self, path: str, content: str) -> None:
         try:
             written = editor_write_whole(self.worktree, path, content, roots=self.roots)
+            owned_like_the_worktree(self.worktree, written)
         except (EditorProblem, OSError) as exc:
             raise AcpRefused(str(exc)) from None
         workspace_record_written(self.run, [written])

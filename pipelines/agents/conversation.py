@@ -14,13 +14,14 @@ from typing import Any
 
 from django.conf import settings
 
+from llm.context_editing import context_editing_configured
 from llm.providers.base import LLMRequest, LLMResult, Tool, ToolCall
 from memory.selectors import memory_prompt_context
 from memory.selectors.facts import memory_system_instructions
+from pipelines.agent_log import AgentLogStream
 from pipelines.agents import prompts as agents
 from pipelines.agents.recall import Recall, recall_for_phase
 from pipelines.agents.turns import AgentTurns
-from pipelines.events import AgentLogStream
 from pipelines.models import PipelineRun
 from pipelines.runs.leases import Lease
 from repos.instructions import repository_instructions
@@ -87,6 +88,8 @@ def call_agent(
         explore = tuple(REPO_TOOLS)
     answer_limit = min(limit for limit in (run.max_tokens, max_tokens) if limit) if max_tokens else run.max_tokens
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    # A long exploration's old tool results cleared (llm/context_editing.py).
+    context_editing = context_editing_configured() if explore else None
     problems: list[str] = []
     explored = tokens = asked = 0
     for attempt in (1, 2):
@@ -104,6 +107,7 @@ def call_agent(
                 tool=tool,
                 explore_tools=explore,
                 force_answer=bool(explore) and out_of_turns,
+                context_editing=context_editing,
             )
             # Its text is streamed into the log and shown nowhere else: its lessons are
             # kept (by take), there is nothing to strip.

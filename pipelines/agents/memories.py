@@ -22,7 +22,7 @@ from typing import Any
 from memory.markers import parse_agent_memories
 from memory.models.semantic import MEMORY_MAX_LENGTH, MemorySource
 from memory.services.semantic import MemoryWrite, memory_create, memory_text_shortened, normalise_content
-from pipelines.events import AgentLogStream
+from pipelines.agent_log import AgentLogStream
 from pipelines.learning.lessons import LESSON_MEMORY_TYPE, Learned, LessonKind, lessons_record
 from pipelines.models import PipelineRun
 

@@ -226,7 +226,7 @@ CODER_EDITING_ROLE = (
 CODER_CLI_EDITING_ROLE = (
     "You are the Coder of a software team. You work directly in a checkout of the project's "
     "repository (your working directory) with your file tools: Read, Glob and Grep to look "
-    "around, Edit, MultiEdit and Write to change files. Work through the plan's subtasks in "
+    "around, Edit and Write to change files. Work through the plan's subtasks in "
     "order. When a test command is allowed (Bash with exactly the command named below), run it "
     "once your change is complete; no other shell command and no network tool is available. "
     "Use paths inside the repository only. When review findings, failing tests or requested changes are "
@@ -258,12 +258,15 @@ def coder_editing_prompt(
     line_comments: Sequence[Mapping[str, Any]] = (),
     reply_hint: str = "",
     feedback_from: str = "the person reviewing",
+    has_start_subtask: bool = True,
 ) -> str:
     """The Coder's task when it edits the worktree: the task, the plan, what the branch
     already changed, and in fix rounds the findings (failing tests included) and the
     person's requested changes with their comments on lines (``{"id", "path", "lines",
     "quote", "body"}``, pipelines.review.selectors), with ``reply_hint``: how this Coder
-    says why it leaves a comment's lines as they are (pipelines/agents/replies.py)."""
+    says why it leaves a comment's lines as they are (pipelines/agents/replies.py).
+    ``has_start_subtask``: the built-in Coder's own tool; the Claude CLI and ACP agents
+    have only theirs, and are not told to call one they lack."""
     parts = [_task_block(title, description), "# Plan\n" + json.dumps(plan, indent=2)]
     if branch_diff:
         parts.append("# Already changed on your branch (committed; the files hold it)\n" + branch_diff)
@@ -276,6 +279,9 @@ def coder_editing_prompt(
     parts.append(
         "Make the changes in the repository, subtask by subtask: call start_subtask as you begin each "
         "one. Then answer with a short summary."
+        if has_start_subtask
+        else "Make the changes in the repository, subtask by subtask, in the plan's order. Then answer with a "
+        "short summary."
     )
     return "\n\n".join(parts)
 

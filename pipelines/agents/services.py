@@ -76,6 +76,8 @@ def agent_call_record(
             "stop_reason": result.stop_reason,
             "tool_calls": [asdict(call) for call in result.tool_calls],
             "content": result.content,
+            # What context editing cleared from the prompt this call was read with.
+            "context_cleared": asdict(result.context_cleared) if result.context_cleared else None,
         },
     )
     context_record_agent_call(

@@ -22,10 +22,10 @@ from core.crypto import decrypt_secret
 from core.workers import shutdown_requested
 from llm.providers import provider_for
 from llm.providers.base import Cancelled, LLMRequest, LLMResult, Provider, ProviderError
+from pipelines.agent_log import AgentLogStream
 from pipelines.agents.memories import PhaseMemories
 from pipelines.agents.prompts import MESSAGE_FROM_PERSON
 from pipelines.agents.services import agent_call_failed_record, agent_call_record, prompt_text
-from pipelines.events import AgentLogStream
 from pipelines.messages.services import Delivered, run_messages_take
 from pipelines.models import PipelineRun
 from pipelines.runs.ceiling import spend_ceiling_check
@@ -110,6 +110,9 @@ class AgentTurns:
         self._reuse = reuse
         # The person's messages this attempt at the phase has read (``hear``).
         self._heard: set[int] = set()
+        # The tool results context editing had cleared as of the last call shown in the
+        # log: a call that clears the same ones again says nothing new.
+        self._cleared_shown = 0
 
     @property
     def phase_entry(self) -> int | None:
@@ -144,8 +147,19 @@ class AgentTurns:
         else:
             self.log.write(REPLY_REUSED)
         reused = bool(result.extra.get("reused"))
+        self._show_cleared(result)
         shown = self.memories.take_text(result.text, reused=reused)
         return Turn(request=request, result=result, attempt=attempt, shown=shown, reused=reused)
+
+    def _show_cleared(self, result: LLMResult) -> None:
+        """Say in the live log when context editing cleared more of the conversation
+        (llm/context_editing.py): each batch once, as the call that cleared it ends."""
+        cleared = result.context_cleared
+        if cleared is None or cleared.tool_uses == self._cleared_shown:
+            return
+        self._cleared_shown = cleared.tool_uses
+        self.log.write(f"\n[{cleared.describe()}.]\n")
+        self.log.flush()
 
     def record(self, turn: Turn, *, problems: list[str] | None = None) -> None:
         agent_call_record(
@@ -175,7 +189,9 @@ class AgentTurns:
             except Cancelled:
                 if self.lease.lapsed:
                     # Woken after its lease ran out: the phase may be another worker's by
-                    # now, its log and its agent's memory too. Write nothing.
+                    # now, its log and its agent's memory too. Write nothing (not even the
+                    # text the log's flusher would write next).
+                    self.log.discard()
                     raise PhaseInterrupted from None
                 self.log.flush()
                 self._failed(started, "cancelled", "Cancelled.")

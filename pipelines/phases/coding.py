@@ -9,10 +9,11 @@ or review.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 
+from core.coder_agents import chosen_coder_agent
 from pipelines.agents import prompts as agents
 from pipelines.agents.distiller import learn
 from pipelines.agents.lineage import context_record_agent_call
@@ -28,9 +29,6 @@ from pipelines.runs.ceiling import spend_ceiling_check
 from pipelines.runs.leases import Lease
 from pipelines.runs.services import run_transition
 
-if TYPE_CHECKING:
-    pass
-
 logger = logging.getLogger(__name__)
 
 
@@ -40,7 +38,6 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     pipelines/agents/coder_cli.py). What it leaves there is committed on the run's branch and
     is the change."""
     from pipelines.agents.coder import code_in_worktree
-    from pipelines.agents.coder_acp import code_with_acp, run_coder_agent
     from pipelines.agents.coder_cli import code_with_cli
 
     # Every coding phase is a round — the first, one for a request for changes, a fix
@@ -60,7 +57,7 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     task = run.task
     # The Claude CLI and an ACP agent have only their own tools: they reply to a comment
     # with a marker.
-    acp_agent_name = run_coder_agent(run)
+    acp_agent_name = chosen_coder_agent(task_choice=task.coder_agent, project_choice=task.project.coder_agent)
     edits_itself = bool(acp_agent_name) or run_provider(run).edits_worktree
     prompt = agents.coder_editing_prompt(
         title=task.title,
@@ -72,11 +69,15 @@ def execute(run: PipelineRun, lease: Lease) -> None:
         branch_diff=workspace.workspace_diff_text(run),
         line_comments=line_comments,
         reply_hint=REPLY_MARKER_HINT if edits_itself else REPLY_TOOL_HINT,
+        has_start_subtask=not edits_itself,
     )
     # Recalled once for the phase: the system prompt of every turn is the same cached prefix.
     recall = recall_for_phase(run, agents.CODER)
     comment_ids = [comment["id"] for comment in line_comments]
     if acp_agent_name:
+        # Only here: the ACP library's protocol models take over a second to load.
+        from pipelines.agents.coder_acp import code_with_acp
+
         outcome = code_with_acp(
             run, lease, prompt, worktree, recall=recall, comment_ids=comment_ids, agent_name=acp_agent_name
         )

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from pipelines.agent_log import AgentLogStream
 from pipelines.agents.turns import PhaseInterrupted, should_stop
-from pipelines.events import AgentLogStream
 from pipelines.models import PipelineRun, RunStatus
 from pipelines.phases.verifying import run_sandboxed_tests
 from pipelines.runs import workspace

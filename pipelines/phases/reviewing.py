@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from pipelines.agent_log import AgentLogStream
 from pipelines.agents import prompts as agents
 from pipelines.agents.conversation import call_agent
 from pipelines.agents.distiller import learn
-from pipelines.events import AgentLogStream
 from pipelines.learning.lessons import REVIEWER_SOURCE, findings_moment
 from pipelines.models import MAX_REVIEW_ITERATIONS, PipelineRun, RunStatus
 from pipelines.phases.verifying import base_failures, verify_summary

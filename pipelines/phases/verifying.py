@@ -10,9 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.agent_log import AgentLogStream
 from pipelines.agents.lineage import context_record_agent_call
 from pipelines.agents.turns import PhaseInterrupted, should_stop
-from pipelines.events import AgentLogStream
 from pipelines.models import PipelineRun, RunStatus
 from pipelines.runs import workspace
 from pipelines.runs.base_update import run_markers_left

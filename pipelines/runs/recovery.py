@@ -16,6 +16,7 @@ from collections import deque
 from django.db import connection
 
 from core.jobs import enqueue
+from llm.context_editing import ContextCleared
 from llm.providers.base import LLMResult, ToolCall
 from pipelines.models import AgentCall, PipelineRun, RunTransition
 
@@ -67,7 +68,15 @@ class BoughtCalls:
             extra={"duration_ms": call.duration_ms, "reused": True},
             tool_calls=[ToolCall(**tool_call) for tool_call in response.get("tool_calls", [])],
             content=response.get("content", []),
+            context_cleared=_context_cleared(response.get("context_cleared")),
         )
+
+
+def _context_cleared(recorded: object) -> ContextCleared | None:
+    """What context editing had cleared from a reused call's prompt, as recorded."""
+    if not isinstance(recorded, dict):
+        return None
+    return ContextCleared(tool_uses=int(recorded.get("tool_uses", 0)), tokens=int(recorded.get("tokens", 0)))
 
 
 def drop_broken_connection(run: PipelineRun, exc: Exception) -> None:

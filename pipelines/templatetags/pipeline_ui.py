@@ -10,7 +10,7 @@ from typing import Any
 from django import template
 from django.template import Context
 
-from core.coder_agents import BUILT_IN, coder_agent_label
+from core.coder_agents import chosen_coder_agent, coder_agent_label
 from llm.providers import provider_label
 from pipelines.messages.selectors import run_message_note
 from pipelines.models import RunMessage, RunStatus
@@ -61,8 +61,8 @@ def task_spend(task: Task) -> TaskSpend:
 def task_coder(task: Task) -> str:
     """The task's Coder when it is a coding agent over ACP (its own choice, else its
     project's; the card's project is already loaded), '' for the built-in one."""
-    chosen = task.coder_agent or task.project.coder_agent
-    return "" if chosen in ("", BUILT_IN) else coder_agent_label(chosen)
+    chosen = chosen_coder_agent(task_choice=task.coder_agent, project_choice=task.project.coder_agent)
+    return coder_agent_label(chosen) if chosen else ""
 
 
 @register.filter

@@ -97,12 +97,8 @@ def checks_read(client: ForgeClient, *, sha: str, number: int | None = None) -> 
 def _statuses(client: ForgeClient, sha: str) -> list[CheckRun]:
     """The combined status of a ref: GitHub and Gitea share the path; Gitea names each
     status's state ``status``."""
-    combined = client.call("GET", f"/repos/{client.repository}/commits/{sha}/status", params={"per_page": 100})
-    statuses = combined.get("statuses") if isinstance(combined, Mapping) else None
     found = []
-    for status in statuses if isinstance(statuses, list) else []:
-        if not isinstance(status, Mapping):
-            continue
+    for status in client.call_pages(f"/repos/{client.repository}/commits/{sha}/status", key="statuses"):
         state = status.get("state") or status.get("status")
         found.append(
             CheckRun(
@@ -116,13 +112,9 @@ def _statuses(client: ForgeClient, sha: str) -> list[CheckRun]:
 
 
 def _github_checks(client: ForgeClient, *, sha: str) -> list[CheckRun]:
-    answer = client.call("GET", f"/repos/{client.repository}/commits/{sha}/check-runs", params={"per_page": 100})
-    runs = answer.get("check_runs") if isinstance(answer, Mapping) else None
     found: list[CheckRun] = []
     logs_read = 0
-    for run in runs if isinstance(runs, list) else []:
-        if not isinstance(run, Mapping):
-            continue
+    for run in client.call_pages(f"/repos/{client.repository}/commits/{sha}/check-runs", key="check_runs"):
         if run.get("status") == "completed":
             state = _GITHUB_CONCLUSIONS.get(str(run.get("conclusion")), FAILED)
         else:
@@ -164,12 +156,9 @@ def _gitlab_checks(client: ForgeClient, *, sha: str, number: int | None) -> list
     if not ours:
         return []
     newest = max(ours, key=lambda p: int(p.get("id") or 0))
-    jobs = client.call("GET", f"/projects/{project}/pipelines/{int(newest['id'])}/jobs", params={"per_page": 100})
     found: list[CheckRun] = []
     logs_read = 0
-    for job in jobs if isinstance(jobs, list) else []:
-        if not isinstance(job, Mapping):
-            continue
+    for job in client.call_pages(f"/projects/{project}/pipelines/{int(newest['id'])}/jobs"):
         state = _GITLAB_STATES.get(str(job.get("status")), PENDING)
         if state == FAILED and job.get("allow_failure"):
             state = PASSED

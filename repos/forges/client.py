@@ -2,7 +2,8 @@
 documented REST APIs, by API base URL (so GitHub Enterprise and self-hosted instances
 work), with ``httpx2`` (the HTTP client the anthropic SDK already brings).
 
-``ForgeClient.call`` is the one way any forge module talks to a forge: the address
+``ForgeClient.call`` is the one way any forge module talks to a forge (``call_pages``
+reads a whole listing through it, page by page): the address
 checked and pinned (``hosts.forge_host_check``), the token in a header and never in a
 message, a log line or an exception, redirects not followed, proxies from the environment
 not used, and failures as ``ForgeError`` with a message that says what to do and
@@ -23,12 +24,17 @@ from .errors import SCOPE_HINTS, ForgeError, ForgeKind, PullRequestInfo, PullReq
 from .hosts import forge_host_check
 
 TIMEOUT_SECONDS = 15.0
+# A listing is read page by page up to this many pages (the rest comes at the next poll).
+MAX_PAGES = 10
 
 
 class ForgeClient:
     """One forge, one repository on it (``owner/name``, or a GitLab project's path)."""
 
     kind: ForgeKind
+    # Page sizes: GitHub and GitLab allow 100 a page; Gitea 50 unless its admin raised it.
+    page_size_param = "per_page"
+    page_size_max = 100
 
     def __init__(self, *, api_url: str, repository: str, token: str, transport: httpx2.BaseTransport | None = None):
         self.api_url = api_url.rstrip("/")
@@ -87,6 +93,38 @@ class ForgeClient:
     ) -> Any:
         """``method`` on ``path`` (after the API base URL) with a JSON ``payload``; the
         decoded JSON answer (an object or a list; None for an empty body)."""
+        return self._decoded(self._send(method, path, payload, params=params))
+
+    def call_pages(
+        self,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        key: str = "",
+        page_size: int = 0,
+        max_pages: int = MAX_PAGES,
+    ) -> list[Mapping[str, Any]]:
+        """Every item of the listing at ``path`` (the list under ``key`` when the forge
+        wraps it in an object, as GitHub's check runs), page after page while the forge's
+        ``Link`` header names a next one — GitHub, GitLab and Gitea all send it — or, from
+        a forge (or proxy) that sends none, while pages come back full."""
+        size = page_size or self.page_size_max
+        found: list[Mapping[str, Any]] = []
+        for page in range(1, max_pages + 1):
+            query = {**(params or {}), self.page_size_param: size, "page": page}
+            response = self._send("GET", path, None, params=query)
+            data = self._decoded(response)
+            items = data.get(key) if key and isinstance(data, Mapping) else data
+            items = [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
+            found.extend(items)
+            if "link" in response.headers:
+                if "next" not in response.links:
+                    break
+            elif len(items) < size:
+                break
+        return found
+
+    def _send(self, method: str, path: str, payload: Any, *, params: Mapping[str, str | int] | None) -> httpx2.Response:
         url, host, extensions = self._pinned(self.api_url + path)
         headers = {"Accept": "application/json", "User-Agent": "AutoCoder", "Host": host, **self._auth_headers()}
         try:
@@ -103,6 +141,9 @@ class ForgeClient:
             ) from None  # the exception's request carries the token in its headers
         if not response.is_success:
             raise self._error(response)
+        return response
+
+    def _decoded(self, response: httpx2.Response) -> Any:
         if not response.content:
             return None
         try:
@@ -223,6 +264,8 @@ class Gitea(GitHub):
     """Gitea and Forgejo API v1 (<host>/api/v1): GitHub's shapes, its own token header."""
 
     kind = ForgeKind.GITEA
+    page_size_param = "limit"
+    page_size_max = 50
 
     def _auth_headers(self) -> dict[str, str]:
         return {"Authorization": f"token {self._token}"}

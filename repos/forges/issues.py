@@ -25,7 +25,6 @@ from .client import ForgeClient
 from .errors import ForgeKind
 
 PAGE_SIZE = 50
-MAX_PAGES = 10  # a poll reads at most this many pages per query; the rest comes next time
 TITLE_MAX_CHARS = 255
 BODY_MAX_CHARS = 20_000
 NAME_MAX_CHARS = 255
@@ -113,10 +112,10 @@ def _issues_path(client: ForgeClient, number: int | None = None) -> str:
     return base if number is None else f"{base}/{number}"
 
 
-def _query(client: ForgeClient, *, label: str, assignee: str, since: str, page: int) -> dict[str, str | int]:
-    query: dict[str, str | int] = {"page": page}
+def _query(client: ForgeClient, *, label: str, assignee: str, since: str) -> dict[str, str | int]:
+    query: dict[str, str | int] = {}
     if client.kind == ForgeKind.GITLAB:
-        query.update(state="all", order_by="updated_at", sort="asc", per_page=PAGE_SIZE)
+        query.update(state="all", order_by="updated_at", sort="asc")
         if label:
             query["labels"] = label
         if assignee:
@@ -126,11 +125,11 @@ def _query(client: ForgeClient, *, label: str, assignee: str, since: str, page: 
         return query
     query["state"] = "all"
     if client.kind == ForgeKind.GITEA:
-        query.update(type="issues", limit=PAGE_SIZE)
+        query["type"] = "issues"
         if assignee:
             query["assigned_by"] = assignee
     else:
-        query.update(sort="updated", direction="asc", per_page=PAGE_SIZE)
+        query.update(sort="updated", direction="asc")
         if assignee:
             query["assignee"] = assignee
     if label:
@@ -145,19 +144,11 @@ def issues_list(client: ForgeClient, *, label: str = "", assignee: str = "", sin
     closed, updated at or after ``since`` (the forge's stamp; '' all). ForgeError as
     ``call`` raises it: nothing is returned from a poll that failed half way."""
     found: dict[int, IssueInfo] = {}
-    for page in range(1, MAX_PAGES + 1):
-        data = client.call(
-            "GET", _issues_path(client), params=_query(client, label=label, assignee=assignee, since=since, page=page)
-        )
-        items = data if isinstance(data, list) else []
-        for item in items:
-            if not isinstance(item, Mapping):
-                continue
-            issue = gitlab_issue(item) if client.kind == ForgeKind.GITLAB else github_issue(item)
-            if issue is not None:
-                found[issue.number] = issue
-        if len(items) < PAGE_SIZE:
-            break
+    query = _query(client, label=label, assignee=assignee, since=since)
+    for item in client.call_pages(_issues_path(client), params=query, page_size=PAGE_SIZE):
+        issue = gitlab_issue(item) if client.kind == ForgeKind.GITLAB else github_issue(item)
+        if issue is not None:
+            found[issue.number] = issue
     return list(found.values())
 
 

@@ -33,7 +33,6 @@ REVIEW_BODY_MAX_CHARS = 5_000
 COMMENT_BODY_MAX_CHARS = 5_000
 # A review's line comments taken at most (each goes into the Coder's prompt whole).
 REVIEW_COMMENTS_MAX = 50
-PER_PAGE = 100
 REPLY_MAX_CHARS = 3_000
 OWN_LOGIN_CACHE_SECONDS = 3_600
 # The states that ask for something: a review that only approves sends no round.
@@ -104,10 +103,10 @@ def reviews_list(client: ForgeClient, number: int, *, seen: Collection[str] = ()
         assert isinstance(client, GitLab)
         return _gitlab_reviews(client, number, seen)
     base = f"/repos/{client.repository}/pulls/{number}"
-    reviews = _list(client.call("GET", f"{base}/reviews", params={"per_page": PER_PAGE}))
+    reviews = client.call_pages(f"{base}/reviews")
     comments: list[Mapping[str, Any]] = []
     if client.kind == ForgeKind.GITHUB:
-        comments = _list(client.call("GET", f"{base}/comments", params={"per_page": PER_PAGE}))
+        comments = client.call_pages(f"{base}/comments")
     found = []
     for review in reviews:
         state = _STATES.get(str(review.get("state") or "").upper())
@@ -118,7 +117,7 @@ def reviews_list(client: ForgeClient, number: int, *, seen: Collection[str] = ()
             mine = [c for c in comments if str(c.get("pull_request_review_id") or "") == review_id]
             lines = [_github_comment(c) for c in mine]
         else:
-            mine = _list(client.call("GET", f"{base}/reviews/{review_id}/comments"))
+            mine = client.call_pages(f"{base}/reviews/{review_id}/comments")
             lines = [_gitea_comment(c) for c in mine]
         author, author_id = _login(review.get("user"))
         found.append(
@@ -170,7 +169,7 @@ def _gitlab_reviews(client: GitLab, number: int, seen: Collection[str]) -> list[
     caller keeps which notes it has seen; GitLab's "submit review" publishes them together)."""
     path = f"/projects/{client._project()}/merge_requests/{number}/discussions"
     by_author: dict[str, list[tuple[Mapping[str, Any], str]]] = {}
-    for discussion in _list(client.call("GET", path, params={"per_page": PER_PAGE})):
+    for discussion in client.call_pages(path):
         for note in _list(discussion.get("notes")):
             if note.get("system") or str(note.get("id") or "") in seen:
                 continue

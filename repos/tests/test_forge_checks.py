@@ -270,3 +270,41 @@ def test_the_control_plays_ci_and_delivers_the_signed_event(forge: FakeForge, re
     # A request it cannot play is a 400 that says what it needs.
     assert control(forge, {"kind": kind, "repository": "team/app", "checks": checks})[0] == 400
     assert control(forge, {"kind": kind, "repository": "team/app", "sha": "abc", "checks": "unit"})[0] == 400
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_page_of_a_commit_s_checks_is_read(forge: FakeForge, settings, kind: str) -> None:
+    # A monorepo's pull request with more checks than one page holds (100; Gitea's 50):
+    # the one that failed is on the last page.
+    settings.CLONE_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1/128"]
+    open_by_hand(forge, "team/app", BRANCH, "main", "A change")
+    checks = [{"name": f"shard-{i:03}", "state": "passed"} for i in range(130)]
+    checks.append({"name": "last-shard", "state": "failed", "log": "E   boom"})
+    sha, _, _ = set_checks(forge, kind, "team/app", checks, number=1)
+
+    found = {check.name: check.state for check in checks_read(client(forge, kind), sha=sha, number=1)}
+    assert len(found) == 131 and found["last-shard"] == FAILED
+    listings = [r.path for r in forge.requests if r.path.split("?")[0].endswith(("/check-runs", "/status", "/jobs"))]
+    assert any("page=2" in path for path in listings)
+    assert not any("page=5" in path for path in listings)  # stopped when the forge named no next page
+
+
+def test_a_forge_that_sends_no_link_header_is_read_while_its_pages_come_back_full(forge: FakeForge) -> None:
+    # A proxy in front of a forge may drop the Link header: full pages then mean "more".
+    from repos.forges.client import GitHub
+
+    class NoLinks(GitHub):
+        page_size_max = 7
+
+        def _send(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            response = super()._send(*args, **kwargs)
+            del response.headers["link"]
+            return response
+
+    for i in range(16):
+        open_by_hand(forge, "team/app", f"branch-{i}", "main", f"Change {i}")
+    real = client(forge, "github")
+    no_links = NoLinks(api_url=real.api_url, repository="team/app", token=TOKEN)
+    assert len(no_links.call_pages("/repos/team/app/pulls")) == 16
+    pages = [r.path for r in forge.requests if r.path.startswith("/github/repos/team/app/pulls?")]
+    assert len(pages) == 3 and "page=3" in pages[-1]

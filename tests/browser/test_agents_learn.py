@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, CHROMIUM, LiveApp
+from tests.browser.conftest import ARTIFACTS, CHROMIUM, RUN_TIMEOUT_MS, LiveApp
 from tests.browser.pages import create_task, register
 from tests.fake_anthropic import RecordedRequest, ToolReply, default_reply
 
@@ -22,7 +22,7 @@ if not os.path.exists(CHROMIUM):
     # .ci/run installs Chromium and fails if this skip appears there.
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 FIRST = "Add an API endpoint that lists orders as JSON"
 SECOND = "Add an API endpoint that lists customers as JSON"
@@ -49,7 +49,7 @@ def start_and_wait_until_ready(page, app: LiveApp, title: str) -> tuple[str, str
     page.wait_for_url(re.compile(r"/tasks/\d+$"))
     task = page.url.rsplit("/", 1)[1]
     page.click("#pipeline-panel .start-form button[type=submit]")
-    page.locator(".run-alert-ready").wait_for(timeout=30_000)
+    page.locator(".run-alert-ready").wait_for(timeout=RUN_TIMEOUT_MS)
     return task, page.locator("#pipeline-panel").get_attribute("data-run-id") or ""
 
 
@@ -67,7 +67,7 @@ def test_a_request_for_changes_is_recalled_by_the_next_tasks_coder_and_explained
         form.locator("button[type=submit]").click()
     assert response.value.ok
     page.locator("#pipeline-panel .run-feedback", has_text=FEEDBACK).wait_for()
-    page.locator(".run-alert-ready").wait_for(timeout=30_000)
+    page.locator(".run-alert-ready").wait_for(timeout=RUN_TIMEOUT_MS)
     # The run says what it taught: the lesson as the model distilled it, for the Coder.
     taught = page.locator("[data-testid=run-lessons] .lesson-moment[data-kind=feedback]")
     assert "From the request for changes" in taught.inner_text()

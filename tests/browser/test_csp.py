@@ -15,7 +15,7 @@ if not os.path.exists(CHROMIUM):
     # .ci/run installs Chromium and fails if this skip appears there.
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 PASSWORD = "correct horse battery staple"
 WATCH = """

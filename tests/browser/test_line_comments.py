@@ -8,14 +8,14 @@ import os
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, CHROMIUM, LiveApp
+from tests.browser.conftest import ARTIFACTS, CHROMIUM, RUN_TIMEOUT_MS, LiveApp
 from tests.browser.pages import create_task, line_comment_plus, register
 
 if not os.path.exists(CHROMIUM):
     # .ci/run installs Chromium and fails if this skip appears there.
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 
 def test_comment_on_a_line_and_a_range_then_request_changes(page, live_app: LiveApp) -> None:
@@ -23,7 +23,7 @@ def test_comment_on_a_line_and_a_range_then_request_changes(page, live_app: Live
     create_task(page, "Add a feature function")
     page.click(".card-title:text('Add a feature function')")
     page.click("#pipeline-panel .start-form button[type=submit]")
-    page.locator(".run-alert-ready").wait_for(timeout=30_000)
+    page.locator(".run-alert-ready").wait_for(timeout=RUN_TIMEOUT_MS)
 
     file = page.locator("#pipeline-diff .diff-file[data-path='src/feature.py']")
     # Before any hover the "+" can be seen (it was transparent until pointed at).

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.browser.conftest import CHROMIUM, LiveApp
+from tests.browser.conftest import CHROMIUM, RUN_TIMEOUT_MS, LiveApp
 from tests.browser.pages import register, start_run
 from tests.browser.test_board_and_runs import PLAN
 from tests.fake_anthropic import TextReply, ToolReply
@@ -17,7 +17,7 @@ if not os.path.exists(CHROMIUM):
     # .ci/run installs Chromium and fails if this skip appears there.
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 HOSTILE = '<b>bold</b> & <img src=x onerror="window.pwned=1">'
 MESSAGES = "[data-chat-messages]"
@@ -31,7 +31,7 @@ def test_a_chat_message_shown_live_is_the_one_a_reload_shows(page, live_app: Liv
     page.keyboard.press("Enter")
     page.locator(".chat-user .chat-text", has_text="<b>bold</b>").wait_for()
     reply = page.locator(".chat-assistant[data-message-id] .chat-text", has_text="You wrote")
-    reply.wait_for(timeout=30_000)
+    reply.wait_for(timeout=RUN_TIMEOUT_MS)
     page.locator(".chat-user [data-pending]").wait_for(state="detached")
     assert reply.inner_text() == f"You wrote {HOSTILE}"
     assert page.locator(f"{MESSAGES} b, {MESSAGES} img").count() == 0
@@ -51,7 +51,7 @@ def test_the_live_log_is_titled_with_the_servers_label(page, live_app: LiveApp) 
     label = page.locator("[data-log-pane=planner] .log-run").first
     label.wait_for(state="attached")
     assert label.text_content() == "Planning"
-    page.locator(".run-alert-ready").wait_for(timeout=30_000)
+    page.locator(".run-alert-ready").wait_for(timeout=RUN_TIMEOUT_MS)
     # The labels written live are the ones the page renders from the stored events.
     live = page.locator("[data-agent-logs] .log-run").all_text_contents()
     page.reload()

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.browser.conftest import CHROMIUM, LiveApp
+from tests.browser.conftest import CHROMIUM, RUN_TIMEOUT_MS, LiveApp
 from tests.browser.test_board_and_runs import register
 from tests.fake_anthropic import TextReply
 
@@ -16,7 +16,7 @@ if not os.path.exists(CHROMIUM):
     # .ci/run installs Chromium and fails if this skip appears there.
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 # Opens a socket on ``path`` and reports, after ``wait_ms``, every status and message.
 WATCH = """async ([path, waitMs]) => {
@@ -41,7 +41,7 @@ def test_a_chat_reply_streams_in_over_the_live_socket(page, live_app: LiveApp) -
     page.fill("[data-chat-input]", "Say hello")
     page.keyboard.press("Enter")
     page.locator(".chat-user .chat-text", has_text="Say hello").wait_for()
-    page.locator(".chat-assistant .chat-text", has_text="streamed in pieces.").wait_for(timeout=30_000)
+    page.locator(".chat-assistant .chat-text", has_text="streamed in pieces.").wait_for(timeout=RUN_TIMEOUT_MS)
     assert page.locator("[data-chat-live]").is_hidden()
 
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, CHROMIUM, LiveApp
+from tests.browser.conftest import ARTIFACTS, CHROMIUM, RUN_TIMEOUT_MS, LiveApp
 from tests.browser.pages import create_task, git, log_text, register
 from tests.fake_anthropic import FakeAnthropicServer, Held, TextReply, ToolReply
 from tests.processes import ApiClient, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 EDITOR = "str_replace_based_edit_tool"
 TEST_COMMAND = "python3 run_tests.py"
@@ -153,7 +153,7 @@ def test_in_the_browser_a_one_line_change_to_a_2000_line_file_is_watched_live_an
     page.wait_for_function(
         "() => (document.querySelector('[data-log-pane=coder] [data-log-body]')?.textContent || '')"
         ".includes('The tests passed (exit status 0).')",
-        timeout=40_000,
+        timeout=RUN_TIMEOUT_MS,
     )
     page.locator("#pipeline-panel[data-run-status=coding]").wait_for()
     coder_log = log_text(page, "coder")
@@ -162,7 +162,7 @@ def test_in_the_browser_a_one_line_change_to_a_2000_line_file_is_watched_live_an
     page.screenshot(path=str(ARTIFACTS / "one-line-change-coding.png"), full_page=True)
     summary.release.set()
 
-    page.locator(".run-alert-ready").wait_for(timeout=40_000)
+    page.locator(".run-alert-ready").wait_for(timeout=RUN_TIMEOUT_MS)
     assert "$ python3 run_tests.py" in log_text(page, "verifier")
     assert "Tests passed" in page.locator("[data-testid=run-verify]").inner_text()
     diff = page.locator("#pipeline-diff")
@@ -219,7 +219,7 @@ def test_over_the_api_a_one_line_change_to_a_2000_line_file_is_watched_live_and_
     def watched() -> bool:
         return "The tests passed (exit status 0)." in coder_log_over_api(api, task["id"])
 
-    wait_for(watched, 40, lambda: live_app.output())
+    wait_for(watched, RUN_TIMEOUT_MS / 1000, lambda: live_app.output())
     assert_in_order(coder_log_over_api(api, task["id"]), CODER_STEPS)
     status, body = api.get(f"/api/runs/{run['id']}")
     assert (status, body["status"]) == (200, "coding")  # live: the Coder's summary is held back
@@ -231,7 +231,7 @@ def test_over_the_api_a_one_line_change_to_a_2000_line_file_is_watched_live_and_
         assert body["status"] not in ("failed", "paused", "cancelled"), body
         return body["status"] == "awaiting_approval"
 
-    wait_for(awaiting, 40, lambda: f"{body}\n{live_app.output()}")
+    wait_for(awaiting, RUN_TIMEOUT_MS / 1000, lambda: f"{body}\n{live_app.output()}")
     assert body["verify_result"]["passed"] is True
     status, diff = api.get(f"/api/runs/{run['id']}/diff")
     assert status == 200, diff

@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from tests.browser.conftest import ARTIFACTS, LiveApp
 from tests.browser.pages import git, register
+
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 
 def test_use_it_fills_the_test_command_field(page, live_app: LiveApp) -> None:

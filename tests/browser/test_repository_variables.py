@@ -3,10 +3,15 @@ plain variable shows its value, a bad name is refused beside its field, Remove r
 
 from __future__ import annotations
 
+import pytest
+
 from tests.browser.conftest import ARTIFACTS, LiveApp
 from tests.browser.pages import register
 
 SECRET = "tok-browser-62c1f0a9"
+
+
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 
 def test_variables_and_secrets_on_the_repository_page(page, live_app: LiveApp) -> None:

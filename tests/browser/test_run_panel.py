@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-from tests.browser.conftest import CHROMIUM, LiveApp
+from tests.browser.conftest import CHROMIUM, RUN_TIMEOUT_MS, LiveApp
 from tests.browser.pages import create_task, register
 
 if not os.path.exists(CHROMIUM):
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 PANEL = "**/tasks/*/pipeline"
 
@@ -37,7 +37,7 @@ def test_events_that_arrive_while_the_panel_refreshes_are_shown_once_it_has(page
 
     # The whole run happens while the first refresh's answer is on its way: the page took
     # the last phase change (the Reviewer's pane is done) but could not show it yet.
-    page.locator("[data-log-pane=reviewer] [data-log-state][data-state=done]").wait_for(timeout=40_000)
+    page.locator("[data-log-pane=reviewer] [data-log-state][data-state=done]").wait_for(timeout=RUN_TIMEOUT_MS)
     assert held, "no panel refresh was asked for"
     assert page.locator(".run-alert-ready").count() == 0
     holding = False

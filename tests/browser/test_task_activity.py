@@ -7,14 +7,14 @@ import os
 
 import pytest
 
-from tests.browser.conftest import CHROMIUM, LiveApp
+from tests.browser.conftest import CHROMIUM, RUN_TIMEOUT_MS, LiveApp
 from tests.browser.pages import create_task, register
 
 if not os.path.exists(CHROMIUM):
     # .ci/run installs Chromium and fails if this skip appears there.
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 
 def test_the_activity_list_follows_the_card_while_the_run_moves_it(page, live_app: LiveApp) -> None:
@@ -27,10 +27,11 @@ def test_the_activity_list_follows_the_card_while_the_run_moves_it(page, live_ap
     page.evaluate("window.__notReloaded = true")
 
     page.click("#pipeline-panel .start-form button[type=submit]")
-    page.locator(".run-alert-ready").wait_for(timeout=30_000)
+    page.locator(".run-alert-ready").wait_for(timeout=RUN_TIMEOUT_MS)
 
     page.wait_for_function(
-        "() => document.querySelector('[data-testid=task-activity]').innerText.includes('to Review')", timeout=15_000
+        "() => document.querySelector('[data-testid=task-activity]').innerText.includes('to Review')",
+        timeout=RUN_TIMEOUT_MS,
     )
     text = activity.inner_text()
     assert "Moved from Backlog to Spec" in text and "to Building" in text

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, CHROMIUM, LiveApp
+from tests.browser.conftest import ARTIFACTS, CHROMIUM, RUN_TIMEOUT_MS, LiveApp
 from tests.browser.pages import create_task, line_comment_plus, register
 from tests.browser.pages import git as run_git
 from tests.fake_forge import FakeForge
@@ -21,7 +21,7 @@ if not os.path.exists(CHROMIUM):
     # .ci/run installs Chromium and fails if this skip appears there.
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_topology]
 
 TOKEN = "ghp_browser-forge-token"
 
@@ -67,7 +67,7 @@ def test_comments_then_a_pull_request_merged_on_the_forge(page, live_app: LiveAp
         create_task(page, "Add a feature module")
         page.click(".card-title:text('Add a feature module')")
         page.click("#pipeline-panel .start-form button[type=submit]")
-        page.locator(".run-alert-ready").wait_for(timeout=40_000)
+        page.locator(".run-alert-ready").wait_for(timeout=RUN_TIMEOUT_MS)
 
         # Two comments on two lines of the diff, then a request for changes.
         file = page.locator("#pipeline-diff .diff-file").first
@@ -82,8 +82,8 @@ def test_comments_then_a_pull_request_merged_on_the_forge(page, live_app: LiveAp
         page.fill("#pipeline-panel textarea[name=feedback]", "Please address my two comments")
         page.click("#pipeline-panel button:has-text('Request changes')")
         history = page.locator("[data-testid=line-comment-history]")
-        history.wait_for(timeout=40_000)
-        page.locator(".run-alert-ready").wait_for(timeout=40_000)  # the Coder's round, reviewed again
+        history.wait_for(timeout=RUN_TIMEOUT_MS)
+        page.locator(".run-alert-ready").wait_for(timeout=RUN_TIMEOUT_MS)  # the Coder's round, reviewed again
         assert history.locator("[data-testid=sent-line-comment]").count() == 2
         assert "Sent with request for changes 1" in history.inner_text()
         # The Coder got both, with the quoted code.

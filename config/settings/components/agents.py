@@ -37,6 +37,17 @@ LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", default=300, minimum=1)
 # tools, the system prompt and the conversation so far; cache writes cost 1.25x the
 # input price, reads 0.1x.
 LLM_PROMPT_CACHING = env_bool("LLM_PROMPT_CACHING", default=True)
+# Context editing of the agents' conversations (llm/context_editing.py): once a request's
+# prompt reaches CONTEXT_EDITING_TRIGGER_TOKENS (0 = off), its oldest tool results are
+# cleared, in batches of at least CONTEXT_EDITING_CLEAR_AT_LEAST tokens (each batch costs
+# one rewrite of the cache), keeping the latest CONTEXT_EDITING_KEEP_TOOL_USES and those of
+# CONTEXT_EDITING_EXCLUDE_TOOLS. The Anthropic API does it itself (its context management);
+# for an OpenAI-compatible endpoint the same rule is applied before sending, keeping every
+# edit's result. Defaults tuned by bench/bench_context_editing.py.
+CONTEXT_EDITING_TRIGGER_TOKENS = env_int("CONTEXT_EDITING_TRIGGER_TOKENS", default=25_000)
+CONTEXT_EDITING_KEEP_TOOL_USES = env_int("CONTEXT_EDITING_KEEP_TOOL_USES", default=3)
+CONTEXT_EDITING_CLEAR_AT_LEAST = env_int("CONTEXT_EDITING_CLEAR_AT_LEAST", default=20_000)
+CONTEXT_EDITING_EXCLUDE_TOOLS = env_list("CONTEXT_EDITING_EXCLUDE_TOOLS", [])
 # Tokens (input, cached input included, + output) one run may spend before it pauses; 0 = no limit.
 RUN_TOKEN_BUDGET = env_int("RUN_TOKEN_BUDGET", default=400_000)
 # What one task's runs may spend together (USD, every round of every run) before the work
@@ -77,8 +88,11 @@ ACP_AGENTS: dict[str, dict[str, Any]] = {
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            # Its glob and grep run ripgrep, linked there by `make acp-agents`.
+            "PATH": f"/usr/local/bin:/usr/bin:/bin:{ACP_AGENTS_ROOT}/node_modules/.bin",
             # It talks to a server of its own on the sandbox's loopback: not through the
-            # relay (llm/providers/sandbox_relay.py). Its API then cannot be a loopback one.
+            # relay's proxy (llm/providers/sandbox_relay.py); an API on the host's loopback
+            # is reached at its own address there, where the relay stands in for it.
             "AUTOCODER_RELAY_NO_PROXY": "127.0.0.1,localhost",
         },
         "paths": [ACP_AGENTS_ROOT],
@@ -118,8 +132,14 @@ PIPELINE_PHASE_TIME_LIMIT = env_int("PIPELINE_PHASE_TIME_LIMIT", default=CELERY_
 # (pipelines/runs/places.py). Runs awaiting approval or paused do not count.
 RUNS_AT_ONCE_PER_USER = env_int("RUNS_AT_ONCE_PER_USER", default=4, minimum=1)
 RUNS_AT_ONCE_PER_PROJECT = env_int("RUNS_AT_ONCE_PER_PROJECT", default=2, minimum=1)
-# Live token chunks are coalesced: at most one agent-log event per agent this often.
-PIPELINE_LOG_FLUSH_SECONDS = 0.05
+# Live token chunks are coalesced: at most one agent-log event per agent this often. A
+# token waits up to this long in the worker (plus the flush): the window is most of the
+# page's token latency (100 ms p99 wanted), and each event costs the worker's core.
+PIPELINE_LOG_FLUSH_SECONDS = env_float("PIPELINE_LOG_FLUSH_SECONDS", default=0.05, minimum=0.005, maximum=1.0)
+# One thread per process writes every streaming agent's log, one INSERT for all, off the
+# threads that read the models' streams (pipelines/agent_log.py). Off: each stream writes
+# its own on its thread (the test settings, whose database the test's transaction holds).
+PIPELINE_LOG_FLUSHER = env_bool("PIPELINE_LOG_FLUSHER", default=True)
 
 # --- Agent memory -------------------------------------------------------------------
 
@@ -143,6 +163,13 @@ MEMORY_RECALL_PATH_BONUS = env_float("MEMORY_RECALL_PATH_BONUS", default=0.25, m
 # that one instead of being stored beside it (memory.services.semantic.memory_create).
 # 1 turns it off but for identical wording; 0.90 joins rephrasings, not related facts.
 MEMORY_CONSOLIDATE_SIMILARITY = env_float("MEMORY_CONSOLIDATE_SIMILARITY", default=0.90, minimum=0.5, maximum=1.0)
+# An owner with at least this many memories is searched from a copy of their vectors
+# in each process's RAM (memory.owner_vectors: 1.5 KB a memory; exact all the same,
+# the database still filters and dates the most similar rows) ...
+MEMORY_VECTORS_IN_RAM_MIN = env_int("MEMORY_VECTORS_IN_RAM_MIN", default=5_000, minimum=1)
+# ... and a process keeps at most this many MB of such copies (the least recently
+# searched owner's dropped first; an owner over it is searched in the database).
+MEMORY_VECTORS_IN_RAM_MB = env_int("MEMORY_VECTORS_IN_RAM_MB", default=512, minimum=0)
 # The distillation call that turns a run's findings and feedback into lessons
 # (pipelines/agents/distiller.py; a project can turn it off): its answer is capped here.
 LEARN_DISTIL_MAX_TOKENS = env_int("LEARN_DISTIL_MAX_TOKENS", default=800, minimum=100)

@@ -3,6 +3,8 @@ schedule."""
 
 from __future__ import annotations
 
+import os
+
 from celery.schedules import crontab
 
 from ..env import env_int, env_str
@@ -35,10 +37,16 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # many: its Python runs on one core, and measured (bench/bench_concurrency.py, RESULTS.md)
 # one process showed 10 runs streaming 50 tokens/s each with a token p99 of 85 ms on the
 # page, 15 with 0.3 s, 20 with 2.4 s. A phase streams only part of its time (tools, git,
-# tests, the model's pauses), hence 16; more runs at once: more worker processes. Each
+# tests, the model's pauses), hence 16; more runs at once: more worker processes
+# (WORKER_PROCESSES below; the live log's writing since moved off the streaming threads,
+# bench/bench_worker_cpu.py: a streaming run costs ~2% of a core instead of ~3%). Each
 # running phase holds a database connection: the workers' threads together, plus the web
 # processes', must stay under PostgreSQL's max_connections. `--concurrency` overrides it.
 WORKER_THREADS = env_int("WORKER_THREADS", default=16, minimum=1)
+# Worker processes per box (deploy/workers.py, the Procfile's worker command): one core
+# each, as a process's Python runs on one core at a time. By default as many as the cores
+# this process may use (its CPU affinity: a container's cpuset, taskset).
+WORKER_PROCESSES = env_int("WORKER_PROCESSES", default=len(os.sched_getaffinity(0)), minimum=1)
 CELERY_WORKER_POOL = "threads"
 CELERY_WORKER_CONCURRENCY = WORKER_THREADS
 # The longest a job may run. Only the prefork pool enforces Celery's limits (it kills the

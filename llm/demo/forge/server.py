@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from . import base_moves, checks, discussions, issues, pulls, reviews
 from .answers import Answer, Control, Download, ForgeRequest, Handler, Redirect, not_found
@@ -117,6 +117,32 @@ class FakeForge(ForgeState):
             return not_found(kind)
 
 
+# The lists the forges page inside an object: GitHub's check runs and combined status.
+PAGED_KEYS = ("check_runs", "statuses")
+DEFAULT_PAGE_SIZE = 30
+
+
+def _paged(path: str, answer: Any) -> tuple[Any, str]:
+    """One page of a listing, as the forges serve it (``page`` and ``per_page``, Gitea's
+    ``limit``; GitLab's default 20 is the others' 30 here), and the ``Link`` header that
+    names the next page when there is one (with every page, as the three forges send it)."""
+    parts = urlsplit(path)
+    query = dict(parse_qsl(parts.query))
+    key = next((k for k in PAGED_KEYS if isinstance(answer, dict) and isinstance(answer.get(k), list)), "")
+    items = answer[key] if key else answer
+    if not isinstance(items, list):
+        return answer, ""
+    size = max(1, min(int(query.get("per_page") or query.get("limit") or DEFAULT_PAGE_SIZE), 100))
+    page = max(int(query.get("page") or 1), 1)
+    chunk = items[(page - 1) * size : page * size]
+    links = []
+    if page * size < len(items):
+        links.append(f'<{urlunsplit(parts._replace(query=urlencode({**query, "page": page + 1})))}>; rel="next"')
+    last = max(1, -(-len(items) // size))
+    links.append(f'<{urlunsplit(parts._replace(query=urlencode({**query, "page": last})))}>; rel="last"')
+    return ({**answer, key: chunk} if key else chunk), ", ".join(links)
+
+
 def _token(kind: str, headers: dict[str, str]) -> str:
     lowered = {k.lower(): v for k, v in headers.items()}
     if kind == "gitlab":
@@ -153,6 +179,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        link = ""
+        if method == "GET" and status == 200:
+            answer, link = _paged(self.path, answer)
         if isinstance(answer, str | bytes):  # a job's log, as the forges send it
             data = answer.encode() if isinstance(answer, str) else answer
             content_type = "text/plain; charset=utf-8"
@@ -161,6 +190,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
+        if link:
+            self.send_header("Link", link)
         self.end_headers()
         self.wfile.write(data)
 

@@ -14,9 +14,9 @@ import pytest
 from memory.models import ContextItem, Memory
 from memory.models.semantic import MemorySource
 from memory.services.context import context_decode
+from pipelines.agent_log import AgentLogStream
 from pipelines.agents import memories as agent_memories
 from pipelines.agents.coder import LESSON_KEPT, LESSON_MISSING
-from pipelines.events import AgentLogStream
 from pipelines.learning.lessons import LESSON_MEMORY_TYPE
 from pipelines.models import AgentCall, PipelineRun, RunStatus
 from pipelines.runs.services import run_start

@@ -1,7 +1,7 @@
 """The Coder as a coding agent over ACP (pipelines/agents/coder_acp.py), end to end with
 REAL agents in their sandbox: Claude Code through ``@zed-industries/claude-code-acp``
 against the fake Messages API (tests/fake_anthropic.py), and opencode (``opencode acp``,
-another vendor) against a fake Chat Completions API (tests/fake_chat_completions.py).
+another vendor) against the fake Chat Completions API (tests/fake_openai.py).
 The fakes script the model's tool calls; the real agent executes them, which comes back
 to AutoCoder as ACP requests (files, the terminal, permissions). The FAKE ACP agent
 (tests/fake_acp_agent.py) covers the faults and the refusals a real one cannot be made
@@ -30,7 +30,7 @@ from pipelines.runs.services import run_cancel, run_start
 from pipelines.tests.repositories import CALC, CALC_FIXED, git, log_text
 from repos.models import Repository
 from tests.fake_anthropic import TextReply, ToolReply, default_reply
-from tests.fake_chat_completions import ChatToolCall, FakeChatCompletions
+from tests.fake_openai import FakeOpenAIServer
 from tests.readable import acp_agents_reachable, readable
 from tests.threads import DatabaseThread
 from tests.workers import drive_in_process
@@ -150,28 +150,42 @@ def test_claude_code_edits_over_acp_and_the_run_goes_through_tests_and_review(
 # --- opencode (another vendor), against a fake Chat Completions API --------------------------
 
 
-def test_opencode_edits_over_acp_against_an_openai_compatible_api(fake_llm, tested, repo_root, task, owner, settings):
+def opencode_scripts(fake_openai: FakeOpenAIServer, steps: list[ToolReply], settings) -> None:
+    """opencode's main loop (its requests carry its tools) gets ``steps``, then "Done."; its
+    side requests (a title) the demo's chat answer."""
+    settings.ACP_OPENAI_BASE_URL = fake_openai.base_url
+    settings.ACP_OPENAI_API_KEY = "sk-openai-test"
+    settings.ACP_OPENAI_MODEL = "fake-chat-model"
+    fake_openai.scripted_for = lambda request: bool(request.tool_names)
+    fake_openai.fallback = lambda request: TextReply("Done.") if request.tool_names else default_reply(request)
+    fake_openai.script(*steps)
+
+
+def test_opencode_edits_over_acp_against_an_openai_compatible_api(
+    fake_llm, fake_openai, tested, repo_root, task, owner, settings
+):
     installed("opencode")
     task.project.coder_agent = "opencode"
     task.project.save()
-    # opencode reaches its own server on the sandbox's loopback directly: its API must be
-    # another address of this machine, reached through the relay.
-    with FakeChatCompletions(host="127.0.0.2") as chat:
-        settings.ACP_OPENAI_BASE_URL = chat.url
-        settings.ACP_OPENAI_API_KEY = "sk-openai-test"
-        settings.ACP_OPENAI_MODEL = "fake-chat-model"
-        # opencode ends its turn at a refused permission: the refusal comes last.
-        chat.script(
-            ChatToolCall("read", {"filePath": "/workspace/app/calc.py"}),
-            ChatToolCall("write", {"filePath": "/workspace/app/calc.py", "content": CALC_FIXED}),
-            ChatToolCall("bash", {"command": TEST_COMMAND, "description": "tests"}),
-            ChatToolCall("bash", {"command": "rm -rf /workspace/app", "description": "clean"}),
-        )
+    # The API is on the host's loopback, which opencode reaches directly (not through
+    # the proxy): the relay stands in for it at that address inside the sandbox.
+    assert fake_openai.base_url.startswith("http://127.0.0.1:")
+    # opencode ends its turn at a refused permission: the refusal comes last.
+    opencode_scripts(
+        fake_openai,
+        [
+            ToolReply(name="read", input={"filePath": "/workspace/app/calc.py"}),
+            ToolReply(name="write", input={"filePath": "/workspace/app/calc.py", "content": CALC_FIXED}),
+            ToolReply(name="bash", input={"command": TEST_COMMAND, "description": "tests"}),
+            ToolReply(name="bash", input={"command": "rm -rf /workspace/app", "description": "clean"}),
+        ],
+        settings,
+    )
 
-        run = run_to_the_end(task, owner)
+    run = run_to_the_end(task, owner)
 
-        assert chat.pending == 0
-        assert any(request.body.get("model") == "fake-chat-model" for request in chat.requests)
+    chat = fake_openai.chat_requests
+    assert any(request.wire_body and request.wire_body.get("model") == "fake-chat-model" for request in chat)
     assert run.status == RunStatus.AWAITING_APPROVAL, run.error
     assert git(repo_root, "diff", "--name-only", f"main..{run.branch}") == "app/calc.py"
     assert git(repo_root, "show", f"{run.branch}:app/calc.py") == CALC_FIXED.strip()
@@ -181,7 +195,9 @@ def test_opencode_edits_over_acp_against_an_openai_compatible_api(fake_llm, test
     assert f"[Allowed: {TEST_COMMAND}]" in log
     # opencode runs a command itself (in its sandbox: no network, no login) once given
     # leave: the test command ran and the model was told its output.
-    assert any(request.body["messages"][-1].get("content") == "ok\n" for request in chat.requests)
+    assert any(request.wire_body and request.wire_body["messages"][-1].get("content") == "ok\n" for request in chat)
+    # It was told the test command by name.
+    assert f"The project's test command, the one shell command you may run: `{TEST_COMMAND}`" in chat[-1].prompt_text
     # opencode reports its usage: recorded on the call and the run.
     call = AgentCall.objects.filter(run=run, agent=agents.CODER).order_by("id").first()
     assert call is not None

@@ -118,7 +118,10 @@ def test_the_cli_edits_the_worktree_and_the_branch_holds_exactly_that_edit(linke
     # sandbox, where the worktree is /workspace.
     log = log_text(run, agents.CODER)
     assert "Editing for: # Task" in log  # it was given the editing prompt
-    assert "submit_changes" not in AgentCall.objects.get(run=run, agent=agents.CODER).prompt
+    # Told of no tool it lacks: start_subtask is the built-in Coder's, MultiEdit is gone.
+    prompt = AgentCall.objects.get(run=run, agent=agents.CODER).prompt
+    assert "submit_changes" not in prompt and "start_subtask" not in prompt
+    assert "MultiEdit" not in system
     assert '→ Edit {"file_path": "/workspace/app/calc.py"' in log
     assert "Wrote /workspace/app/calc.py" in log
     # Recorded and costed like any agent call, at the CLI's own figure.

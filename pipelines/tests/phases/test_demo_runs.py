@@ -15,6 +15,8 @@ import pytest
 from django.core.management import call_command
 
 from core.tests.test_sandbox import needs_bwrap
+from llm.acp.provider import TEST_COMMAND_HINT
+from llm.demo.coder_opencode import TEST_COMMAND as OPENCODE_TEST_COMMAND
 from llm.demo.demo_app import BIG_FILE, BUGS, TEST_FILE
 from llm.demo.request import MEMORIES_HEADING
 from pipelines.agents.recall import MEMORIES_HEADING as RECALL_HEADING
@@ -27,6 +29,8 @@ from repos.models import Repository
 from repos.services import repository_link
 from tests.factories import TaskFactory
 from tests.fake_anthropic import EDITOR, FakeAnthropicServer
+from tests.fake_openai import FakeOpenAIServer
+from tests.readable import acp_agents_reachable
 from tests.workers import drive_in_process
 
 pytestmark = [pytest.mark.django_db, needs_bwrap]
@@ -49,6 +53,18 @@ def _changed_line(run: PipelineRun, path: str) -> int:
     return next(row.new_line for row in file.rows if row.kind == "add" and row.new_line)
 
 
+def _first_bug_fixed(run: PipelineRun) -> str:
+    """Checks that ``run`` awaits approval with the first known bug fixed in one line and a
+    new test for it added (nothing removed); the Coder's log."""
+    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
+    files = {file.path: file for file in run_diff(run=run).files}
+    big = files[BIG_FILE]
+    assert (big.action, big.added, big.removed) == ("modify", 1, 1)
+    assert f"+{BUGS[0].new}" in big.unified and f"-{BUGS[0].old}" in big.unified
+    assert files[TEST_FILE].removed == 0 and BUGS[0].test_name in files[TEST_FILE].unified
+    return log_text(run, "coder")
+
+
 def _file_on_branch(run: PipelineRun, path: str) -> str:
     return git(Path(run.task.project.repository.path), "show", f"{run.branch}:{path}")
 
@@ -58,13 +74,7 @@ def test_the_first_run_fixes_one_line_of_the_big_module_test_first(
 ) -> None:
     run = _run(project, owner, "Fix the reorder report")
 
-    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
-    files = {file.path: file for file in run_diff(run=run).files}
-    big = files[BIG_FILE]
-    assert (big.action, big.added, big.removed) == ("modify", 1, 1)
-    assert f"+{BUGS[0].new}" in big.unified and f"-{BUGS[0].old}" in big.unified
-    assert files[TEST_FILE].removed == 0 and BUGS[0].test_name in files[TEST_FILE].unified
-    coder_log = log_text(run, "coder")
+    coder_log = _first_bug_fixed(run)
     assert f'→ {EDITOR} {{"command": "str_replace", "path": "{BIG_FILE}"' in coder_log
     assert f'"command": "create", "path": "{BIG_FILE}"' not in coder_log
     # The tests ran twice: failing with the new test before the one-line fix, passing after.
@@ -159,6 +169,12 @@ def test_the_demo_model_reads_the_recalled_lessons_under_the_recall_heading() ->
     assert MEMORIES_HEADING == RECALL_HEADING
 
 
+def test_the_demo_model_reads_the_test_command_an_acp_agent_is_told() -> None:
+    told = TEST_COMMAND_HINT.format(command="python3 run_tests.py --fast")
+    found = OPENCODE_TEST_COMMAND.search(f"Instructions.\n{told}\n\n---\n\n# Task")
+    assert found is not None and found.group("command") == "python3 run_tests.py --fast"
+
+
 def test_through_the_real_claude_cli_the_demo_fixes_the_line_test_first(
     fake_llm: FakeAnthropicServer, demo_repository, project, owner, settings
 ) -> None:
@@ -170,20 +186,46 @@ def test_through_the_real_claude_cli_the_demo_fixes_the_line_test_first(
     settings.CLAUDE_CLI_PATH = real_claude()
     run = _run(project, owner, "Fix the reorder report")
 
-    assert run.status == RunStatus.AWAITING_APPROVAL, run.error
-    files = {file.path: file for file in run_diff(run=run).files}
-    big = files[BIG_FILE]
-    assert (big.action, big.added, big.removed) == ("modify", 1, 1)
-    assert f"+{BUGS[0].new}" in big.unified and f"-{BUGS[0].old}" in big.unified
     # The new test was inserted after the last line through an Edit (the CLI has no insert).
-    assert files[TEST_FILE].removed == 0 and BUGS[0].test_name in files[TEST_FILE].unified
-    coder_log = log_text(run, "coder")
+    coder_log = _first_bug_fixed(run)
     first_run = coder_log.index('→ Bash {"command": "autocoder-run-tests"')
     fix = coder_log.index(f'"file_path": "/workspace/{BIG_FILE}", "old_string"')
     second_run = coder_log.index('→ Bash {"command": "autocoder-run-tests"', fix)
     assert first_run < fix < second_run
     assert "It fails, as it should." in coder_log[first_run:second_run]
     assert run.verify_result["passed"] is True
+
+
+def test_through_the_real_opencode_over_acp_the_demo_fixes_the_line_test_first(
+    fake_llm: FakeAnthropicServer, fake_openai: FakeOpenAIServer, demo_repository, project, owner, settings
+) -> None:
+    """`make demo` with the project's Coder switched to opencode (another vendor, over
+    ACP): the real opencode (tools/acp-agents) in its sandbox asks the demo model through
+    Chat Completions, which answers opencode's own tools (llm/demo/coder_opencode.py). The
+    API is on the host's loopback, as in the demo: the relay stands in for it there."""
+    settings.ACP_AGENTS = acp_agents_reachable(settings.ACP_AGENTS, settings.ACP_AGENTS_ROOT)
+    settings.ACP_OPENAI_BASE_URL = fake_openai.base_url
+    settings.ACP_OPENAI_API_KEY = "demo-key-not-secret"
+    settings.ACP_OPENAI_MODEL = "demo-model"
+    project.coder_agent = "opencode"
+    project.save()
+    run = _run(project, owner, "Fix the reorder report")
+
+    # The new test was inserted after the last line through an edit (opencode has no insert).
+    coder_log = _first_bug_fixed(run)
+    assert "[Coder: opencode, over ACP]" in coder_log
+    # Its glob found ripgrep, and its own writes after AutoCoder's found files it may write.
+    assert "[Tool failed" not in coder_log
+    first_run = coder_log.index("[Allowed: python3 run_tests.py]")
+    fix = coder_log.index("It fails, as it should. The fix is one line")
+    second_run = coder_log.index("[Allowed: python3 run_tests.py]", fix)
+    assert first_run < fix < second_run
+    assert "failed before the fix and passes after it" in coder_log[second_run:]
+    assert run.verify_result["passed"] is True
+    # opencode's own tools carried the script: read, glob, edit, bash.
+    called = [call["function"]["name"] for request in fake_openai.chat_requests for message in
+              request.wire_body["messages"] for call in message.get("tool_calls") or []]  # fmt: skip
+    assert {"glob", "read", "edit", "bash"} <= set(called)
 
 
 def test_a_failing_check_on_the_pull_request_sends_the_demo_coder_after_the_bug_it_caught(

@@ -27,7 +27,13 @@ from pipelines.runs.services import run_start
 from tests.factories import TaskFactory
 from tests.fake_anthropic import EDITOR, ToolReply, coder_creates
 from tests.threads import DatabaseThread
-from tests.workers import delete_queue, start_celery_worker, subprocess_database_url, wait_until
+from tests.workers import (
+    delete_queue,
+    start_celery_worker,
+    subprocess_database_url,
+    wait_for_worker_ready,
+    wait_until,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -105,6 +111,7 @@ def test_a_dropped_database_connection_mid_phase_retries_the_phase(
 
     sweeper = DatabaseThread(target=sweep)
     try:
+        wait_for_worker_ready(process, log)
         run_id = run_start(task=task, user=owner).pk
         wait_until(
             lambda: RunEvent.objects.filter(run_id=run_id, type="agent-log", data__agent="coder").exists(),

@@ -39,7 +39,7 @@ def test_the_marker_moves_and_the_task_page_is_told_on_commit(
 ) -> None:
     run = coding_run(task)
     sent: list[tuple[str, dict]] = []
-    monkeypatch.setattr(live, "group_send", lambda group, message: sent.append((group, message)))
+    monkeypatch.setattr(live, "group_send_many", lambda sends: [sent.append(send) for send in sends])
 
     with django_capture_on_commit_callbacks(execute=True):
         run_subtask_start(run=run, order=2, held_by=LEASE)
