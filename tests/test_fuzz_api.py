@@ -18,10 +18,11 @@ from urllib.parse import quote
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis.errors import Unsatisfiable
 from rest_framework.test import APIClient
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.parameters import ParameterLocation
+from schemathesis.specs.openapi._hypothesis import can_negate_headers, can_negate_path_parameters
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -105,13 +106,30 @@ def _fuzz(operation: Any, mode: GenerationMode, world: dict[str, Any], failures:
                 f"{case.method} {case.formatted_path} [{mode.value}] → {response.status_code}: {exc}\n{body}"
             )
 
-    try:
-        examples()
-    except Unsatisfiable:
-        # Nothing of this operation can be made invalid (no body, no parameters).
-        if mode is not GenerationMode.NEGATIVE:
-            raise
+    examples()
     return calls
+
+
+def _can_be_made_invalid(operation: Any) -> bool:
+    """Whether schemathesis has anything of the operation to break, by its own rule for
+    the places a negative case may break (a path parameter without constraints, an
+    optional plain header and no body leave nothing). Negative mode on such an operation
+    rejects every case until hypothesis gives up (Unsatisfiable), 1.5-3 s each for nothing:
+    27 of 86 operations, 44% of this test's time."""
+    for location in (
+        ParameterLocation.PATH,
+        ParameterLocation.HEADER,
+        ParameterLocation.COOKIE,
+        ParameterLocation.QUERY,
+    ):
+        if not operation.get_parameter_set(location).schema["properties"]:
+            continue
+        if location == ParameterLocation.PATH and not can_negate_path_parameters(operation):
+            continue
+        if location.is_in_header and not can_negate_headers(operation, location):
+            continue
+        return True
+    return bool(operation.body) and any(item.is_negatable for item in operation.body.items)
 
 
 # The operations are fuzzed in shards, each a test of its own: as one test they were the
@@ -128,12 +146,14 @@ def test_the_api_never_fails_and_always_matches_its_schema(api_schema: Any, worl
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) >= 40  # the schema lists every operation
     shard_operations = operations[shard::SHARDS]
-    calls = sum(
-        _fuzz(operation, mode, world, failures)
+    fuzzed = [
+        (operation, mode)
         for operation in shard_operations
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
-    )
-    assert shard_operations and calls >= len(shard_operations) * 2  # the fuzzer did reach every operation
+        if mode is GenerationMode.POSITIVE or _can_be_made_invalid(operation)
+    ]
+    unreached = [f"{op.method} {op.path} [{mode.value}]" for op, mode in fuzzed if not _fuzz(op, mode, world, failures)]
+    assert shard_operations and not unreached  # the fuzzer did reach every operation, in each mode it has
     assert not failures, f"{len(failures)} failures:\n\n" + "\n\n".join(failures[:30])
 
 
