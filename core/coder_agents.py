@@ -33,6 +33,15 @@ def chosen_coder_agent(*, task_choice: str, project_choice: str) -> str:
     return "" if chosen == BUILT_IN else chosen
 
 
+def run_coder_agent(*, recorded: str | None, task_choice: str, project_choice: str) -> str:
+    """The ACP agent a run uses as its Coder ('' for the built-in one): the one recorded
+    when the run started, so a project switched meanwhile changes its next runs, not this
+    one. A run from before runs recorded it (None) has its task's choice as it is now."""
+    if recorded is not None:
+        return recorded
+    return chosen_coder_agent(task_choice=task_choice, project_choice=project_choice)
+
+
 def coder_agent_label(name: str) -> str:
     if not name or name == BUILT_IN:
         return BUILT_IN_LABEL

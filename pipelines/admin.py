@@ -79,7 +79,7 @@ class PipelineRunAdmin(admin.ModelAdmin):
         "created_at",
     )
     list_select_related = ("task__project__owner",)
-    list_filter = ("status", "phase", "provider", "model", "created_at")
+    list_filter = ("status", "phase", "provider", "model", "coder_agent", "created_at")
     search_fields = ("task__title", "task__project__name", "task__project__owner__email", "error")
     readonly_fields = [field.name for field in PipelineRun._meta.fields if field.name != "api_key_encrypted"]
     exclude = ("api_key_encrypted",)

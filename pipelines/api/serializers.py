@@ -108,6 +108,7 @@ class RunSerializer(serializers.ModelSerializer[PipelineRun]):
             "error_retryable",
             "provider",
             "model",
+            "coder_agent",
             "demo",
             "max_tokens",
             "token_budget",

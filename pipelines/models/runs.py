@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.coder_agents import CODER_AGENT_MAX_LENGTH
 from core.models import TimeStampedModel
 from tasks.models import TaskStatus
 
@@ -176,6 +177,15 @@ class PipelineRun(TimeStampedModel):
     # The project's per-agent models when the run started ({"coder": "…"}); an agent
     # not named uses ``model`` (``model_for``).
     agent_models = models.JSONField(default=dict, blank=True)
+    # NULL, not '': '' is the built-in Coder, NULL a run from before runs recorded theirs
+    # (it has its task's choice as it is now: core.coder_agents.run_coder_agent).
+    coder_agent = models.CharField(  # noqa: DJ001
+        max_length=CODER_AGENT_MAX_LENGTH,
+        null=True,
+        blank=True,
+        help_text="The coding agent over ACP that is the run's Coder, chosen when it started ('' for the "
+        "built-in Coder; null for a run from before runs recorded it).",
+    )
     max_tokens = models.PositiveIntegerField(default=0)
     token_budget = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
     # Every input token of the run's calls, cache writes and reads included (the token

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import transaction
 
-from core.coder_agents import chosen_coder_agent
+from core.coder_agents import run_coder_agent
 from pipelines.agents import prompts as agents
 from pipelines.agents.distiller import learn
 from pipelines.agents.lineage import context_record_agent_call
@@ -57,7 +57,9 @@ def execute(run: PipelineRun, lease: Lease) -> None:
     task = run.task
     # The Claude CLI and an ACP agent have only their own tools: they reply to a comment
     # with a marker.
-    acp_agent_name = chosen_coder_agent(task_choice=task.coder_agent, project_choice=task.project.coder_agent)
+    acp_agent_name = run_coder_agent(
+        recorded=run.coder_agent, task_choice=task.coder_agent, project_choice=task.project.coder_agent
+    )
     edits_itself = bool(acp_agent_name) or run_provider(run).edits_worktree
     prompt = agents.coder_editing_prompt(
         title=task.title,

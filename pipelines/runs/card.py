@@ -25,6 +25,8 @@ def pipeline_state(run: PipelineRun) -> dict[str, Any]:
         # Which provider and model answer its agents (the card says so).
         "provider": run.provider,
         "model": run.model,
+        # Which Coder it has (None: a run from before runs recorded it).
+        "coder_agent": run.coder_agent,
     }
     issue = ForgeIssue.objects.filter(task_id=run.task_id).first()
     if issue is not None:

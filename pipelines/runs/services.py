@@ -20,6 +20,7 @@ from django.db.models import F, Max, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from core.coder_agents import chosen_coder_agent
 from core.crypto import encrypt_secret
 from core.exceptions import ApplicationError, Conflict, InvalidTransition
 from core.jobs import enqueue
@@ -314,6 +315,7 @@ def _run_settings(task: Task) -> dict[str, Any]:
         },
         "max_tokens": project.llm_max_tokens or settings.LLM_MAX_TOKENS,
         "token_budget": project.token_budget or settings.RUN_TOKEN_BUDGET,
+        "coder_agent": chosen_coder_agent(task_choice=task.coder_agent, project_choice=project.coder_agent),
     }
 
 

@@ -10,10 +10,10 @@ from typing import Any
 from django import template
 from django.template import Context
 
-from core.coder_agents import chosen_coder_agent, coder_agent_label
+from core.coder_agents import coder_agent_label, run_coder_agent
 from llm.providers import provider_label
 from pipelines.messages.selectors import run_message_note
-from pipelines.models import RunMessage, RunStatus
+from pipelines.models import PipelineRun, RunMessage, RunStatus
 from pipelines.panel import panel_context
 from pipelines.runs.ceiling import TaskSpend
 from pipelines.runs.places import queue_place_label
@@ -59,9 +59,21 @@ def task_spend(task: Task) -> TaskSpend:
 
 @register.filter
 def task_coder(task: Task) -> str:
-    """The task's Coder when it is a coding agent over ACP (its own choice, else its
-    project's; the card's project is already loaded), '' for the built-in one."""
-    chosen = chosen_coder_agent(task_choice=task.coder_agent, project_choice=task.project.coder_agent)
+    """The card's Coder when it is a coding agent over ACP, '' for the built-in one: the
+    one its latest run has (from the card's summary of it), else the one a run would
+    have now (its own choice, else its project's; the card's project is already loaded)."""
+    recorded = (task.pipeline_state or {}).get("coder_agent")
+    chosen = run_coder_agent(recorded=recorded, task_choice=task.coder_agent, project_choice=task.project.coder_agent)
+    return coder_agent_label(chosen) if chosen else ""
+
+
+@register.filter
+def run_coder(run: PipelineRun) -> str:
+    """The run's Coder when it is a coding agent over ACP, '' for the built-in one."""
+    task = run.task
+    chosen = run_coder_agent(
+        recorded=run.coder_agent, task_choice=task.coder_agent, project_choice=task.project.coder_agent
+    )
     return coder_agent_label(chosen) if chosen else ""
 
 

@@ -54,6 +54,12 @@ class LatestRunSerializer(serializers.Serializer):
         default="", help_text='Who answers its agents: "anthropic", "openai" (OpenAI-compatible) or "claude-cli".'
     )
     model = serializers.CharField(default="", help_text="The model its agents use.")
+    coder_agent = serializers.CharField(
+        allow_null=True,
+        default=None,
+        help_text="The coding agent over ACP that is its Coder ('' for the built-in Coder; null for a run from "
+        "before runs recorded it).",
+    )
 
 
 class ForgeIssueSummarySerializer(serializers.Serializer):
@@ -121,7 +127,15 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
         if not isinstance(state, dict) or "run_id" not in state:
             return None
         return LatestRunSerializer(
-            {"cost_usd": None, "run_number": None, "phase": "", "provider": "", "model": "", **state}
+            {
+                "cost_usd": None,
+                "run_number": None,
+                "phase": "",
+                "provider": "",
+                "model": "",
+                "coder_agent": None,
+                **state,
+            }
         ).data
 
     @extend_schema_field(ForgeIssueSummarySerializer(allow_null=True))

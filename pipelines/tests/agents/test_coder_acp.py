@@ -29,6 +29,7 @@ from pipelines.phases.driver import run_advance
 from pipelines.runs.services import run_cancel, run_start
 from pipelines.tests.repositories import CALC, CALC_FIXED, git, log_text
 from repos.models import Repository
+from tasks.models import Task
 from tests.fake_anthropic import TextReply, ToolReply, default_reply
 from tests.fake_openai import FakeOpenAIServer
 from tests.readable import acp_agents_reachable, readable
@@ -354,3 +355,49 @@ def test_the_coder_is_shown_on_the_card_the_run_page_and_the_settings_page(owner
     assert '<option value="claude-code" selected>Claude Code (ACP)</option>' in page
     settings_page = owner_session_client.get(reverse("projects:edit", args=[project.pk])).content.decode()
     assert '<option value="opencode" selected>opencode</option>' in settings_page
+
+
+def test_a_run_keeps_the_coder_it_started_with_and_says_so_on_the_card_the_api_and_its_panel(
+    fake_llm, settings, linked, task, owner, owner_client, owner_session_client
+) -> None:
+    from django.urls import reverse
+
+    from core.coder_agents import BUILT_IN
+
+    use_fake_agent(settings, task, "crash")
+    run = run_start(task=task, user=owner)
+    # Switched to the built-in Coder while the run waits in the queue: it changes the
+    # next run, not this one.
+    task.coder_agent = BUILT_IN
+    task.save()
+    run = drive_in_process(run)
+    assert run.coder_agent == "fake"
+    assert run.error.startswith("Error: the coding agent fake ended before it finished"), run.error
+
+    card = owner_session_client.get(reverse("tasks:card", args=[task.pk])).content.decode()
+    assert 'data-testid="card-coder" title="Coder: a coding agent over ACP">Fake ACP agent<' in card
+    page = owner_session_client.get(reverse("tasks:detail", args=[task.pk])).content.decode()
+    assert 'data-testid="run-coder" title="The Coder: a coding agent over ACP">Coder: Fake ACP agent<' in page
+    assert owner_client.get(f"/api/runs/{run.pk}").json()["coder_agent"] == "fake"
+    assert owner_client.get(f"/api/tasks/{task.pk}").json()["latest_run"]["coder_agent"] == "fake"
+
+    # A run from before runs recorded their Coder shows its task's choice as it is now.
+    PipelineRun.objects.filter(pk=run.pk).update(coder_agent=None)
+    task.refresh_from_db()
+    state = {key: value for key, value in task.pipeline_state.items() if key != "coder_agent"}
+    Task.objects.filter(pk=task.pk).update(pipeline_state=state, coder_agent="claude-code")
+    page = owner_session_client.get(reverse("tasks:detail", args=[task.pk])).content.decode()
+    assert "Coder: Claude Code (ACP)<" in page
+    card = owner_session_client.get(reverse("tasks:card", args=[task.pk])).content.decode()
+    assert ">Claude Code (ACP)<" in card
+    assert owner_client.get(f"/api/runs/{run.pk}").json()["coder_agent"] is None
+    assert owner_client.get(f"/api/tasks/{task.pk}").json()["latest_run"]["coder_agent"] is None
+
+    # The next run has the built-in Coder: the card says nothing of an agent any more.
+    Task.objects.filter(pk=task.pk).update(coder_agent=BUILT_IN)
+    task.refresh_from_db()
+    second = run_start(task=task, user=owner)
+    assert second.coder_agent == ""
+    card = owner_session_client.get(reverse("tasks:card", args=[task.pk])).content.decode()
+    assert 'data-testid="card-coder"' not in card
+    assert owner_client.get(f"/api/tasks/{task.pk}").json()["latest_run"]["coder_agent"] == ""
