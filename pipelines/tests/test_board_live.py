@@ -119,6 +119,7 @@ def test_the_api_says_the_latest_runs_state_and_cost(fake_llm, owner, owner_clie
         "cost_usd": f"{run.cost_usd:.6f}",
         "provider": "anthropic",
         "model": run.model,
+        "coder_agent": "",  # the built-in Coder
     }
     assert Decimal(body["total_cost"]) == run.cost_usd
     assert body["status"] == TaskStatus.BACKLOG
@@ -152,5 +153,6 @@ def test_the_schema_documents_the_latest_run() -> None:
     assert task["latest_run"]["readOnly"] is True
     assert "latest pipeline run" in task["latest_run"]["description"]
     latest = schema["components"]["schemas"]["LatestRun"]["properties"]
-    assert set(latest) == {"id", "number", "status", "phase", "cost_usd", "provider", "model"}
+    assert set(latest) == {"id", "number", "status", "phase", "cost_usd", "provider", "model", "coder_agent"}
+    assert latest["coder_agent"]["nullable"] is True  # null: a run from before runs recorded their Coder
     assert task["total_cost"]["readOnly"] is True
