@@ -189,7 +189,9 @@ class _Renewer:
     def add(self, lease: Lease) -> None:
         with self._lock:
             self._leases.add(lease)
-            if self._thread is None:
+            # A thread that died (it should not: see _loop) would leave every lease of
+            # the process unrenewed for good: another takes over.
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="lease-renewer", daemon=True)
                 self._thread.start()
 
@@ -227,7 +229,14 @@ class _Renewer:
                 if not wait:
                     return
                 for lease in due:
-                    self._renew(lease)
+                    try:
+                        self._renew(lease)
+                    except Exception:  # one lease's failure must not end every lease's renewal
+                        # Not only DatabaseError: a closed connection is an InterfaceError,
+                        # and whatever else went wrong with one lease, the others are
+                        # still renewed; this one is tried again next round.
+                        lease.logger.exception("%s: renewing the lease failed", lease.name)
+                        connection.close()
                 time.sleep(wait)
         finally:
             connections.close_all()  # this thread's own

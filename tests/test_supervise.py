@@ -61,6 +61,13 @@ def test_each_process_runs_through_the_shell_restarts_and_stops_with_its_group(t
     assert config.get("program:worker", "stopwaitsecs") == "30", "running phases get time to hand their work back"
 
 
+def _is_python(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/exe").resolve().name.startswith("python")
+    except OSError:  # gone meanwhile
+        return False
+
+
 def _quoted(text: str) -> str:
     return shlex.quote(text)
 
@@ -71,11 +78,14 @@ class Supervisor:
     log: Path
 
     def programs(self) -> dict[str, int]:
-        """The running stand-ins by name (their command lines name them)."""
+        """The running stand-ins by name: the Python processes whose command lines name
+        them. Only Python: on the way to it a pyenv shim (a bash script) forks subshells
+        that carry the same command line for a moment, and one was once taken for the
+        stand-in (then gone, as if supervisord had restarted it)."""
         found: dict[str, int] = {}
         for pid in descendants(self.process.pid):
             match = re.search(r"stand-in=(\w+)", command_line(pid))
-            if match and is_running(pid):
+            if match and is_running(pid) and _is_python(pid):
                 found[match.group(1)] = pid
         return found
 

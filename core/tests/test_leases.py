@@ -156,3 +156,40 @@ def test_of_claims_racing_for_a_free_row_exactly_one_wins(row) -> None:
     finally:
         for lease in contenders:
             lease.release()
+
+
+class _BrokenLease(Lease):
+    def renew(self) -> bool:
+        raise RuntimeError("not a database error")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_whose_renewal_raises_does_not_stop_the_others_being_renewed(row, owner, caplog) -> None:
+    """Once, in CI, one lease's renewal raised something other than a DatabaseError (a
+    closed connection raises InterfaceError): the renewing thread died, and no lease of
+    the process was renewed again."""
+    other_row = ChatSession.objects.create(user=owner, last_activity=timezone.now())
+    broken = _BrokenLease(ChatSession, other_row.pk, seconds=1, name="Broken work")
+    holder = _lease(row, seconds=1)
+    assert broken.claim() and holder.claim()
+    try:
+        first_expiry = _columns(row)[1]
+        time.sleep(2.5)
+        assert _columns(row)[1] > first_expiry, "still renewed"
+        assert leases.renewer.thread is not None and leases.renewer.thread.is_alive()
+        assert "Broken work: renewing the lease failed" in caplog.text
+    finally:
+        assert holder.release()
+        leases.renewer.discard(broken)
+
+
+def test_a_renewing_thread_that_died_is_replaced_by_the_next_claim(monkeypatch) -> None:
+    renewer = leases._Renewer()
+    started: list[threading.Thread] = []
+    monkeypatch.setattr(renewer, "_loop", lambda: started.append(threading.current_thread()))
+    first = Lease(ChatSession, 1, seconds=1)
+    renewer.add(first)
+    wait_until(lambda: renewer.thread is not None and not renewer.thread.is_alive(), timeout=5)
+    renewer.add(Lease(ChatSession, 2, seconds=1))
+    wait_until(lambda: len(started) == 2, timeout=5, why=lambda: f"threads started: {started}")
+    assert started[0] is not started[1]
