@@ -59,21 +59,20 @@ def task_spend(task: Task) -> TaskSpend:
 
 @register.filter
 def task_coder(task: Task) -> str:
-    """The card's Coder when it is a coding agent over ACP, '' for the built-in one: the
-    one its latest run has (from the card's summary of it), else the one a run would
-    have now (its own choice, else its project's; the card's project is already loaded)."""
-    recorded = (task.pipeline_state or {}).get("coder_agent")
-    chosen = run_coder_agent(recorded=recorded, task_choice=task.coder_agent, project_choice=task.project.coder_agent)
-    return coder_agent_label(chosen) if chosen else ""
+    """The card's Coder: the one its latest run has (from the card's summary of it), else
+    the one a run would have now (the card's project is already loaded)."""
+    return _acp_coder_label((task.pipeline_state or {}).get("coder_agent"), task)
 
 
 @register.filter
 def run_coder(run: PipelineRun) -> str:
-    """The run's Coder when it is a coding agent over ACP, '' for the built-in one."""
-    task = run.task
-    chosen = run_coder_agent(
-        recorded=run.coder_agent, task_choice=task.coder_agent, project_choice=task.project.coder_agent
-    )
+    """The run's Coder."""
+    return _acp_coder_label(run.coder_agent, run.task)
+
+
+def _acp_coder_label(recorded: str | None, task: Task) -> str:
+    """The label of the coding agent over ACP that is the Coder; '' for the built-in one."""
+    chosen = run_coder_agent(recorded=recorded, task_choice=task.coder_agent, project_choice=task.project.coder_agent)
     return coder_agent_label(chosen) if chosen else ""
 
 
